@@ -1,0 +1,36 @@
+"""jaxmbd: differentiable, batched multibody dynamics in JAX.
+
+Importing jaxmbd turns on JAX's float64 mode (``jax_enable_x64``), because
+multibody dynamics loses accuracy quickly in float32.  To keep JAX's default
+(float32) instead, set the environment variable ``JAXMBD_X64=0`` before the
+import; everything then runs in whatever precision the inputs have.
+"""
+
+import os as _os
+
+import jax as _jax
+
+if _os.environ.get("JAXMBD_X64", "1") != "0":
+    _jax.config.update("jax_enable_x64", True)
+
+from .model import Model, ModelBuilder  # noqa: E402
+from .topology import Topology, tree_backward, tree_forward  # noqa: E402
+from .kinematics import (  # noqa: E402
+    forward_kinematics, frame_jacobian, frame_pose, point_jacobian, kinetic_energy,
+    potential_energy, integrate_q, difference_q, normalize_q, neutral_q, joint_state,
+)
+from .rnea import inverse_dynamics, bias_force, passive_force, rnea  # noqa: E402
+from .crba import mass_matrix, mass_matrix_compact, compact_to_dense, composite_inertias  # noqa: E402
+from .aba import forward_dynamics, aba  # noqa: E402
+from . import models  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Model", "ModelBuilder", "Topology", "tree_forward", "tree_backward",
+    "forward_kinematics", "frame_jacobian", "frame_pose", "point_jacobian",
+    "kinetic_energy", "potential_energy", "integrate_q", "difference_q", "normalize_q",
+    "neutral_q", "joint_state", "inverse_dynamics", "bias_force", "passive_force", "rnea",
+    "mass_matrix", "mass_matrix_compact", "compact_to_dense", "composite_inertias",
+    "forward_dynamics", "aba", "models",
+]

@@ -1,0 +1,83 @@
+"""Forward dynamics: articulated-body algorithm (RBDA Table 7.1), level-parallel,
+and the CRBA route (H qdd = tau - C)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+
+from . import spatial
+from .crba import mass_matrix
+from .kinematics import body_inertias, joint_state, _check
+from .rnea import _gather_dofs, _scatter_dofs, bias_force, passive_force
+from .topology import tree_backward, tree_forward
+
+
+def aba(model, q, v, tau, f_ext=None):
+    """Articulated-body algorithm; tau includes every generalized force (passive ones too)."""
+    topo = model.topo
+    js = joint_state(model, q, v)
+    dt = js.X_up.dtype
+
+    # pass 1: velocities, velocity-product accelerations c and bias forces pA
+    def fwd_v(v_p, inp):
+        X, vJ = inp
+        return X @ v_p + vJ
+
+    vel = tree_forward(topo, fwd_v, jnp.zeros(6, dt), (js.X_up, js.vJ))
+    c = js.cJ + jax.vmap(spatial.cross_motion)(vel, js.vJ)
+    I = body_inertias(model)
+    pA = jax.vmap(spatial.cross_force)(vel, jnp.einsum("nij,nj->ni", I, vel))
+    if f_ext is not None:
+        pA = pA - f_ext
+
+    # pass 2: articulated inertias, leaves to root. Padded DoFs get D = 1, U = 0.
+    tau_p = _gather_dofs(topo, tau)
+    arm_p = _gather_dofs(topo, model.armature)
+    pad = jnp.asarray(~topo.body_dof_mask, dt)
+
+    def bwd(acc, inp):
+        IA, pa = acc
+        X, S, c_i, u_tau, arm, padding = inp
+        U = IA @ S
+        D = S.T @ U + jnp.diag(arm + padding)
+        Dinv = jnp.linalg.inv(D)
+        u = u_tau - S.T @ pa
+        Ia = IA - U @ Dinv @ U.T
+        pa_i = pa + Ia @ c_i + U @ (Dinv @ u)
+        return (X.T @ Ia @ X, X.T @ pa_i), (U, Dinv, u)
+
+    U, Dinv, u = tree_backward(topo, bwd, (I, pA), (js.X_up, js.S, c, tau_p, arm_p, pad))
+
+    # pass 3: accelerations, root to leaves; the base accelerates at -g
+    def fwd_a(par, inp):
+        a_p, _ = par
+        X, S, c_i, U_i, Dinv_i, u_i = inp
+        a1 = X @ a_p + c_i
+        qdd = Dinv_i @ (u_i - U_i.T @ a1)
+        return a1 + S @ qdd, qdd
+
+    a0 = jnp.concatenate([jnp.zeros(3, dt), -model.gravity])
+    _, qdd = tree_forward(topo, fwd_a, (a0, jnp.zeros(topo.max_dof, dt)), (js.X_up, js.S, c, U, Dinv, u))
+    return _scatter_dofs(topo, qdd)
+
+
+def forward_dynamics(model, q, v, tau, f_ext=None, method="aba"):
+    """Joint accelerations qdd with H(q) qdd + C(q, v) = tau.
+
+    method: "aba" (articulated-body algorithm, O(n)) or "crba" (H from the
+    CRBA, then a dense Cholesky solve).  f_ext: optional (n, 6) body-frame
+    spatial forces on the bodies.
+    """
+    q, v, tau = jnp.asarray(q), jnp.asarray(v), jnp.asarray(tau)
+    _check(model, q, v)
+    if tau.shape != (model.nv,):
+        raise ValueError(f"tau has shape {tau.shape}, expected ({model.nv},)")
+    if method == "aba":
+        return aba(model, q, v, tau + passive_force(model, q, v), f_ext)
+    if method == "crba":
+        H = mass_matrix(model, q)
+        rhs = tau - bias_force(model, q, v, f_ext)
+        return jsl.cho_solve(jsl.cho_factor(H), rhs)
+    raise ValueError(f"unknown forward-dynamics method {method!r}; expected 'aba' or 'crba'")

@@ -1,0 +1,202 @@
+"""Joint kinematics, forward kinematics, Jacobians and energies.
+
+Body velocities are spatial motion vectors in body coordinates (spatial.py).
+World poses are (R, p) with x_world = R x_body + p.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import joints, spatial
+from .topology import tree_forward
+
+
+class JointState(NamedTuple):
+    """Per-body joint quantities (n bodies, K = most DoFs of one joint)."""
+    R_up: jax.Array   # (n,3,3) pose of body i in its parent's frame
+    p_up: jax.Array   # (n,3)
+    X_up: jax.Array   # (n,6,6) motion transform parent -> body i
+    S: jax.Array      # (n,6,K) motion subspace in body coordinates, zero-padded
+    vJ: jax.Array     # (n,6) joint velocity S qd
+    cJ: jax.Array     # (n,6) apparent derivative S̊ qd
+
+
+class Kinematics(NamedTuple):
+    rot: jax.Array    # (n,3,3) body orientations in the world
+    pos: jax.Array    # (n,3) body origins in the world
+    vel: jax.Array    # (n,6) spatial velocities in body coordinates
+
+
+def _check(model, q, v=None):
+    if q.shape != (model.nq,):
+        raise ValueError(f"q has shape {q.shape}, expected ({model.nq},); use jax.vmap for batches")
+    if v is not None and v.shape != (model.nv,):
+        raise ValueError(f"v has shape {v.shape}, expected ({model.nv},); use jax.vmap for batches")
+
+
+def joint_state(model, q, v=None) -> JointState:
+    """Evaluate every joint (grouped by joint type, vectorised within a group)."""
+    topo = model.topo
+    n, K = topo.n_bodies, topo.max_dof
+    q = jnp.asarray(q)
+    _check(model, q, v)
+    v = jnp.zeros(model.nv, q.dtype) if v is None else jnp.asarray(v)
+    R_j = jnp.zeros((n, 3, 3), q.dtype)
+    p_j = jnp.zeros((n, 3), q.dtype)
+    S = jnp.zeros((n, 6, K), q.dtype)
+    cJ = jnp.zeros((n, 6), q.dtype)
+    for jt, bodies, qi, vi in topo.joint_groups:
+        R, p, Sg, c = jax.vmap(joints.JCALC[jt])(
+            q[qi], v[vi], model.axis[bodies], model.anchor[bodies], model.pitch[bodies])
+        R_j = R_j.at[bodies].set(R)
+        p_j = p_j.at[bodies].set(p)
+        S = S.at[bodies, :, : Sg.shape[-1]].set(Sg)
+        cJ = cJ.at[bodies].set(c)
+    v_pad = jnp.concatenate([v, jnp.zeros(1, v.dtype)])[topo.body_dof_idx]  # (n,K)
+    vJ = jnp.einsum("nik,nk->ni", S, v_pad)
+    R_up = model.tree_rot @ R_j
+    p_up = model.tree_pos + jnp.einsum("nij,nj->ni", model.tree_rot, p_j)
+    X_up = jax.vmap(spatial.plucker)(R_up, p_up)
+    return JointState(R_up, p_up, X_up, S, vJ, cJ)
+
+
+def forward_kinematics(model, q, v=None) -> Kinematics:
+    """World poses and body-frame spatial velocities of every moving body."""
+    js = joint_state(model, q, v)
+
+    def step(par, inp):
+        R_p, p_p, v_p = par
+        R_up, p_up, X_up, vJ = inp
+        return R_p @ R_up, p_p + R_p @ p_up, X_up @ v_p + vJ
+
+    dt = js.X_up.dtype
+    root = (jnp.eye(3, dtype=dt), jnp.zeros(3, dt), jnp.zeros(6, dt))
+    rot, pos, vel = tree_forward(model.topo, step, root, (js.R_up, js.p_up, js.X_up, js.vJ))
+    return Kinematics(rot, pos, vel)
+
+
+def _dof_rows(topo):
+    """Flat index into a (n*K) per-body DoF table for each DoF k."""
+    return topo.dof_body * topo.max_dof + (np.arange(topo.nv) - topo.v_adr[topo.dof_body])
+
+
+def dof_motion_world(model, kin: Kinematics, js: JointState):
+    """Each DoF's motion axis in world coordinates at the world origin, (nv, 6)."""
+    Sw = jax.vmap(jax.vmap(spatial.motion_to_world, in_axes=(None, None, 1), out_axes=0))(
+        kin.rot, kin.pos, js.S)  # (n,K,6)
+    return Sw.reshape(-1, 6)[_dof_rows(model.topo)]
+
+
+def _resolve_frame(model, body):
+    """(moving body index, R_off, p_off) for a body/frame name or body index."""
+    if isinstance(body, (int, np.integer)):
+        if not 0 <= body < model.n_bodies:
+            raise ValueError(f"body index {body} out of range [0, {model.n_bodies})")
+        return int(body), None, None
+    f = model.frame_id(body)
+    return model.frame_body[f], model.frame_rot[f], model.frame_pos[f]
+
+
+def frame_pose(model, q, body):
+    """World pose (R, p) of a body or welded frame (name or body index)."""
+    b, Ro, po = _resolve_frame(model, body)
+    kin = forward_kinematics(model, q)
+    R, p = kin.rot[b], kin.pos[b]
+    if Ro is None:
+        return R, p
+    return R @ Ro, p + R @ po
+
+
+def frame_jacobian(model, q, body, point=(0.0, 0.0, 0.0)):
+    """(6, nv) Jacobian of [angular velocity; linear velocity of a point] in world coordinates.
+
+    ``point`` is given in the coordinates of ``body`` (a name, possibly of a
+    welded frame, or a body index); the default is the frame's origin.
+    """
+    b, Ro, po = _resolve_frame(model, body)
+    js = joint_state(model, q)
+    kin = forward_kinematics(model, q)
+    point = jnp.asarray(point, kin.pos.dtype)
+    if Ro is not None:
+        point = po + Ro @ point
+    pw = kin.pos[b] + kin.rot[b] @ point
+    Sw = dof_motion_world(model, kin, js)  # (nv,6)
+    mask = jnp.asarray(model.topo.support[b], Sw.dtype)
+    Jw = Sw[:, :3] * mask[:, None]
+    Jv = (Sw[:, 3:] + jnp.cross(Jw, pw)) * mask[:, None]  # v_point = v_O + w x p
+    return jnp.concatenate([Jw.T, Jv.T], axis=0)
+
+
+def point_jacobian(model, q, body, point=(0.0, 0.0, 0.0)):
+    """(3, nv) Jacobian of the world-frame velocity of a point fixed in ``body``."""
+    return frame_jacobian(model, q, body, point)[3:]
+
+
+def body_inertias(model):
+    """(n,6,6) spatial inertias about each body origin, in body coordinates."""
+    return jax.vmap(spatial.spatial_inertia)(model.mass, model.com, model.inertia)
+
+
+def kinetic_energy(model, q, v):
+    """Σ ½ v_iᵀ I_i v_i over bodies (independent of the mass matrix)."""
+    kin = forward_kinematics(model, q, v)
+    I = body_inertias(model)
+    return 0.5 * jnp.einsum("ni,nij,nj->", kin.vel, I, kin.vel)
+
+
+def potential_energy(model, q):
+    """Gravitational potential energy, -Σ m_i g·c_i (zero at the world origin)."""
+    kin = forward_kinematics(model, q)
+    c = kin.pos + jnp.einsum("nij,nj->ni", kin.rot, model.com)
+    return -jnp.sum(model.mass * (c @ model.gravity))
+
+
+def _per_group(model, fn, q_out, *args):
+    """Apply a per-joint function to every joint, vectorised within joint types."""
+    for jt, bodies, qi, vi in model.topo.joint_groups:
+        q_out = fn(jt, qi, vi, q_out, *args)
+    return q_out
+
+
+def integrate_q(model, q, v, dt=1.0):
+    """Advance q along v for time dt on the configuration manifold (q ⊕ v dt).
+
+    Quaternions advance by the exact exponential map of the body-frame angular
+    velocity and are renormalised."""
+    q, v = jnp.asarray(q), jnp.asarray(v)
+    _check(model, q, v)
+
+    def upd(jt, qi, vi, out):
+        new = jax.vmap(lambda a, b: joints.integrate(jt, a, b, dt))(q[qi], v[vi])
+        return out.at[qi].set(new)
+    return _per_group(model, upd, q)
+
+
+def difference_q(model, q0, q1):
+    """The velocity v with integrate_q(model, q0, v, 1) = q1 (q1 ⊖ q0)."""
+    q0, q1 = jnp.asarray(q0), jnp.asarray(q1)
+    _check(model, q0)
+    _check(model, q1)
+
+    def upd(jt, qi, vi, out):
+        return out.at[vi].set(jax.vmap(lambda a, b: joints.difference(jt, a, b))(q0[qi], q1[qi]))
+    return _per_group(model, upd, jnp.zeros(model.nv, jnp.result_type(q0, q1)))
+
+
+def normalize_q(model, q):
+    """Renormalise every quaternion in q."""
+    q = jnp.asarray(q)
+
+    def upd(jt, qi, vi, out):
+        return out.at[qi].set(jax.vmap(lambda a: joints.normalize(jt, a))(out[qi]))
+    return _per_group(model, upd, q)
+
+
+def neutral_q(model):
+    """The reference configuration: zero angles and identity quaternions."""
+    return jnp.concatenate([joints.neutral(jt) for jt in model.topo.jtype])

@@ -1,0 +1,211 @@
+"""Built-in mechanisms.
+
+Geometry and inertias are generic (fixed pseudo-random draws, so every call
+returns the same model): link offsets, joint axes and inertia tensors are not
+aligned with the coordinate axes, so no term of the dynamics vanishes by
+accident.  Functions named ``*_builder`` return the :class:`ModelBuilder`
+(useful to add bodies or to export the same mechanism elsewhere).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import ModelBuilder
+
+_DEFAULT_TYPES = ("revolute", "prismatic", "helical", "spherical", "planar")
+
+
+def _rng(seed):
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if hasattr(seed, "dtype") and getattr(seed, "shape", ()) != ():  # a JAX PRNG key
+        seed = int(np.asarray(seed).ravel()[-1])
+    return np.random.default_rng(seed)
+
+
+def _unit(rng, n=3):
+    v = rng.normal(size=n)
+    return v / np.linalg.norm(v)
+
+
+def _rand_rot(rng):
+    q = _unit(rng, 4)
+    w, x, y, z = q
+    return q, np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+
+
+def generic_body(rng, length=0.3, mass_range=(0.5, 2.0)):
+    """Random but well-conditioned body: a box of random size, rotated, off-centre."""
+    m = rng.uniform(*mass_range)
+    a, b, c = rng.uniform(0.3, 1.0, size=3) * length
+    diag = m / 12.0 * np.array([b * b + c * c, a * a + c * c, a * a + b * b])
+    _, R = _rand_rot(rng)
+    return dict(mass=m, com=rng.uniform(-0.5, 0.5, 3) * length + np.array([0.0, 0.0, -0.5 * length]),
+                inertia=R @ np.diag(diag) @ R.T)
+
+
+def _placement(rng, length=0.3):
+    quat, _ = _rand_rot(rng)
+    # mostly small rotations: a recognisable mechanism, yet nothing axis-aligned
+    quat = np.array([1.0, 0.0, 0.0, 0.0]) + 0.3 * quat
+    return dict(pos=rng.uniform(-0.3, 0.3, 3) * length + np.array([0.0, 0.0, -length]),
+                quat=quat / np.linalg.norm(quat))
+
+
+def _add_link(b, rng, name, parent, joint, **kw):
+    axis = _unit(rng) if joint in ("revolute", "prismatic", "helical") else None
+    extra = dict(axis=axis)
+    if joint == "helical":
+        extra["pitch"] = float(rng.uniform(0.02, 0.1))
+    if joint in ("revolute", "helical", "spherical"):
+        extra["anchor"] = rng.uniform(-0.05, 0.05, 3)
+    if joint == "free":
+        extra.update(pos=np.zeros(3), quat=np.array([1.0, 0, 0, 0]))
+    else:
+        extra.update(_placement(rng))
+    extra.update(generic_body(rng))
+    extra.update(kw)
+    b.add_body(name, parent, joint, **extra)
+
+
+def chain_builder(n, joint="revolute", floating=False, seed=1):
+    """A serial chain of n bodies; with floating=True the first joint is free."""
+    rng = _rng(seed)
+    b = ModelBuilder()
+    for i in range(n):
+        jt = "free" if (floating and i == 0) else joint
+        _add_link(b, rng, f"link{i}", "world" if i == 0 else f"link{i - 1}", jt)
+    return b
+
+
+def chain(n, joint="revolute", floating=False, seed=1):
+    """Serial chain of n bodies on `joint` joints (free first joint if floating)."""
+    return chain_builder(n, joint, floating, seed).build()
+
+
+def humanoid30_builder(seed=30):
+    """Featherstone's 30-DoF humanoid/quadruped (seed 000 §6, Fig. 6): a torso on
+    a free (6-DoF) joint with four serial limbs of six revolute links each."""
+    rng = _rng(seed)
+    b = ModelBuilder()
+    b.add_body("torso", "world", "free", **generic_body(rng, length=0.5, mass_range=(8.0, 12.0)))
+    for limb in range(4):
+        parent = "torso"
+        for t in range(6):
+            name = f"limb{limb}_link{t}"
+            _add_link(b, rng, name, parent, "revolute")
+            parent = name
+    return b
+
+
+def humanoid30(seed=30):
+    """25 bodies, 24 revolute joints + 1 free joint: nq = 31, nv = 30."""
+    return humanoid30_builder(seed).build()
+
+
+def binary_tree_builder(levels, joint="revolute", seed=2):
+    rng = _rng(seed)
+    b = ModelBuilder()
+    for i in range(1, 2 ** levels):  # heap order: parent(i) = i // 2
+        _add_link(b, rng, f"node{i}", "world" if i == 1 else f"node{i // 2}", joint)
+    return b
+
+
+def binary_tree(levels, joint="revolute", seed=2):
+    """Balanced binary tree of 2**levels - 1 bodies in heap order."""
+    return binary_tree_builder(levels, joint, seed).build()
+
+
+def grid_tree_builder(m, joint="revolute", seed=3):
+    rng = _rng(seed)
+    b = ModelBuilder()
+    for r in range(m):
+        for c in range(m):
+            parent = "world" if (r, c) == (0, 0) else (f"g{r - 1}_{c}" if r > 0 else f"g{r}_{c - 1}")
+            _add_link(b, rng, f"g{r}_{c}", parent, joint)
+    return b
+
+
+def grid_tree(m, joint="revolute", seed=3):
+    """Spanning tree of an m x m grid rooted at a corner; node (r, c) has depth
+    r + c + 1, i.e. every node lies on a shortest path to the root."""
+    return grid_tree_builder(m, joint, seed).build()
+
+
+def side_branch_chain_builder(m, joint="revolute", seed=4):
+    rng = _rng(seed)
+    b = ModelBuilder()
+    for k in range(m):
+        _add_link(b, rng, f"main{k}", "world" if k == 0 else f"main{k - 1}", joint)
+        _add_link(b, rng, f"leaf{k}", f"main{k}", joint)
+    return b
+
+
+def side_branch_chain(m, joint="revolute", seed=4):
+    """A chain of m bodies with one leaf on each: 2m bodies (seed 000 Table 2)."""
+    return side_branch_chain_builder(m, joint, seed).build()
+
+
+def random_tree_builder(key, n, joint_types=_DEFAULT_TYPES, root_joint=None, p_fixed=0.0):
+    """Random tree of n moving bodies for tests.
+
+    Each body's parent is drawn uniformly from the bodies before it (or the
+    world).  Joint types are drawn from `joint_types`; `root_joint` (e.g.
+    "free") forces the first body's joint.  With p_fixed > 0, welded bodies
+    are inserted at random (they are merged away by ``build``).
+    """
+    rng = _rng(key)
+    b = ModelBuilder()
+    names = []
+    k = 0
+    while len(names) < n:
+        i = len(names)
+        if i == 0:
+            parent = "world"
+        else:
+            j = int(rng.integers(-1, i)) if root_joint is None else int(rng.integers(0, i))
+            parent = "world" if j < 0 else names[j]
+        jt = root_joint if (i == 0 and root_joint) else str(rng.choice(joint_types))
+        if p_fixed and rng.uniform() < p_fixed:
+            k += 1
+            wname = f"weld{k}"
+            _add_link(b, rng, wname, parent, "fixed")
+            parent = wname
+        name = f"b{i}"
+        _add_link(b, rng, name, parent, jt)
+        names.append(name)
+    return b
+
+
+def random_tree(key, n, joint_types=_DEFAULT_TYPES, root_joint=None, p_fixed=0.0):
+    return random_tree_builder(key, n, joint_types, root_joint, p_fixed).build()
+
+
+def pendulum(length=1.0, mass=1.0, gravity=9.81):
+    """A point-like mass on a massless-looking rod, revolute about y; q = 0 hangs down."""
+    b = ModelBuilder(gravity=(0.0, 0.0, -gravity))
+    r = 1e-3 * length
+    b.add_body("bob", "world", "revolute", axis=(0, 1, 0), mass=mass, com=(0, 0, -length),
+               inertia=(0.4 * mass * r * r,) * 3)
+    return b.build()
+
+
+def double_pendulum(l1=1.0, l2=1.0, m1=1.0, m2=1.0, gravity=9.81):
+    """Two point-like masses on revolute joints about y."""
+    b = ModelBuilder(gravity=(0.0, 0.0, -gravity))
+    r = 1e-3
+    b.add_body("upper", "world", "revolute", axis=(0, 1, 0), mass=m1, com=(0, 0, -l1),
+               inertia=(0.4 * m1 * r * r,) * 3)
+    b.add_body("lower", "upper", "revolute", axis=(0, 1, 0), pos=(0, 0, -l1), mass=m2,
+               com=(0, 0, -l2), inertia=(0.4 * m2 * r * r,) * 3)
+    return b.build()
+
+
+__all__ = ["humanoid30", "chain", "binary_tree", "grid_tree", "side_branch_chain", "random_tree",
+           "pendulum", "double_pendulum", "generic_body", "humanoid30_builder", "chain_builder",
+           "binary_tree_builder", "grid_tree_builder", "side_branch_chain_builder",
+           "random_tree_builder"]

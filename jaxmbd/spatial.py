@@ -1,0 +1,162 @@
+"""Spatial (6-D) vector algebra.
+
+Conventions, used everywhere in jaxmbd:
+
+* Spatial vectors are ordered ``[angular; linear]`` (Featherstone, RBDA ch. 2).
+  A motion vector ``[w; v]`` holds the angular velocity ``w`` and the linear
+  velocity ``v`` of the body-fixed point that coincides with the frame origin.
+  A force vector ``[n; f]`` holds the moment ``n`` about the frame origin and
+  the force ``f``.
+* Dynamics runs in local body frames.  A pose is a pair ``(R, p)``: the columns
+  of ``R`` are the child's axes in parent coordinates and ``p`` is the child's
+  origin in parent coordinates, so ``x_parent = R @ x_child + p``.
+* The Plücker motion transform from parent to child coordinates of a pose
+  ``(R, p)`` is ``X = [[E, 0], [-E [p]x, E]]`` with ``E = R^T`` (RBDA eq. 2.24).
+  Forces transform with ``X^{-T}``; the transpose ``X^T`` carries child forces
+  to the parent.
+
+Every function works on a single object; batch with ``jax.vmap``.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+
+def skew(v):
+    """3x3 matrix [v]x with [v]x @ u = cross(v, u)."""
+    x, y, z = v[0], v[1], v[2]
+    zero = jnp.zeros_like(x)
+    return jnp.stack(
+        [jnp.stack([zero, -z, y]), jnp.stack([z, zero, -x]), jnp.stack([-y, x, zero])]
+    )
+
+
+def plucker(R, p):
+    """6x6 motion transform from parent to child for the child pose (R, p)."""
+    E = R.T
+    top = jnp.concatenate([E, jnp.zeros((3, 3), E.dtype)], axis=1)
+    bot = jnp.concatenate([-E @ skew(p), E], axis=1)
+    return jnp.concatenate([top, bot], axis=0)
+
+
+def compose(pose_a, pose_b):
+    """Pose of frame b's child expressed in frame a's parent: a ∘ b."""
+    Ra, pa = pose_a
+    Rb, pb = pose_b
+    return Ra @ Rb, pa + Ra @ pb
+
+
+def crm(v):
+    """Motion cross-product matrix: crm(v) @ m = v x m (RBDA eq. 2.31)."""
+    w, u = v[:3], v[3:]
+    sw = skew(w)
+    z = jnp.zeros((3, 3), v.dtype)
+    return jnp.concatenate(
+        [jnp.concatenate([sw, z], axis=1), jnp.concatenate([skew(u), sw], axis=1)], axis=0
+    )
+
+
+def crf(v):
+    """Force cross-product matrix: crf(v) @ f = v x* f = -crm(v)^T f."""
+    return -crm(v).T
+
+
+def cross_motion(v, m):
+    """v x m for motion vectors."""
+    w, u = v[:3], v[3:]
+    return jnp.concatenate([jnp.cross(w, m[:3]), jnp.cross(w, m[3:]) + jnp.cross(u, m[:3])])
+
+
+def cross_force(v, f):
+    """v x* f for a motion vector v and a force vector f."""
+    w, u = v[:3], v[3:]
+    return jnp.concatenate([jnp.cross(w, f[:3]) + jnp.cross(u, f[3:]), jnp.cross(w, f[3:])])
+
+
+def spatial_inertia(mass, com, inertia_com):
+    """6x6 spatial inertia about the frame origin (RBDA eq. 2.63).
+
+    mass: scalar; com: (3,) centre of mass; inertia_com: (3, 3) rotational
+    inertia about the centre of mass, all in the same frame.
+    """
+    C = skew(com)
+    top = jnp.concatenate([inertia_com + mass * C @ C.T, mass * C], axis=1)
+    bot = jnp.concatenate([mass * C.T, mass * jnp.eye(3, dtype=C.dtype)], axis=1)
+    return jnp.concatenate([top, bot], axis=0)
+
+
+def motion_to_world(R, p, m):
+    """Body-frame motion vector -> world coordinates at the world origin."""
+    w = R @ m[:3]
+    return jnp.concatenate([w, R @ m[3:] + jnp.cross(p, w)])
+
+
+def force_to_world(R, p, f):
+    """Body-frame force vector -> world coordinates, moment about the world origin."""
+    fw = R @ f[3:]
+    return jnp.concatenate([R @ f[:3] + jnp.cross(p, fw), fw])
+
+
+# --- rotations ---------------------------------------------------------------
+
+def quat_to_rot(q):
+    """Rotation matrix of a quaternion (w, x, y, z); need not be normalised."""
+    q = q / jnp.sqrt(jnp.sum(q * q))
+    w, x, y, z = q[0], q[1], q[2], q[3]
+    return jnp.stack(
+        [
+            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)]),
+            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)]),
+            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]),
+        ]
+    )
+
+
+def quat_mul(a, b):
+    """Hamilton product a ⊗ b of (w, x, y, z) quaternions."""
+    aw, av = a[0], a[1:]
+    bw, bv = b[0], b[1:]
+    return jnp.concatenate([jnp.array([aw * bw - av @ bv]), aw * bv + bw * av + jnp.cross(av, bv)])
+
+
+def quat_conj(q):
+    return q * jnp.array([1.0, -1.0, -1.0, -1.0], q.dtype)
+
+
+def _safe_norm(v):
+    """Norm with a finite gradient at zero."""
+    sq = jnp.sum(v * v)
+    nz = sq > 0
+    return jnp.where(nz, jnp.sqrt(jnp.where(nz, sq, 1.0)), 0.0)
+
+
+def quat_exp(r):
+    """Unit quaternion of the rotation vector r (angle |r| about r/|r|)."""
+    th = _safe_norm(r)
+    half = 0.5 * th
+    small = th < 1e-6
+    th_s = jnp.where(small, 1.0, th)
+    # sin(th/2)/th with a Taylor series near zero keeps the gradient exact.
+    k = jnp.where(small, 0.5 - th * th / 48.0, jnp.sin(half) / th_s)
+    return jnp.concatenate([jnp.array([jnp.cos(half)]), k * r])
+
+
+def quat_log(q):
+    """Rotation vector of a unit quaternion (shortest rotation, angle in [0, pi])."""
+    q = jnp.where(q[0] < 0, -q, q)
+    v = q[1:]
+    s = _safe_norm(v)
+    th = 2.0 * jnp.arctan2(s, q[0])
+    small = s < 1e-6
+    s_s = jnp.where(small, 1.0, s)
+    # th/s -> 2/w (1 + s^2/(3 w^2)) for small s.
+    w = q[0]
+    k = jnp.where(small, (2.0 / w) * (1.0 - s * s / (3.0 * w * w)), th / s_s)
+    return k * v
+
+
+def axis_angle_rot(axis, angle):
+    """Rotation matrix of a rotation by `angle` about unit `axis` (Rodrigues)."""
+    K = skew(axis)
+    return jnp.eye(3, dtype=K.dtype) + jnp.sin(angle) * K + (1 - jnp.cos(angle)) * (K @ K)

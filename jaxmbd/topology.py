@@ -1,0 +1,246 @@
+"""Static topology and the level-parallel tree traversals every kernel uses.
+
+The topology is compiled once, in NumPy, when a model is built.  It is hashable
+(it is a static field of :class:`jaxmbd.Model`), so changing only physical
+parameters never recompiles.
+
+Level schedule.  Bodies are grouped by depth (depth 1 = child of the world).
+Level ``l`` holds every body of depth ``l + 1``, padded to the widest level
+``W`` with a scratch slot.  A parent always sits one level above its children,
+so within a level no body depends on another: a forward pass (root to leaves)
+can update a whole level at once from the level above, and a backward pass
+(leaves to root) can add a whole level into the level above with a scatter-add
+(several children of one parent add into the same slot, which scatter-add
+combines).  Each pass is one ``jax.lax.scan`` over the levels: the number of
+sequential steps is the tree depth and the traced program does not grow with
+the number of bodies.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import joints
+
+
+class Topology:
+    """Hashable, static description of a kinematic tree (regular numbering).
+
+    Attributes (NumPy / tuples, never traced):
+      parent[i]      parent body of body i, -1 for the world; parent[i] < i.
+      jtype[i]       joint type of body i's inboard joint.
+      q_adr, v_adr   first index of body i's coordinates in q and v.
+      depth[i]       1 for children of the world.
+      dof_parent[k]  expanded (per-DoF) parent array, -1 for the root
+                     (MuJoCo's dof_parentid; digests/factorization.md §1).
+      dof_body[k]    body owning DoF k.
+      subtree_size[i] number of bodies in the subtree of body i (itself included).
+    """
+
+    def __init__(self, names, parent, jtype):
+        self.names = tuple(names)
+        self.parent = tuple(int(p) for p in parent)
+        self.jtype = tuple(jtype)
+        self._key = (self.names, self.parent, self.jtype)
+        n = len(self.parent)
+        self.n_bodies = n
+        for i, p in enumerate(self.parent):
+            if not -1 <= p < i:
+                raise ValueError(f"topology is not regularly numbered at body {i} (parent {p})")
+        nq_j = np.array([joints.NQ[t] for t in self.jtype], dtype=np.int64)
+        nv_j = np.array([joints.NV[t] for t in self.jtype], dtype=np.int64)
+        self.nq_body = nq_j
+        self.nv_body = nv_j
+        self.q_adr = np.concatenate([[0], np.cumsum(nq_j)[:-1]]).astype(np.int64) if n else np.zeros(0, np.int64)
+        self.v_adr = np.concatenate([[0], np.cumsum(nv_j)[:-1]]).astype(np.int64) if n else np.zeros(0, np.int64)
+        self.nq = int(nq_j.sum())
+        self.nv = int(nv_j.sum())
+        parent_np = np.array(self.parent, dtype=np.int64)
+        self.parent_np = parent_np
+
+        depth = np.zeros(n, np.int64)
+        for i in range(n):
+            depth[i] = 1 if parent_np[i] < 0 else depth[parent_np[i]] + 1
+        self.depth = depth
+        size = np.ones(n, np.int64)
+        for i in range(n - 1, -1, -1):
+            if parent_np[i] >= 0:
+                size[parent_np[i]] += size[i]
+        self.subtree_size = size
+        self.n_children = np.bincount(parent_np[parent_np >= 0], minlength=n) if n else np.zeros(0, np.int64)
+
+        self._build_dofs()
+        self._build_levels()
+        self._build_joint_groups()
+
+    # -- hashing: equal topologies share compiled functions ------------------
+    def __hash__(self):
+        return hash(self._key)
+
+    def __eq__(self, other):
+        return isinstance(other, Topology) and self._key == other._key
+
+    def __repr__(self):
+        return f"Topology(bodies={self.n_bodies}, nq={self.nq}, nv={self.nv}, depth={self.max_depth})"
+
+    @property
+    def max_depth(self):
+        return int(self.depth.max()) if self.n_bodies else 0
+
+    # -- DoF-level tables ------------------------------------------------------
+    def _build_dofs(self):
+        n, nv = self.n_bodies, self.nv
+        dof_body = np.repeat(np.arange(n), self.nv_body)
+        dof_parent = np.full(nv, -1, np.int64)
+        last_dof = np.full(n, -1, np.int64)  # last DoF of the nearest body with DoFs at/above i
+        for i in range(n):
+            p = self.parent_np[i]
+            up = last_dof[p] if p >= 0 else -1
+            for t in range(self.nv_body[i]):
+                k = self.v_adr[i] + t
+                dof_parent[k] = up if t == 0 else k - 1
+            last_dof[i] = self.v_adr[i] + self.nv_body[i] - 1 if self.nv_body[i] else up
+        self.dof_body = dof_body
+        self.dof_parent = dof_parent
+        dof_depth = np.zeros(nv, np.int64)
+        for k in range(nv):
+            dof_depth[k] = 1 if dof_parent[k] < 0 else dof_depth[dof_parent[k]] + 1
+        self.dof_depth = dof_depth
+        # Compact per-row ancestor storage, MuJoCo's legacy qM order: row k holds
+        # [H(k,k), H(k,λ(k)), H(k,λ(λ(k))), ...]; dof_Madr[k] is the diagonal.
+        rows, cols, adr = [], [], []
+        for k in range(nv):
+            adr.append(len(rows))
+            j = k
+            while j >= 0:
+                rows.append(k)
+                cols.append(j)
+                j = dof_parent[j]
+        self.M_rows = np.array(rows, np.int64)
+        self.M_cols = np.array(cols, np.int64)
+        self.dof_Madr = np.array(adr, np.int64)
+        self.nM = len(rows)
+        # support[i, k] = 1 if DoF k moves body i (k on the path from the root)
+        support = np.zeros((n, nv), bool)
+        for i in range(n):
+            p = self.parent_np[i]
+            if p >= 0:
+                support[i] = support[p]
+            support[i, self.v_adr[i]:self.v_adr[i] + self.nv_body[i]] = True
+        self.support = support
+        # per-body padded DoF table (K = most DoFs of one joint); padding -> nv
+        K = int(self.nv_body.max()) if n else 0
+        self.max_dof = max(K, 1)
+        idx = np.full((n, self.max_dof), nv, np.int64)
+        for i in range(n):
+            idx[i, : self.nv_body[i]] = self.v_adr[i] + np.arange(self.nv_body[i])
+        self.body_dof_idx = idx
+        self.body_dof_mask = idx < nv
+        # coordinate index of each DoF whose joint has scalar coordinates (q̇ = v), else -1
+        qadr = np.full(nv, -1, np.int64)
+        for i in range(n):
+            if self.jtype[i] in joints.SCALAR_COORDS:
+                qadr[self.v_adr[i]:self.v_adr[i] + self.nv_body[i]] = self.q_adr[i] + np.arange(self.nv_body[i])
+        self.dof_qadr = qadr
+
+    # -- level schedule ----------------------------------------------------------
+    def _build_levels(self):
+        n = self.n_bodies
+        L = self.max_depth
+        by_level = [np.flatnonzero(self.depth == l + 1) for l in range(L)]
+        W = max((len(b) for b in by_level), default=1)
+        world, scratch = n, n + 1
+        lev = np.full((L, W), scratch, np.int64)
+        par = np.full((L, W), scratch, np.int64)
+        pos = np.zeros(n, np.int64)
+        for l, bodies in enumerate(by_level):
+            lev[l, : len(bodies)] = bodies
+            p = self.parent_np[bodies]
+            par[l, : len(bodies)] = np.where(p < 0, world, p)
+            pos[bodies] = l * W + np.arange(len(bodies))
+        self.level_width = W
+        self.level_body = lev
+        self.level_parent = par
+        self.level_pos = pos
+
+    def _build_joint_groups(self):
+        """Bodies grouped by joint type, with gather tables for q and v."""
+        groups = []
+        for t in joints.JCALC:
+            bodies = np.array([i for i in range(self.n_bodies) if self.jtype[i] == t], np.int64)
+            if len(bodies) == 0:
+                continue
+            qi = self.q_adr[bodies][:, None] + np.arange(joints.NQ[t])[None, :]
+            vi = self.v_adr[bodies][:, None] + np.arange(joints.NV[t])[None, :]
+            groups.append((t, bodies, qi, vi))
+        self.joint_groups = tuple(groups)
+
+
+# --- generic level-parallel traversals ---------------------------------------
+
+def _pad(topo, tree, fill=0.0):
+    """Append the world and scratch slots (rows n, n+1) to per-body arrays."""
+    def pad(x):
+        extra = jnp.full((2,) + x.shape[1:], fill, x.dtype)
+        return jnp.concatenate([x, extra], axis=0)
+    return jax.tree.map(pad, tree)
+
+
+def _unlevel(topo, ys):
+    """(L, W, ...) per-level outputs -> (n, ...) per-body arrays."""
+    pos = topo.level_pos
+    return jax.tree.map(lambda y: y.reshape((-1,) + y.shape[2:])[pos], ys)
+
+
+def tree_forward(topo, fn, root, inputs):
+    """Root-to-leaves pass: ``out[i] = fn(out[parent[i]], inputs[i])``.
+
+    root: pytree of the world's values (the value every depth-1 body reads as
+    its parent's).  inputs: pytree of per-body arrays, leading axis n.  ``fn``
+    is written for one body and is vmapped over a level.  Returns the per-body
+    outputs (leading axis n).
+    """
+    n = topo.n_bodies
+    if n == 0:
+        raise ValueError("model has no moving bodies")
+    inputs_p = _pad(topo, inputs)
+    carry0 = jax.tree.map(
+        lambda r: jnp.zeros((n + 2,) + jnp.shape(r), jnp.result_type(r)).at[n].set(r), root)
+    vfn = jax.vmap(fn)
+
+    def step(carry, idx):
+        lev, par = idx
+        new = vfn(jax.tree.map(lambda c: c[par], carry), jax.tree.map(lambda x: x[lev], inputs_p))
+        carry = jax.tree.map(lambda c, v: c.at[lev].set(v), carry, new)
+        return carry, None
+
+    carry, _ = jax.lax.scan(step, carry0, (jnp.asarray(topo.level_body), jnp.asarray(topo.level_parent)))
+    return jax.tree.map(lambda c: c[:n], carry)
+
+
+def tree_backward(topo, fn, acc, inputs):
+    """Leaves-to-root pass with accumulation into parents.
+
+    acc: pytree of per-body arrays (leading axis n), each body's own initial
+    value.  For each level, deepest first, ``up, keep = fn(acc[i], inputs[i])``
+    where ``acc[i]`` already holds the sum of ``up`` over i's children; ``up``
+    is added into ``acc[parent[i]]``.  Returns the per-body ``keep`` pytree.
+    """
+    n = topo.n_bodies
+    if n == 0:
+        raise ValueError("model has no moving bodies")
+    acc_p = _pad(topo, acc)
+    inputs_p = _pad(topo, inputs)
+    vfn = jax.vmap(fn)
+
+    def step(acc, idx):
+        lev, par = idx
+        up, keep = vfn(jax.tree.map(lambda a: a[lev], acc), jax.tree.map(lambda x: x[lev], inputs_p))
+        acc = jax.tree.map(lambda a, u: a.at[par].add(u), acc, up)
+        return acc, keep
+
+    _, ys = jax.lax.scan(
+        step, acc_p, (jnp.asarray(topo.level_body), jnp.asarray(topo.level_parent)), reverse=True)
+    return _unlevel(topo, ys)
