@@ -17,11 +17,12 @@ from .model import Model, ModelBuilder  # noqa: E402
 from .topology import Topology, tree_backward, tree_forward  # noqa: E402
 from .kinematics import (  # noqa: E402
     forward_kinematics, frame_jacobian, frame_pose, point_jacobian, kinetic_energy,
-    potential_energy, integrate_q, difference_q, normalize_q, neutral_q, joint_state,
+    potential_energy, integrate_q, difference_q, qdot, normalize_q, neutral_q, joint_state,
 )
 from .rnea import inverse_dynamics, bias_force, passive_force, rnea  # noqa: E402
 from .crba import mass_matrix, mass_matrix_compact, compact_to_dense, composite_inertias  # noqa: E402
 from .aba import forward_dynamics, aba  # noqa: E402
+from .coriolis import coriolis_matrix  # noqa: E402
 from . import models  # noqa: E402
 
 __version__ = "0.1.0"
@@ -30,7 +31,7 @@ __all__ = [
     "Model", "ModelBuilder", "Topology", "tree_forward", "tree_backward",
     "forward_kinematics", "frame_jacobian", "frame_pose", "point_jacobian",
     "kinetic_energy", "potential_energy", "integrate_q", "difference_q", "normalize_q",
-    "neutral_q", "joint_state", "inverse_dynamics", "bias_force", "passive_force", "rnea",
+    "neutral_q", "qdot", "joint_state", "inverse_dynamics", "bias_force", "passive_force", "rnea",
     "mass_matrix", "mass_matrix_compact", "compact_to_dense", "composite_inertias",
-    "forward_dynamics", "aba", "models",
+    "forward_dynamics", "aba", "coriolis_matrix", "models",
 ]

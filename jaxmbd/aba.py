@@ -3,6 +3,8 @@ and the CRBA route (H qdd = tau - C)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
@@ -14,6 +16,7 @@ from .rnea import _gather_dofs, _scatter_dofs, bias_force, passive_force
 from .topology import tree_backward, tree_forward
 
 
+@jax.jit
 def aba(model, q, v, tau, f_ext=None):
     """Articulated-body algorithm; tau includes every generalized force (passive ones too)."""
     topo = model.topo
@@ -63,6 +66,7 @@ def aba(model, q, v, tau, f_ext=None):
     return _scatter_dofs(topo, qdd)
 
 
+@partial(jax.jit, static_argnames=('method',))
 def forward_dynamics(model, q, v, tau, f_ext=None, method="aba"):
     """Joint accelerations qdd with H(q) qdd + C(q, v) = tau.
 

@@ -10,6 +10,8 @@ no entry off the ancestor pattern is ever written, and those zeros are exact.
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 
@@ -25,6 +27,7 @@ def composite_inertias(model, js):
     return tree_backward(model.topo, bwd, body_inertias(model), js.X_up)
 
 
+@jax.jit
 def mass_matrix_compact(model, q):
     """H in the compact per-row ancestor storage, shape (n + D1,).
 
@@ -51,6 +54,7 @@ def compact_to_dense(model, vals):
     return H.at[topo.M_rows, topo.M_cols].set(vals).at[topo.M_cols, topo.M_rows].set(vals)
 
 
+@jax.jit
 def mass_matrix(model, q):
     """Joint-space inertia matrix H(q), dense (nv, nv), exact zeros off the ancestor pattern."""
     return compact_to_dense(model, mass_matrix_compact(model, q))

@@ -138,6 +138,15 @@ def integrate(jtype, q, v, dt):
     return q + v * dt
 
 
+def qdot(jtype, q, v):
+    """Time derivative of the coordinates, q̇ = G(q) v (quaternion rate ½ q ⊗ (0, ω))."""
+    if jtype == "spherical":
+        return 0.5 * spatial.quat_mul(q, jnp.concatenate([jnp.zeros(1, v.dtype), v]))
+    if jtype == "free":
+        return jnp.concatenate([v[:3], 0.5 * spatial.quat_mul(q[3:7], jnp.concatenate([jnp.zeros(1, v.dtype), v[3:]]))])
+    return v
+
+
 def difference(jtype, q0, q1):
     """The velocity v with integrate(q0, v, 1) = q1 (q1 ⊖ q0)."""
     if jtype == "spherical":

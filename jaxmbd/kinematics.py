@@ -6,6 +6,8 @@ World poses are (R, p) with x_world = R x_body + p.
 
 from __future__ import annotations
 
+from functools import partial
+
 from typing import NamedTuple
 
 import jax
@@ -39,6 +41,7 @@ def _check(model, q, v=None):
         raise ValueError(f"v has shape {v.shape}, expected ({model.nv},); use jax.vmap for batches")
 
 
+@jax.jit
 def joint_state(model, q, v=None) -> JointState:
     """Evaluate every joint (grouped by joint type, vectorised within a group)."""
     topo = model.topo
@@ -65,6 +68,7 @@ def joint_state(model, q, v=None) -> JointState:
     return JointState(R_up, p_up, X_up, S, vJ, cJ)
 
 
+@jax.jit
 def forward_kinematics(model, q, v=None) -> Kinematics:
     """World poses and body-frame spatial velocities of every moving body."""
     js = joint_state(model, q, v)
@@ -102,6 +106,7 @@ def _resolve_frame(model, body):
     return model.frame_body[f], model.frame_rot[f], model.frame_pos[f]
 
 
+@partial(jax.jit, static_argnames=('body',))
 def frame_pose(model, q, body):
     """World pose (R, p) of a body or welded frame (name or body index)."""
     b, Ro, po = _resolve_frame(model, body)
@@ -112,6 +117,7 @@ def frame_pose(model, q, body):
     return R @ Ro, p + R @ po
 
 
+@partial(jax.jit, static_argnames=('body',))
 def frame_jacobian(model, q, body, point=(0.0, 0.0, 0.0)):
     """(6, nv) Jacobian of [angular velocity; linear velocity of a point] in world coordinates.
 
@@ -132,6 +138,7 @@ def frame_jacobian(model, q, body, point=(0.0, 0.0, 0.0)):
     return jnp.concatenate([Jw.T, Jv.T], axis=0)
 
 
+@partial(jax.jit, static_argnames=('body',))
 def point_jacobian(model, q, body, point=(0.0, 0.0, 0.0)):
     """(3, nv) Jacobian of the world-frame velocity of a point fixed in ``body``."""
     return frame_jacobian(model, q, body, point)[3:]
@@ -142,6 +149,7 @@ def body_inertias(model):
     return jax.vmap(spatial.spatial_inertia)(model.mass, model.com, model.inertia)
 
 
+@jax.jit
 def kinetic_energy(model, q, v):
     """Σ ½ v_iᵀ I_i v_i over bodies (independent of the mass matrix)."""
     kin = forward_kinematics(model, q, v)
@@ -149,11 +157,17 @@ def kinetic_energy(model, q, v):
     return 0.5 * jnp.einsum("ni,nij,nj->", kin.vel, I, kin.vel)
 
 
+@jax.jit
 def potential_energy(model, q):
-    """Gravitational potential energy, -Σ m_i g·c_i (zero at the world origin)."""
+    """Gravity (-Σ m_i g·c_i, zero at the world origin) plus joint springs ½ k (q - q_ref)²."""
     kin = forward_kinematics(model, q)
     c = kin.pos + jnp.einsum("nij,nj->ni", kin.rot, model.com)
-    return -jnp.sum(model.mass * (c @ model.gravity))
+    U = -jnp.sum(model.mass * (c @ model.gravity))
+    sel = model.topo.dof_qadr >= 0
+    if sel.any():
+        qa = model.topo.dof_qadr[sel]
+        U = U + 0.5 * jnp.sum(model.stiffness[sel] * (q[qa] - model.spring_ref[qa]) ** 2)
+    return U
 
 
 def _per_group(model, fn, q_out, *args):
@@ -163,6 +177,7 @@ def _per_group(model, fn, q_out, *args):
     return q_out
 
 
+@jax.jit
 def integrate_q(model, q, v, dt=1.0):
     """Advance q along v for time dt on the configuration manifold (q ⊕ v dt).
 
@@ -177,6 +192,18 @@ def integrate_q(model, q, v, dt=1.0):
     return _per_group(model, upd, q)
 
 
+@jax.jit
+def qdot(model, q, v):
+    """Coordinate rates q̇ = G(q) v, shape (nq,) (quaternion rates for ball/free joints)."""
+    q, v = jnp.asarray(q), jnp.asarray(v)
+    _check(model, q, v)
+
+    def upd(jt, qi, vi, out):
+        return out.at[qi].set(jax.vmap(lambda a, b: joints.qdot(jt, a, b))(q[qi], v[vi]))
+    return _per_group(model, upd, jnp.zeros_like(q))
+
+
+@jax.jit
 def difference_q(model, q0, q1):
     """The velocity v with integrate_q(model, q0, v, 1) = q1 (q1 ⊖ q0)."""
     q0, q1 = jnp.asarray(q0), jnp.asarray(q1)
@@ -188,6 +215,7 @@ def difference_q(model, q0, q1):
     return _per_group(model, upd, jnp.zeros(model.nv, jnp.result_type(q0, q1)))
 
 
+@jax.jit
 def normalize_q(model, q):
     """Renormalise every quaternion in q."""
     q = jnp.asarray(q)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 
@@ -10,6 +12,7 @@ from .kinematics import body_inertias, joint_state, _check
 from .topology import tree_backward, tree_forward
 
 
+@jax.jit
 def passive_force(model, q, v):
     """Joint damping and spring forces, -b v - k (q - q_ref), shape (nv,)."""
     topo = model.topo
@@ -33,6 +36,7 @@ def _gather_dofs(topo, x):
     return jnp.concatenate([x, jnp.zeros(1, x.dtype)])[topo.body_dof_idx]
 
 
+@jax.jit
 def rnea(model, q, v, a, f_ext=None):
     """Rigid-body inverse dynamics without joint friction, springs or armature.
 
@@ -72,11 +76,13 @@ def rnea(model, q, v, a, f_ext=None):
     return _scatter_dofs(topo, tau)
 
 
+@jax.jit
 def inverse_dynamics(model, q, v, a, f_ext=None):
     """Joint forces tau with H(q) a + C(q, v) = tau (armature, damping, springs included)."""
     return rnea(model, q, v, a, f_ext) + model.armature * a - passive_force(model, q, v)
 
 
+@jax.jit
 def bias_force(model, q, v, f_ext=None):
     """C(q, v): Coriolis, centrifugal, gravity, damping and spring forces, (nv,)."""
     return rnea(model, q, v, jnp.zeros_like(v), f_ext) - passive_force(model, q, v)

@@ -40,14 +40,14 @@ def builder_to_mjcf(builder):
         I = b["inertia"]
         out.append(f'{pad}  <inertial pos="{_f(b["com"])}" mass="{b["mass"]:.17g}" '
                    f'fullinertia="{_f([I[0,0], I[1,1], I[2,2], I[0,1], I[0,2], I[1,2]])}"/>')
-        if jt == "free":
-            out.append(f'{pad}  <freejoint name="j_{b["name"]}"/>')
-        elif jt != "fixed":
+        if jt != "fixed":
             if jt not in MJ_TYPE:
                 raise ValueError(f"MuJoCo has no {jt} joint")
             arm = float(np.max(b["armature"])) if len(b["armature"]) else 0.0
             damp = float(np.max(b["damping"])) if len(b["damping"]) else 0.0
-            attrs = f'type="{MJ_TYPE[jt]}" pos="{_f(b["anchor"])}" armature="{arm:.17g}" damping="{damp:.17g}"'
+            attrs = f'type="{MJ_TYPE[jt]}" armature="{arm:.17g}" damping="{damp:.17g}"'
+            if jt != "free":
+                attrs += f' pos="{_f(b["anchor"])}"'
             if jt in ("revolute", "prismatic"):
                 attrs += f' axis="{_f(b["axis"])}"'
             out.append(f'{pad}  <joint name="j_{b["name"]}" {attrs}/>')
