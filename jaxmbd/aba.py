@@ -43,13 +43,14 @@ def aba(model, q, v, tau, f_ext=None):
     def bwd(acc, inp):
         IA, pa = acc
         X, S, c_i, u_tau, arm, padding = inp
-        U = IA @ S
-        D = S.T @ U + jnp.diag(arm + padding)
-        Dinv = jnp.linalg.inv(D)
+        mm = spatial.mm
+        U = mm(IA, S)
+        D = mm(S.T, U) + jnp.diag(arm + padding)
+        Dinv = spatial.spd_inv(D)
         u = u_tau - S.T @ pa
-        Ia = IA - U @ Dinv @ U.T
+        Ia = IA - mm(mm(U, Dinv), U.T)
         pa_i = pa + Ia @ c_i + U @ (Dinv @ u)
-        return (X.T @ Ia @ X, X.T @ pa_i), (U, Dinv, u)
+        return (mm(X.T, mm(Ia, X)), X.T @ pa_i), (U, Dinv, u)
 
     U, Dinv, u = tree_backward(topo, bwd, (I, pA), (js.X_up, js.S, c, tau_p, arm_p, pad))
 

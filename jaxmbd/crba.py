@@ -23,7 +23,7 @@ from .topology import tree_backward
 def composite_inertias(model, js):
     """(n,6,6) composite inertia of each subtree, in its root body's coordinates."""
     def bwd(Ic, X):
-        return X.T @ Ic @ X, Ic
+        return spatial.mm(X.T, spatial.mm(Ic, X)), Ic
     return tree_backward(model.topo, bwd, body_inertias(model), js.X_up)
 
 
@@ -39,7 +39,7 @@ def mass_matrix_compact(model, q):
     js = joint_state(model, q)
     kin = forward_kinematics(model, q)
     Ic = composite_inertias(model, js)
-    F = jnp.einsum("nij,njk->nik", Ic, js.S)  # (n,6,K)
+    F = spatial.mm(Ic, js.S)  # (n,6,K)
     Fw = jax.vmap(jax.vmap(spatial.force_to_world, in_axes=(None, None, 1)))(kin.rot, kin.pos, F)
     Fw = Fw.reshape(-1, 6)[_dof_rows(topo)]
     Sw = dof_motion_world(model, kin, js)

@@ -62,7 +62,7 @@ def joint_state(model, q, v=None) -> JointState:
         cJ = cJ.at[bodies].set(c)
     v_pad = jnp.concatenate([v, jnp.zeros(1, v.dtype)])[topo.body_dof_idx]  # (n,K)
     vJ = jnp.einsum("nik,nk->ni", S, v_pad)
-    R_up = model.tree_rot @ R_j
+    R_up = spatial.mm(model.tree_rot, R_j)
     p_up = model.tree_pos + jnp.einsum("nij,nj->ni", model.tree_rot, p_j)
     X_up = jax.vmap(spatial.plucker)(R_up, p_up)
     return JointState(R_up, p_up, X_up, S, vJ, cJ)
@@ -76,7 +76,7 @@ def forward_kinematics(model, q, v=None) -> Kinematics:
     def step(par, inp):
         R_p, p_p, v_p = par
         R_up, p_up, X_up, vJ = inp
-        return R_p @ R_up, p_p + R_p @ p_up, X_up @ v_p + vJ
+        return spatial.mm(R_p, R_up), p_p + R_p @ p_up, X_up @ v_p + vJ
 
     dt = js.X_up.dtype
     root = (jnp.eye(3, dtype=dt), jnp.zeros(3, dt), jnp.zeros(6, dt))

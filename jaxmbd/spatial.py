@@ -23,6 +23,44 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 
+def mm(A, B):
+    """Small matrix product A @ B written as unrolled multiply-adds.
+
+    For the 3x3 and 6x6 blocks of this library, XLA fuses this into one
+    elementwise loop, which is several times faster than a batched dot_general
+    (one tiny GEMM call per matrix) on CPU and no slower on GPU.
+    """
+    out = A[..., :, 0, None] * B[..., None, 0, :]
+    for k in range(1, A.shape[-1]):
+        out = out + A[..., :, k, None] * B[..., None, k, :]
+    return out
+
+
+def spd_inv(D):
+    """Inverse of a small symmetric positive-definite matrix (unrolled Cholesky).
+
+    K = D.shape[-1] is static and small (at most 6 here); K = 1 is a division.
+    """
+    K = D.shape[-1]
+    if K == 1:
+        return 1.0 / D
+    L = [[None] * K for _ in range(K)]
+    for j in range(K):
+        s = D[..., j, j] - sum(L[j][k] * L[j][k] for k in range(j))
+        L[j][j] = jnp.sqrt(s)
+        for i in range(j + 1, K):
+            L[i][j] = (D[..., i, j] - sum(L[i][k] * L[j][k] for k in range(j))) / L[j][j]
+    # inverse of the lower-triangular factor by forward substitution
+    Li = [[None] * K for _ in range(K)]
+    zero = jnp.zeros_like(D[..., 0, 0])
+    for j in range(K):
+        Li[j][j] = 1.0 / L[j][j]
+        for i in range(j + 1, K):
+            Li[i][j] = -sum(L[i][k] * Li[k][j] for k in range(j, i)) / L[i][i]
+    Linv = jnp.stack([jnp.stack([Li[i][j] if j <= i else zero for j in range(K)], -1) for i in range(K)], -2)
+    return mm(jnp.swapaxes(Linv, -1, -2), Linv)
+
+
 def skew(v):
     """3x3 matrix [v]x with [v]x @ u = cross(v, u)."""
     x, y, z = v[0], v[1], v[2]
@@ -36,7 +74,7 @@ def plucker(R, p):
     """6x6 motion transform from parent to child for the child pose (R, p)."""
     E = R.T
     top = jnp.concatenate([E, jnp.zeros((3, 3), E.dtype)], axis=1)
-    bot = jnp.concatenate([-E @ skew(p), E], axis=1)
+    bot = jnp.concatenate([-mm(E, skew(p)), E], axis=1)
     return jnp.concatenate([top, bot], axis=0)
 
 
@@ -81,7 +119,7 @@ def spatial_inertia(mass, com, inertia_com):
     inertia about the centre of mass, all in the same frame.
     """
     C = skew(com)
-    top = jnp.concatenate([inertia_com + mass * C @ C.T, mass * C], axis=1)
+    top = jnp.concatenate([inertia_com + mass * mm(C, C.T), mass * C], axis=1)
     bot = jnp.concatenate([mass * C.T, mass * jnp.eye(3, dtype=C.dtype)], axis=1)
     return jnp.concatenate([top, bot], axis=0)
 

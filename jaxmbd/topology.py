@@ -147,23 +147,31 @@ class Topology:
 
     # -- level schedule ----------------------------------------------------------
     def _build_levels(self):
+        """Per-level slot tables (padding slots repeat body 0 so they stay finite)."""
         n = self.n_bodies
         L = self.max_depth
         by_level = [np.flatnonzero(self.depth == l + 1) for l in range(L)]
         W = max((len(b) for b in by_level), default=1)
-        world, scratch = n, n + 1
-        lev = np.full((L, W), scratch, np.int64)
-        par = np.full((L, W), scratch, np.int64)
-        pos = np.zeros(n, np.int64)
+        slot = np.zeros(n, np.int64)
+        for bodies in by_level:
+            slot[bodies] = np.arange(len(bodies))
+        C = max(int(self.n_children.max()) if n else 1, 1)
+        lev = np.zeros((L, W), np.int64)
+        par_slot = np.zeros((L, W), np.int64)
+        child_slot = np.full((L, W, C), W, np.int64)  # W = an appended zero row
         for l, bodies in enumerate(by_level):
             lev[l, : len(bodies)] = bodies
-            p = self.parent_np[bodies]
-            par[l, : len(bodies)] = np.where(p < 0, world, p)
-            pos[bodies] = l * W + np.arange(len(bodies))
+            if l > 0:
+                par_slot[l, : len(bodies)] = slot[self.parent_np[bodies]]
+                for b in bodies:
+                    p = self.parent_np[b]
+                    k = int(np.sum(child_slot[l - 1, slot[p]] < W))
+                    child_slot[l - 1, slot[p], k] = slot[b]
         self.level_width = W
-        self.level_body = lev
-        self.level_parent = par
-        self.level_pos = pos
+        self.level_body = lev          # (L, W) body in each slot
+        self.level_parent_slot = par_slot  # (L, W) parent's slot in level l-1
+        self.level_child_slot = child_slot  # (L, W, C) children's slots in level l+1
+        self.level_pos = np.array([(self.depth[i] - 1) * W + slot[i] for i in range(n)], np.int64)
 
     def _build_joint_groups(self):
         """Bodies grouped by joint type, with gather tables for q and v."""
@@ -179,13 +187,16 @@ class Topology:
 
 
 # --- generic level-parallel traversals ---------------------------------------
+#
+# The scan carries one level (W slots), never the whole tree: a forward step
+# gathers each slot's parent from the previous level's values, a backward step
+# gathers each slot's children from the level below (a padded child-slot table,
+# so no scatter is needed and no two slots write one place).
 
-def _pad(topo, tree, fill=0.0):
-    """Append the world and scratch slots (rows n, n+1) to per-body arrays."""
-    def pad(x):
-        extra = jnp.full((2,) + x.shape[1:], fill, x.dtype)
-        return jnp.concatenate([x, extra], axis=0)
-    return jax.tree.map(pad, tree)
+def _by_level(topo, tree):
+    """(n, ...) per-body arrays -> (L, W, ...) per-level arrays."""
+    lev = jnp.asarray(topo.level_body)
+    return jax.tree.map(lambda x: x[lev], tree)
 
 
 def _unlevel(topo, ys):
@@ -194,30 +205,31 @@ def _unlevel(topo, ys):
     return jax.tree.map(lambda y: y.reshape((-1,) + y.shape[2:])[pos], ys)
 
 
+def _nonempty(topo):
+    if topo.n_bodies == 0:
+        raise ValueError("model has no moving bodies")
+
+
 def tree_forward(topo, fn, root, inputs):
     """Root-to-leaves pass: ``out[i] = fn(out[parent[i]], inputs[i])``.
 
-    root: pytree of the world's values (the value every depth-1 body reads as
-    its parent's).  inputs: pytree of per-body arrays, leading axis n.  ``fn``
-    is written for one body and is vmapped over a level.  Returns the per-body
+    root: pytree of the world's values (what every depth-1 body reads as its
+    parent's).  inputs: pytree of per-body arrays, leading axis n.  ``fn`` is
+    written for one body and is vmapped over a level.  Returns the per-body
     outputs (leading axis n).
     """
-    n = topo.n_bodies
-    if n == 0:
-        raise ValueError("model has no moving bodies")
-    inputs_p = _pad(topo, inputs)
-    carry0 = jax.tree.map(
-        lambda r: jnp.zeros((n + 2,) + jnp.shape(r), jnp.result_type(r)).at[n].set(r), root)
+    _nonempty(topo)
+    W = topo.level_width
     vfn = jax.vmap(fn)
+    carry0 = jax.tree.map(lambda r: jnp.broadcast_to(r, (W,) + jnp.shape(r)), root)
 
-    def step(carry, idx):
-        lev, par = idx
-        new = vfn(jax.tree.map(lambda c: c[par], carry), jax.tree.map(lambda x: x[lev], inputs_p))
-        carry = jax.tree.map(lambda c, v: c.at[lev].set(v), carry, new)
-        return carry, None
+    def step(prev, xs):
+        inp, pslot = xs
+        new = vfn(jax.tree.map(lambda p: p[pslot], prev), inp)
+        return new, new
 
-    carry, _ = jax.lax.scan(step, carry0, (jnp.asarray(topo.level_body), jnp.asarray(topo.level_parent)))
-    return jax.tree.map(lambda c: c[:n], carry)
+    _, ys = jax.lax.scan(step, carry0, (_by_level(topo, inputs), jnp.asarray(topo.level_parent_slot)))
+    return _unlevel(topo, ys)
 
 
 def tree_backward(topo, fn, acc, inputs):
@@ -225,22 +237,25 @@ def tree_backward(topo, fn, acc, inputs):
 
     acc: pytree of per-body arrays (leading axis n), each body's own initial
     value.  For each level, deepest first, ``up, keep = fn(acc[i], inputs[i])``
-    where ``acc[i]`` already holds the sum of ``up`` over i's children; ``up``
-    is added into ``acc[parent[i]]``.  Returns the per-body ``keep`` pytree.
+    where ``acc[i]`` already includes the sum of ``up`` over i's children; ``up``
+    must have the structure and shapes of ``acc``.  Returns the per-body
+    ``keep`` pytree.
     """
-    n = topo.n_bodies
-    if n == 0:
-        raise ValueError("model has no moving bodies")
-    acc_p = _pad(topo, acc)
-    inputs_p = _pad(topo, inputs)
+    _nonempty(topo)
+    W = topo.level_width
     vfn = jax.vmap(fn)
+    acc_l = _by_level(topo, acc)
+    carry0 = jax.tree.map(lambda a: jnp.zeros_like(a[0]), acc_l)
 
-    def step(acc, idx):
-        lev, par = idx
-        up, keep = vfn(jax.tree.map(lambda a: a[lev], acc), jax.tree.map(lambda x: x[lev], inputs_p))
-        acc = jax.tree.map(lambda a, u: a.at[par].add(u), acc, up)
-        return acc, keep
+    def step(up_below, xs):
+        a, inp, cslot = xs
+        def add_children(a_i, u):
+            u = jnp.concatenate([u, jnp.zeros_like(u[:1])], axis=0)
+            return a_i + jnp.sum(u[cslot], axis=1)
+        a = jax.tree.map(add_children, a, up_below)
+        up, keep = vfn(a, inp)
+        return up, keep
 
-    _, ys = jax.lax.scan(
-        step, acc_p, (jnp.asarray(topo.level_body), jnp.asarray(topo.level_parent)), reverse=True)
+    _, ys = jax.lax.scan(step, carry0, (acc_l, _by_level(topo, inputs), jnp.asarray(topo.level_child_slot)),
+                         reverse=True)
     return _unlevel(topo, ys)

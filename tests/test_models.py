@@ -70,8 +70,12 @@ def test_level_schedule():
     t = m.topo
     assert t.level_body.shape == (4, 8)
     for l in range(4):
-        bodies = t.level_body[l][t.level_body[l] < m.n_bodies]
-        assert len(bodies) == 2 ** l and np.all(t.depth[bodies] == l + 1)
+        bodies = t.level_body[l][: 2 ** l]
+        assert len(set(bodies)) == 2 ** l and np.all(t.depth[bodies] == l + 1)
+        if l > 0:  # parent slots point at the parents in the level above
+            np.testing.assert_array_equal(t.level_body[l - 1][t.level_parent_slot[l][: 2 ** l]], t.parent_np[bodies])
+        kids = t.level_child_slot[l][: 2 ** l]
+        assert np.all((kids < 8).sum(axis=1) == (2 if l < 3 else 0))
 
 
 def test_pendulum_closed_form():
