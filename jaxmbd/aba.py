@@ -11,8 +11,8 @@ import jax.scipy.linalg as jsl
 
 from . import spatial
 from .crba import mass_matrix
-from .kinematics import body_inertias, joint_state, _check
-from .rnea import _gather_dofs, _scatter_dofs, bias_force, passive_force
+from .kinematics import _check, joint_state, node_inertias
+from .rnea import bias_force, node_forces, passive_force
 from .topology import tree_backward, tree_forward
 
 
@@ -30,41 +30,35 @@ def aba(model, q, v, tau, f_ext=None):
 
     vel = tree_forward(topo, fwd_v, jnp.zeros(6, dt), (js.X_up, js.vJ))
     c = js.cJ + jax.vmap(spatial.cross_motion)(vel, js.vJ)
-    I = body_inertias(model)
+    I = node_inertias(model)
     pA = jax.vmap(spatial.cross_force)(vel, jnp.einsum("nij,nj->ni", I, vel))
     if f_ext is not None:
-        pA = pA - f_ext
+        pA = pA - node_forces(model, f_ext)
 
-    # pass 2: articulated inertias, leaves to root. Padded DoFs get D = 1, U = 0.
-    tau_p = _gather_dofs(topo, tau)
-    arm_p = _gather_dofs(topo, model.armature)
-    pad = jnp.asarray(~topo.body_dof_mask, dt)
-
+    # pass 2: articulated inertias, leaves to root (one axis per node: D is a scalar)
     def bwd(acc, inp):
         IA, pa = acc
-        X, S, c_i, u_tau, arm, padding = inp
-        mm = spatial.mm
-        U = mm(IA, S)
-        D = mm(S.T, U) + jnp.diag(arm + padding)
-        Dinv = spatial.spd_inv(D)
-        u = u_tau - S.T @ pa
-        Ia = IA - mm(mm(U, Dinv), U.T)
-        pa_i = pa + Ia @ c_i + U @ (Dinv @ u)
-        return (mm(X.T, mm(Ia, X)), X.T @ pa_i), (U, Dinv, u)
+        X, s, c_k, tau_k, arm = inp
+        U = IA @ s
+        D = s @ U + arm
+        u = tau_k - s @ pa
+        Ia = IA - U[:, None] * U[None, :] / D
+        pa_k = pa + Ia @ c_k + U * (u / D)
+        return (spatial.mm(X.T, spatial.mm(Ia, X)), X.T @ pa_k), (U, D, u)
 
-    U, Dinv, u = tree_backward(topo, bwd, (I, pA), (js.X_up, js.S, c, tau_p, arm_p, pad))
+    U, D, u = tree_backward(topo, bwd, (I, pA), (js.X_up, js.s, c, tau, model.armature))
 
     # pass 3: accelerations, root to leaves; the base accelerates at -g
     def fwd_a(par, inp):
         a_p, _ = par
-        X, S, c_i, U_i, Dinv_i, u_i = inp
-        a1 = X @ a_p + c_i
-        qdd = Dinv_i @ (u_i - U_i.T @ a1)
-        return a1 + S @ qdd, qdd
+        X, s, c_k, U_k, D_k, u_k = inp
+        a1 = X @ a_p + c_k
+        qdd = (u_k - U_k @ a1) / D_k
+        return a1 + s * qdd, qdd
 
     a0 = jnp.concatenate([jnp.zeros(3, dt), -model.gravity])
-    _, qdd = tree_forward(topo, fwd_a, (a0, jnp.zeros(topo.max_dof, dt)), (js.X_up, js.S, c, U, Dinv, u))
-    return _scatter_dofs(topo, qdd)
+    _, qdd = tree_forward(topo, fwd_a, (a0, jnp.zeros((), dt)), (js.X_up, js.s, c, U, D, u))
+    return qdd
 
 
 @partial(jax.jit, static_argnames=('method',))

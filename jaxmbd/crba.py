@@ -1,30 +1,44 @@
 """Composite rigid-body algorithm: the joint-space inertia matrix H(q).
 
-Backward pass (RBDA Table 6.2): composite inertias Ic_λ(i) += X_upᵀ Ic_i X_up.
-Then F_i = Ic_b(i) S_i and, for every structural non-zero (k, j) with j an
-ancestor of k or k itself (digests/factorization.md eq. 5),
-H_kj = S_jᵀ F_k.  Both vectors are carried to world coordinates first, so each
+Backward pass (RBDA Table 6.2): composite inertias Ic_λ(k) += X_upᵀ Ic_k X_up
+over the nodes.  Then F_k = Ic_k s_k and, for every structural non-zero (k, j)
+with j an ancestor of k or k itself (digests/factorization.md eq. 5),
+H_kj = s_jᵀ F_k.  Both vectors are carried to world coordinates first, so each
 entry is one 6-vector dot product and all n + D1 entries are computed at once:
 no entry off the ancestor pattern is ever written, and those zeros are exact.
 """
 
 from __future__ import annotations
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import spatial
-from .kinematics import body_inertias, dof_motion_world, forward_kinematics, joint_state, _dof_rows
+from .kinematics import dof_motion_world, forward_kinematics, joint_state, node_inertias
 from .topology import tree_backward
 
 
 def composite_inertias(model, js):
-    """(n,6,6) composite inertia of each subtree, in its root body's coordinates."""
+    """(nv,6,6) composite inertia of the subtree below each node, in its body's coordinates."""
     def bwd(Ic, X):
         return spatial.mm(X.T, spatial.mm(Ic, X)), Ic
-    return tree_backward(model.topo, bwd, body_inertias(model), js.X_up)
+    return tree_backward(model.topo, bwd, node_inertias(model), js.X_up)
+
+
+def _axes_and_forces(model, q):
+    """World-frame motion axes S (nv,6) and composite forces F = Ic s (nv,6)."""
+    js = joint_state(model, q)
+    kin = forward_kinematics(model, q)
+    F = jnp.einsum("nij,nj->ni", composite_inertias(model, js), js.s)
+    b = model.topo.dof_body
+    Fw = jax.vmap(spatial.force_to_world)(kin.rot[b], kin.pos[b], F)
+    return dof_motion_world(model, kin, js), Fw
+
+
+def _dense_pattern(topo):
+    """Use one dense product when the pattern fills at least a quarter of H."""
+    return 4 * topo.nM >= topo.nv * topo.nv
 
 
 @jax.jit
@@ -36,14 +50,11 @@ def mass_matrix_compact(model, q):
     give each entry's (row, column).  Armature is included on the diagonal.
     """
     topo = model.topo
-    js = joint_state(model, q)
-    kin = forward_kinematics(model, q)
-    Ic = composite_inertias(model, js)
-    F = spatial.mm(Ic, js.S)  # (n,6,K)
-    Fw = jax.vmap(jax.vmap(spatial.force_to_world, in_axes=(None, None, 1)))(kin.rot, kin.pos, F)
-    Fw = Fw.reshape(-1, 6)[_dof_rows(topo)]
-    Sw = dof_motion_world(model, kin, js)
-    vals = jnp.sum(Sw[topo.M_cols] * Fw[topo.M_rows], axis=-1)
+    Sw, Fw = _axes_and_forces(model, q)
+    if _dense_pattern(topo):
+        vals = (Fw @ Sw.T)[topo.M_rows, topo.M_cols]
+    else:
+        vals = jnp.sum(Sw[topo.M_cols] * Fw[topo.M_rows], axis=-1)
     return vals.at[topo.dof_Madr].add(model.armature)
 
 
@@ -57,4 +68,12 @@ def compact_to_dense(model, vals):
 @jax.jit
 def mass_matrix(model, q):
     """Joint-space inertia matrix H(q), dense (nv, nv), exact zeros off the ancestor pattern."""
-    return compact_to_dense(model, mass_matrix_compact(model, q))
+    topo = model.topo
+    if not _dense_pattern(topo):
+        return compact_to_dense(model, mass_matrix_compact(model, q))
+    Sw, Fw = _axes_and_forces(model, q)
+    lower = np.zeros((topo.nv, topo.nv), bool)
+    lower[topo.M_rows, topo.M_cols] = True
+    strict = lower & ~np.eye(topo.nv, dtype=bool)
+    Hl = jnp.where(lower, Fw @ Sw.T, 0.0)  # H[k, j] = F_k . s_j on the pattern
+    return Hl + jnp.where(strict, Hl, 0.0).T + jnp.diag(model.armature)

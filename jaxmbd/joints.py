@@ -55,7 +55,7 @@ def _zero6(dtype):
 def _revolute(q, v, axis, anchor, pitch):
     R = spatial.axis_angle_rot(axis, q[0])
     p = anchor - R @ anchor + pitch * q[0] * axis
-    S = jnp.concatenate([axis, jnp.cross(anchor, axis) + pitch * axis])[:, None]
+    S = jnp.concatenate([axis, spatial.cross(anchor, axis) + pitch * axis])[:, None]
     return R, p, S, _zero6(q.dtype)
 
 
@@ -80,7 +80,7 @@ def _translating_base(R, p_dot_J, w_B, dtype):
     cJ = [0; -w x (R^T p_dot_J)].
     """
     vB = R.T @ p_dot_J
-    cJ = jnp.concatenate([jnp.zeros(3, dtype), -jnp.cross(w_B, vB)])
+    cJ = jnp.concatenate([jnp.zeros(3, dtype), -spatial.cross(w_B, vB)])
     return cJ
 
 

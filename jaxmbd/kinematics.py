@@ -19,13 +19,17 @@ from .topology import tree_forward
 
 
 class JointState(NamedTuple):
-    """Per-body joint quantities (n bodies, K = most DoFs of one joint)."""
-    R_up: jax.Array   # (n,3,3) pose of body i in its parent's frame
-    p_up: jax.Array   # (n,3)
-    X_up: jax.Array   # (n,6,6) motion transform parent -> body i
-    S: jax.Array      # (n,6,K) motion subspace in body coordinates, zero-padded
-    vJ: jax.Array     # (n,6) joint velocity S qd
-    cJ: jax.Array     # (n,6) apparent derivative S̊ qd
+    """Per-node joint quantities (one node per DoF, topology.py).
+
+    A body's joint transform sits on its first node (identity on the others);
+    all of a joint's nodes use the child body's coordinates.
+    """
+    R_up: jax.Array   # (nv,3,3) pose of the node in its parent node's frame
+    p_up: jax.Array   # (nv,3)
+    X_up: jax.Array   # (nv,6,6) motion transform parent node -> node
+    s: jax.Array      # (nv,6) the node's motion axis, body coordinates
+    vJ: jax.Array     # (nv,6) s_k qd_k
+    cJ: jax.Array     # (nv,6) velocity-product term, on each joint's last node
 
 
 class Kinematics(NamedTuple):
@@ -41,31 +45,47 @@ def _check(model, q, v=None):
         raise ValueError(f"v has shape {v.shape}, expected ({model.nv},); use jax.vmap for batches")
 
 
+def _chain_correction(S, qd):
+    """-Σ_{l<k} (s_l qd_l) x (s_k qd_k): makes a chain of 1-DoF nodes with
+    identity transforms reproduce the multi-DoF joint's velocity product
+    (a = X a_p + S qdd + cJ + (X v_p) x vJ; the chain adds v_k x s_k qd_k with
+    v_k including the earlier nodes' s_l qd_l)."""
+    cols = S * qd[None, :]
+    out = jnp.zeros(6, S.dtype)
+    for k in range(1, S.shape[1]):
+        out = out - spatial.cross_motion(jnp.sum(cols[:, :k], axis=1), cols[:, k])
+    return out
+
+
 @jax.jit
 def joint_state(model, q, v=None) -> JointState:
     """Evaluate every joint (grouped by joint type, vectorised within a group)."""
     topo = model.topo
-    n, K = topo.n_bodies, topo.max_dof
+    n, nv = topo.n_bodies, topo.nv
     q = jnp.asarray(q)
     _check(model, q, v)
-    v = jnp.zeros(model.nv, q.dtype) if v is None else jnp.asarray(v)
-    R_j = jnp.zeros((n, 3, 3), q.dtype)
-    p_j = jnp.zeros((n, 3), q.dtype)
-    S = jnp.zeros((n, 6, K), q.dtype)
-    cJ = jnp.zeros((n, 6), q.dtype)
+    v = jnp.zeros(nv, q.dtype) if v is None else jnp.asarray(v)
+    dt = q.dtype
+    R_j = jnp.zeros((n, 3, 3), dt)
+    p_j = jnp.zeros((n, 3), dt)
+    s = jnp.zeros((nv, 6), dt)
+    cJ = jnp.zeros((nv, 6), dt)
     for jt, bodies, qi, vi in topo.joint_groups:
-        R, p, Sg, c = jax.vmap(joints.JCALC[jt])(
+        R, p, S, c = jax.vmap(joints.JCALC[jt])(
             q[qi], v[vi], model.axis[bodies], model.anchor[bodies], model.pitch[bodies])
+        if S.shape[-1] > 1:
+            c = c + jax.vmap(_chain_correction)(S, v[vi])
         R_j = R_j.at[bodies].set(R)
         p_j = p_j.at[bodies].set(p)
-        S = S.at[bodies, :, : Sg.shape[-1]].set(Sg)
-        cJ = cJ.at[bodies].set(c)
-    v_pad = jnp.concatenate([v, jnp.zeros(1, v.dtype)])[topo.body_dof_idx]  # (n,K)
-    vJ = jnp.einsum("nik,nk->ni", S, v_pad)
-    R_up = spatial.mm(model.tree_rot, R_j)
-    p_up = model.tree_pos + jnp.einsum("nij,nj->ni", model.tree_rot, p_j)
+        s = s.at[vi].set(jnp.swapaxes(S, 1, 2))
+        cJ = cJ.at[topo.body_last_dof[bodies]].set(c)
+    R_b = spatial.mm(model.tree_rot, R_j)
+    p_b = model.tree_pos + jnp.einsum("nij,nj->ni", model.tree_rot, p_j)
+    first = jnp.asarray(topo.dof_is_first)
+    R_up = jnp.where(first[:, None, None], R_b[topo.dof_body], jnp.eye(3, dtype=dt))
+    p_up = jnp.where(first[:, None], p_b[topo.dof_body], 0.0)
     X_up = jax.vmap(spatial.plucker)(R_up, p_up)
-    return JointState(R_up, p_up, X_up, S, vJ, cJ)
+    return JointState(R_up, p_up, X_up, s, s * v[:, None], cJ)
 
 
 @jax.jit
@@ -81,19 +101,21 @@ def forward_kinematics(model, q, v=None) -> Kinematics:
     dt = js.X_up.dtype
     root = (jnp.eye(3, dtype=dt), jnp.zeros(3, dt), jnp.zeros(6, dt))
     rot, pos, vel = tree_forward(model.topo, step, root, (js.R_up, js.p_up, js.X_up, js.vJ))
-    return Kinematics(rot, pos, vel)
+    last = model.topo.body_last_dof
+    return Kinematics(rot[last], pos[last], vel[last])
 
 
-def _dof_rows(topo):
-    """Flat index into a (n*K) per-body DoF table for each DoF k."""
-    return topo.dof_body * topo.max_dof + (np.arange(topo.nv) - topo.v_adr[topo.dof_body])
+def node_inertias(model):
+    """(nv,6,6): each body's spatial inertia on its joint's last node, zero elsewhere."""
+    topo = model.topo
+    I = body_inertias(model)[topo.dof_body]
+    return jnp.where(jnp.asarray(topo.dof_is_last)[:, None, None], I, 0.0)
 
 
 def dof_motion_world(model, kin: Kinematics, js: JointState):
     """Each DoF's motion axis in world coordinates at the world origin, (nv, 6)."""
-    Sw = jax.vmap(jax.vmap(spatial.motion_to_world, in_axes=(None, None, 1), out_axes=0))(
-        kin.rot, kin.pos, js.S)  # (n,K,6)
-    return Sw.reshape(-1, 6)[_dof_rows(model.topo)]
+    b = model.topo.dof_body
+    return jax.vmap(spatial.motion_to_world)(kin.rot[b], kin.pos[b], js.s)
 
 
 def _resolve_frame(model, body):
@@ -134,7 +156,7 @@ def frame_jacobian(model, q, body, point=(0.0, 0.0, 0.0)):
     Sw = dof_motion_world(model, kin, js)  # (nv,6)
     mask = jnp.asarray(model.topo.support[b], Sw.dtype)
     Jw = Sw[:, :3] * mask[:, None]
-    Jv = (Sw[:, 3:] + jnp.cross(Jw, pw)) * mask[:, None]  # v_point = v_O + w x p
+    Jv = (Sw[:, 3:] + spatial.cross(Jw, pw)) * mask[:, None]  # v_point = v_O + w x p
     return jnp.concatenate([Jw.T, Jv.T], axis=0)
 
 

@@ -92,7 +92,7 @@ class Model(eqx.Module):
             counts[j] = counts.get(j, 0) + 1
         js = ", ".join(f"{v} {k}" for k, v in counts.items())
         return (f"{t.n_bodies} bodies ({js}), nq={t.nq}, nv={t.nv}, depth={t.max_depth}, "
-                f"level width={t.level_width}, nnz(H)={t.nM * 2 - t.nv}")
+                f"{t.n_levels} node levels of width <= {t.level_width}, nnz(H)={t.nM * 2 - t.nv}")
 
 
 # --- builder -----------------------------------------------------------------

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 
 from . import spatial
-from .kinematics import body_inertias, joint_state, _check
+from .kinematics import _check, joint_state, node_inertias
 from .topology import tree_backward, tree_forward
 
 
@@ -25,15 +23,9 @@ def passive_force(model, q, v):
     return tau
 
 
-def _scatter_dofs(topo, per_body):
-    """(n,K) per-body DoF values -> (nv,) vector."""
-    out = jnp.zeros(topo.nv + 1, per_body.dtype).at[topo.body_dof_idx].set(per_body)
-    return out[: topo.nv]
-
-
-def _gather_dofs(topo, x):
-    """(nv,) vector -> (n,K) per-body values, zero in padding."""
-    return jnp.concatenate([x, jnp.zeros(1, x.dtype)])[topo.body_dof_idx]
+def node_forces(model, f_ext):
+    """(n,6) body forces -> (nv,6) on each body's last node."""
+    return jnp.zeros((model.nv, 6), f_ext.dtype).at[model.topo.body_last_dof].set(f_ext)
 
 
 @jax.jit
@@ -45,35 +37,32 @@ def rnea(model, q, v, a, f_ext=None):
     """
     q, v, a = jnp.asarray(q), jnp.asarray(v), jnp.asarray(a)
     _check(model, q, v)
-    topo = model.topo
     js = joint_state(model, q, v)
-    a_pad = _gather_dofs(topo, a)
-    aJ = jnp.einsum("nik,nk->ni", js.S, a_pad) + js.cJ
+    aJ = js.s * a[:, None] + js.cJ
 
     # forward pass: velocities and accelerations; the base accelerates at -g
     # so that gravity appears in every body force (RBDA §5.3).
     def fwd(par, inp):
         v_p, a_p = par
-        X, vJ, aJ_i = inp
-        vi = X @ v_p + vJ
-        return vi, X @ a_p + aJ_i + spatial.cross_motion(vi, vJ)
+        X, vJ, aJ_k = inp
+        vk = X @ v_p + vJ
+        return vk, X @ a_p + aJ_k + spatial.cross_motion(vk, vJ)
 
     dt = js.X_up.dtype
     a0 = jnp.concatenate([jnp.zeros(3, dt), -model.gravity])
-    vel, acc = tree_forward(topo, fwd, (jnp.zeros(6, dt), a0), (js.X_up, js.vJ, aJ))
-    I = body_inertias(model)
+    vel, acc = tree_forward(model.topo, fwd, (jnp.zeros(6, dt), a0), (js.X_up, js.vJ, aJ))
+    I = node_inertias(model)
     f = jnp.einsum("nij,nj->ni", I, acc) + jax.vmap(spatial.cross_force)(
         vel, jnp.einsum("nij,nj->ni", I, vel))
     if f_ext is not None:
-        f = f - f_ext
+        f = f - node_forces(model, f_ext)
 
-    # backward pass: joint forces, f_parent += X_up^T f_i
-    def bwd(f_i, inp):
-        X, S = inp
-        return X.T @ f_i, S.T @ f_i
+    # backward pass: joint forces tau_k = s_k . f_k, f_parent += X_up^T f_k
+    def bwd(f_k, inp):
+        X, s = inp
+        return X.T @ f_k, s @ f_k
 
-    tau = tree_backward(topo, bwd, f, (js.X_up, js.S))
-    return _scatter_dofs(topo, tau)
+    return tree_backward(model.topo, bwd, f, (js.X_up, js.s))
 
 
 @jax.jit

@@ -70,6 +70,9 @@ def skew(v):
     )
 
 
+cross = jnp.cross
+
+
 def plucker(R, p):
     """6x6 motion transform from parent to child for the child pose (R, p)."""
     E = R.T
@@ -103,13 +106,13 @@ def crf(v):
 def cross_motion(v, m):
     """v x m for motion vectors."""
     w, u = v[:3], v[3:]
-    return jnp.concatenate([jnp.cross(w, m[:3]), jnp.cross(w, m[3:]) + jnp.cross(u, m[:3])])
+    return jnp.concatenate([cross(w, m[:3]), cross(w, m[3:]) + cross(u, m[:3])])
 
 
 def cross_force(v, f):
     """v x* f for a motion vector v and a force vector f."""
     w, u = v[:3], v[3:]
-    return jnp.concatenate([jnp.cross(w, f[:3]) + jnp.cross(u, f[3:]), jnp.cross(w, f[3:])])
+    return jnp.concatenate([cross(w, f[:3]) + cross(u, f[3:]), cross(w, f[3:])])
 
 
 def spatial_inertia(mass, com, inertia_com):
@@ -127,13 +130,13 @@ def spatial_inertia(mass, com, inertia_com):
 def motion_to_world(R, p, m):
     """Body-frame motion vector -> world coordinates at the world origin."""
     w = R @ m[:3]
-    return jnp.concatenate([w, R @ m[3:] + jnp.cross(p, w)])
+    return jnp.concatenate([w, R @ m[3:] + cross(p, w)])
 
 
 def force_to_world(R, p, f):
     """Body-frame force vector -> world coordinates, moment about the world origin."""
     fw = R @ f[3:]
-    return jnp.concatenate([R @ f[:3] + jnp.cross(p, fw), fw])
+    return jnp.concatenate([R @ f[:3] + cross(p, fw), fw])
 
 
 # --- rotations ---------------------------------------------------------------
@@ -141,21 +144,16 @@ def force_to_world(R, p, f):
 def quat_to_rot(q):
     """Rotation matrix of a quaternion (w, x, y, z); need not be normalised."""
     q = q / jnp.sqrt(jnp.sum(q * q))
-    w, x, y, z = q[0], q[1], q[2], q[3]
-    return jnp.stack(
-        [
-            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)]),
-            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)]),
-            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]),
-        ]
-    )
+    w, u = q[0], q[1:]
+    eye = jnp.eye(3, dtype=q.dtype)
+    return (w * w - u @ u) * eye + 2.0 * u[:, None] * u[None, :] + 2.0 * w * skew(u)
 
 
 def quat_mul(a, b):
     """Hamilton product a ⊗ b of (w, x, y, z) quaternions."""
     aw, av = a[0], a[1:]
     bw, bv = b[0], b[1:]
-    return jnp.concatenate([jnp.array([aw * bw - av @ bv]), aw * bv + bw * av + jnp.cross(av, bv)])
+    return jnp.concatenate([jnp.array([aw * bw - av @ bv]), aw * bv + bw * av + cross(av, bv)])
 
 
 def quat_conj(q):

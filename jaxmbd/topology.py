@@ -4,16 +4,22 @@ The topology is compiled once, in NumPy, when a model is built.  It is hashable
 (it is a static field of :class:`jaxmbd.Model`), so changing only physical
 parameters never recompiles.
 
-Level schedule.  Bodies are grouped by depth (depth 1 = child of the world).
-Level ``l`` holds every body of depth ``l + 1``, padded to the widest level
-``W`` with a scratch slot.  A parent always sits one level above its children,
-so within a level no body depends on another: a forward pass (root to leaves)
-can update a whole level at once from the level above, and a backward pass
-(leaves to root) can add a whole level into the level above with a scatter-add
-(several children of one parent add into the same slot, which scatter-add
-combines).  Each pass is one ``jax.lax.scan`` over the levels: the number of
-sequential steps is the tree depth and the traced program does not grow with
-the number of bodies.
+Nodes.  Tree passes run over the *expanded* graph of the seed (digests/
+factorization.md §1): one node per degree of freedom, with parent array
+``dof_parent``.  A joint with k DoFs is a chain of k nodes; the joint's
+transform sits on its first node, the body's inertia on its last, and the
+transforms between them are identities (all of a joint's motion axes are
+expressed in the child body frame).  Every node then has exactly one motion
+axis, so no kernel pads joints to a common width or inverts small matrices.
+
+Level schedule.  Nodes are grouped by depth (depth 1 = child of the world).
+Level ``l`` holds every node of depth ``l + 1``, padded to the widest level
+``W``.  A parent always sits one level above its children, so within a level
+no node depends on another: a forward pass (root to leaves) updates a whole
+level at once from the level above, and a backward pass (leaves to root) sums
+each node's children from the level below.  Each pass is one ``jax.lax.scan``
+over the levels: the number of sequential steps is the depth of the expanded
+tree and the traced program does not grow with the number of bodies.
 """
 
 from __future__ import annotations
@@ -72,7 +78,7 @@ class Topology:
         self.n_children = np.bincount(parent_np[parent_np >= 0], minlength=n) if n else np.zeros(0, np.int64)
 
         self._build_dofs()
-        self._build_levels()
+        self._build_levels(self.dof_parent, self.dof_depth)
         self._build_joint_groups()
 
     # -- hashing: equal topologies share compiled functions ------------------
@@ -130,14 +136,6 @@ class Topology:
                 support[i] = support[p]
             support[i, self.v_adr[i]:self.v_adr[i] + self.nv_body[i]] = True
         self.support = support
-        # per-body padded DoF table (K = most DoFs of one joint); padding -> nv
-        K = int(self.nv_body.max()) if n else 0
-        self.max_dof = max(K, 1)
-        idx = np.full((n, self.max_dof), nv, np.int64)
-        for i in range(n):
-            idx[i, : self.nv_body[i]] = self.v_adr[i] + np.arange(self.nv_body[i])
-        self.body_dof_idx = idx
-        self.body_dof_mask = idx < nv
         # coordinate index of each DoF whose joint has scalar coordinates (q̇ = v), else -1
         qadr = np.full(nv, -1, np.int64)
         for i in range(n):
@@ -146,32 +144,41 @@ class Topology:
         self.dof_qadr = qadr
 
     # -- level schedule ----------------------------------------------------------
-    def _build_levels(self):
-        """Per-level slot tables (padding slots repeat body 0 so they stay finite)."""
-        n = self.n_bodies
-        L = self.max_depth
-        by_level = [np.flatnonzero(self.depth == l + 1) for l in range(L)]
+    def _build_levels(self, parent, depth):
+        """Per-level slot tables over the nodes (padding slots repeat node 0)."""
+        n = len(parent)
+        L = int(depth.max()) if n else 0
+        n_children = np.bincount(parent[parent >= 0], minlength=n) if n else np.zeros(0, np.int64)
+        by_level = [np.flatnonzero(depth == l + 1) for l in range(L)]
         W = max((len(b) for b in by_level), default=1)
         slot = np.zeros(n, np.int64)
         for bodies in by_level:
             slot[bodies] = np.arange(len(bodies))
-        C = max(int(self.n_children.max()) if n else 1, 1)
+        C = max(int(n_children.max()) if n else 1, 1)
         lev = np.zeros((L, W), np.int64)
         par_slot = np.zeros((L, W), np.int64)
         child_slot = np.full((L, W, C), W, np.int64)  # W = an appended zero row
         for l, bodies in enumerate(by_level):
             lev[l, : len(bodies)] = bodies
             if l > 0:
-                par_slot[l, : len(bodies)] = slot[self.parent_np[bodies]]
+                par_slot[l, : len(bodies)] = slot[parent[bodies]]
                 for b in bodies:
-                    p = self.parent_np[b]
+                    p = parent[b]
                     k = int(np.sum(child_slot[l - 1, slot[p]] < W))
                     child_slot[l - 1, slot[p], k] = slot[b]
+        self.n_levels = L
         self.level_width = W
-        self.level_body = lev          # (L, W) body in each slot
+        self.level_node = lev          # (L, W) node in each slot
         self.level_parent_slot = par_slot  # (L, W) parent's slot in level l-1
         self.level_child_slot = child_slot  # (L, W, C) children's slots in level l+1
-        self.level_pos = np.array([(self.depth[i] - 1) * W + slot[i] for i in range(n)], np.int64)
+        self.level_pos = np.array([(depth[i] - 1) * W + slot[i] for i in range(n)], np.int64)
+        # per body: its joint's first and last node
+        self.body_first_dof = self.v_adr.copy()
+        self.body_last_dof = self.v_adr + self.nv_body - 1
+        self.dof_is_first = np.zeros(self.nv, bool)
+        self.dof_is_first[self.body_first_dof] = True
+        self.dof_is_last = np.zeros(self.nv, bool)
+        self.dof_is_last[self.body_last_dof] = True
 
     def _build_joint_groups(self):
         """Bodies grouped by joint type, with gather tables for q and v."""
@@ -194,29 +201,29 @@ class Topology:
 # so no scatter is needed and no two slots write one place).
 
 def _by_level(topo, tree):
-    """(n, ...) per-body arrays -> (L, W, ...) per-level arrays."""
-    lev = jnp.asarray(topo.level_body)
+    """(nv, ...) per-node arrays -> (L, W, ...) per-level arrays."""
+    lev = jnp.asarray(topo.level_node)
     return jax.tree.map(lambda x: x[lev], tree)
 
 
 def _unlevel(topo, ys):
-    """(L, W, ...) per-level outputs -> (n, ...) per-body arrays."""
+    """(L, W, ...) per-level outputs -> (nv, ...) per-node arrays."""
     pos = topo.level_pos
     return jax.tree.map(lambda y: y.reshape((-1,) + y.shape[2:])[pos], ys)
 
 
 def _nonempty(topo):
-    if topo.n_bodies == 0:
+    if topo.nv == 0:
         raise ValueError("model has no moving bodies")
 
 
 def tree_forward(topo, fn, root, inputs):
-    """Root-to-leaves pass: ``out[i] = fn(out[parent[i]], inputs[i])``.
+    """Root-to-leaves pass over the nodes: ``out[k] = fn(out[dof_parent[k]], inputs[k])``.
 
-    root: pytree of the world's values (what every depth-1 body reads as its
-    parent's).  inputs: pytree of per-body arrays, leading axis n.  ``fn`` is
-    written for one body and is vmapped over a level.  Returns the per-body
-    outputs (leading axis n).
+    root: pytree of the world's values (what every depth-1 node reads as its
+    parent's).  inputs: pytree of per-node arrays, leading axis nv.  ``fn`` is
+    written for one node and is vmapped over a level.  Returns the per-node
+    outputs (leading axis nv).
     """
     _nonempty(topo)
     W = topo.level_width
@@ -235,10 +242,10 @@ def tree_forward(topo, fn, root, inputs):
 def tree_backward(topo, fn, acc, inputs):
     """Leaves-to-root pass with accumulation into parents.
 
-    acc: pytree of per-body arrays (leading axis n), each body's own initial
-    value.  For each level, deepest first, ``up, keep = fn(acc[i], inputs[i])``
-    where ``acc[i]`` already includes the sum of ``up`` over i's children; ``up``
-    must have the structure and shapes of ``acc``.  Returns the per-body
+    acc: pytree of per-node arrays (leading axis nv), each node's own initial
+    value.  For each level, deepest first, ``up, keep = fn(acc[k], inputs[k])``
+    where ``acc[k]`` already includes the sum of ``up`` over k's children; ``up``
+    must have the structure and shapes of ``acc``.  Returns the per-node
     ``keep`` pytree.
     """
     _nonempty(topo)
