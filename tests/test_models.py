@@ -66,16 +66,27 @@ def test_random_tree_is_reproducible_and_regular():
 
 
 def test_level_schedule():
-    m = models.binary_tree(4)
-    t = m.topo
-    assert t.level_body.shape == (4, 8)
-    for l in range(4):
-        bodies = t.level_body[l][: 2 ** l]
-        assert len(set(bodies)) == 2 ** l and np.all(t.depth[bodies] == l + 1)
-        if l > 0:  # parent slots point at the parents in the level above
-            np.testing.assert_array_equal(t.level_body[l - 1][t.level_parent_slot[l][: 2 ** l]], t.parent_np[bodies])
-        kids = t.level_child_slot[l][: 2 ** l]
-        assert np.all((kids < 8).sum(axis=1) == (2 if l < 3 else 0))
+    """Nodes (DoFs) are grouped by depth; parent/child slot tables are consistent."""
+    for m in (models.binary_tree(4), models.humanoid30(), models.random_tree(7, 8, root_joint="free")):
+        t = m.topo
+        W = t.level_width
+        assert t.level_node.shape == (t.n_levels, W) and t.n_levels == t.dof_depth.max()
+        seen = []
+        for l in range(t.n_levels):
+            nodes = np.flatnonzero(t.dof_depth == l + 1)
+            k = len(nodes)
+            np.testing.assert_array_equal(t.level_node[l, :k], nodes)
+            seen += list(nodes)
+            if l > 0:  # parent slots point at the parents in the level above
+                np.testing.assert_array_equal(t.level_node[l - 1][t.level_parent_slot[l, :k]], t.dof_parent[nodes])
+            # child slots list exactly each node's children
+            for slot, node in enumerate(nodes):
+                kids = t.level_child_slot[l, slot]
+                kids = sorted(t.level_node[l + 1][kids[kids < W]]) if l + 1 < t.n_levels else []
+                assert kids == sorted(np.flatnonzero(t.dof_parent == node))
+        assert sorted(seen) == list(range(m.nv))
+    assert models.binary_tree(4).topo.level_width == 8
+    assert models.humanoid30().topo.n_levels == 12  # 6 base DoFs + 6 limb links
 
 
 def test_pendulum_closed_form():
