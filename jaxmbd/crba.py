@@ -26,11 +26,20 @@ def composite_inertias(model, js):
     return tree_backward(model.topo, bwd, node_inertias(model), js.X_up)
 
 
+def composite_forces(model, js):
+    """(nv,6) F_k = Ic_k s_k: the force that gives the subtree below node k a unit
+    acceleration about its axis (kept instead of Ic_k: a vector per node)."""
+    def bwd(Ic, inp):
+        X, s = inp
+        return spatial.mm(X.T, spatial.mm(Ic, X)), Ic @ s
+    return tree_backward(model.topo, bwd, node_inertias(model), (js.X_up, js.s))
+
+
 def _axes_and_forces(model, q):
     """World-frame motion axes S (nv,6) and composite forces F = Ic s (nv,6)."""
     js = joint_state(model, q)
     kin = forward_kinematics(model, q)
-    F = jnp.einsum("nij,nj->ni", composite_inertias(model, js), js.s)
+    F = composite_forces(model, js)
     b = model.topo.dof_body
     Fw = jax.vmap(spatial.force_to_world)(kin.rot[b], kin.pos[b], F)
     return dof_motion_world(model, kin, js), Fw

@@ -214,8 +214,8 @@ def _by_level(topo, tree):
 
 def _unlevel(topo, ys):
     """(L, W, ...) per-level outputs -> (nv, ...) per-node arrays."""
-    pos = topo.level_pos
-    return jax.tree.map(lambda y: y.reshape((-1,) + y.shape[2:])[pos], ys)
+    pos = jnp.asarray(topo.level_pos)
+    return jax.tree.map(lambda y: _take(y.reshape((-1,) + y.shape[2:]), pos), ys)
 
 
 def _nonempty(topo):
