@@ -36,31 +36,6 @@ def mm(A, B):
     return out
 
 
-def spd_inv(D):
-    """Inverse of a small symmetric positive-definite matrix (unrolled Cholesky).
-
-    K = D.shape[-1] is static and small (at most 6 here); K = 1 is a division.
-    """
-    K = D.shape[-1]
-    if K == 1:
-        return 1.0 / D
-    L = [[None] * K for _ in range(K)]
-    for j in range(K):
-        s = D[..., j, j] - sum(L[j][k] * L[j][k] for k in range(j))
-        L[j][j] = jnp.sqrt(s)
-        for i in range(j + 1, K):
-            L[i][j] = (D[..., i, j] - sum(L[i][k] * L[j][k] for k in range(j))) / L[j][j]
-    # inverse of the lower-triangular factor by forward substitution
-    Li = [[None] * K for _ in range(K)]
-    zero = jnp.zeros_like(D[..., 0, 0])
-    for j in range(K):
-        Li[j][j] = 1.0 / L[j][j]
-        for i in range(j + 1, K):
-            Li[i][j] = -sum(L[i][k] * Li[k][j] for k in range(j, i)) / L[i][i]
-    Linv = jnp.stack([jnp.stack([Li[i][j] if j <= i else zero for j in range(K)], -1) for i in range(K)], -2)
-    return mm(jnp.swapaxes(Linv, -1, -2), Linv)
-
-
 def skew(v):
     """3x3 matrix [v]x with [v]x @ u = cross(v, u)."""
     x, y, z = v[0], v[1], v[2]
@@ -79,13 +54,6 @@ def plucker(R, p):
     top = jnp.concatenate([E, jnp.zeros((3, 3), E.dtype)], axis=1)
     bot = jnp.concatenate([-mm(E, skew(p)), E], axis=1)
     return jnp.concatenate([top, bot], axis=0)
-
-
-def compose(pose_a, pose_b):
-    """Pose of frame b's child expressed in frame a's parent: a ∘ b."""
-    Ra, pa = pose_a
-    Rb, pb = pose_b
-    return Ra @ Rb, pa + Ra @ pb
 
 
 def crm(v):
