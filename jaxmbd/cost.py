@@ -1,0 +1,144 @@
+"""Operation counts of the seed's algorithms, from the topology alone.
+
+Featherstone (seed 000, digests/factorization.md §3-4).  Counts are pairs
+(multiplications, additions); divisions count as multiplications and
+subtractions as additions, as in the seed's §6.
+
+* Factorization and back-substitution use the *expanded* graph (one node per
+  DoF, ``dof_parent``): D1 = Σ (d_i - 1), D2 = Σ d_i (d_i - 1) / 2.
+* The CRBA uses the *original* (body) graph: D0 = number of bodies not
+  attached to the base, D1 = Σ (d_i - 1) over bodies, with eq. 21's split
+  into DH nodes (one child per parent, chosen to maximise D1a), non-DH nodes,
+  and the savings of a floating base's DH child.
+* "dense" means the same algorithm on a chain of the same n, i.e. a dense
+  LDLᵀ / Cholesky.
+* RNEA and ABA use the published closed forms the seed quotes (Balafoutis-
+  Patel-Misra; McMillan-Orin), with the seed's per-branch corrections.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+Count = tuple  # (multiplications incl. divisions, additions)
+
+
+def _depths(parent):
+    d = np.zeros(len(parent), np.int64)
+    for i, p in enumerate(parent):
+        d[i] = 1 if p < 0 else d[p] + 1
+    return d
+
+
+def graph_sums(parent):
+    """(D1, D2) of a parent array (regular numbering, -1 = base)."""
+    d = _depths(np.asarray(parent))
+    return int(np.sum(d - 1)), int(np.sum(d * (d - 1) // 2))
+
+
+def factor_counts(n, D1, D2):
+    """LTDL factorization: D1 divisions + D2 (m + a)."""
+    return (D1 + D2, D2)
+
+
+def solve_counts(n, D1):
+    """LTDL back-substitution (one right-hand side): n divisions + 2 D1 (m + a)."""
+    return (n + 2 * D1, 2 * D1)
+
+
+@dataclasses.dataclass(frozen=True)
+class CostReport:
+    n: int                 # DoFs (size of H)
+    n_bodies: int
+    D0: int                # bodies not attached to the base (original graph)
+    D1: int                # expanded graph
+    D2: int                # expanded graph
+    D1_bodies: int         # original graph (the CRBA's D1)
+    nnz: int               # non-zeros of H: n + 2 D1
+    factor_ltdl: Count
+    factor_ltl: Count      # plus sqrt_ltl square roots
+    sqrt_ltl: int
+    solve_ltdl: Count
+    solve_ltl: Count
+    factor_dense: Count
+    solve_dense: Count
+    crba_terms: dict       # D0a, D1a, D0b, D1b, D0c, D1c of eq. 21
+    crba: Count
+    crba_chain: Count      # eq. 21 for the unbranched chain of the same bodies
+    rnea: Count
+    aba: Count
+    fd_crba_ltdl: Count    # CRBA + LTDL factor + one solve + RNEA for the bias
+    fd_crba_dense: Count   # the same on the unbranched chain (dense H)
+
+    def table(self) -> str:
+        rows = [(k, v) for k, v in dataclasses.asdict(self).items()]
+        return "\n".join(f"{k:>14s}: {v}" for k, v in rows)
+
+
+def _crba_terms(parent, floating):
+    """D0a, D1a, D0b, D1b, D0c, D1c (eq. 19-21) of a body parent array."""
+    parent = np.asarray(parent)
+    N = len(parent)
+    size = np.ones(N, np.int64)
+    for i in range(N - 1, -1, -1):
+        if parent[i] >= 0:
+            size[parent[i]] += size[i]
+    dh = np.zeros(N, bool)
+    for p in range(-1, N):
+        kids = np.flatnonzero(parent == p)
+        if len(kids):
+            dh[kids[np.argmax(size[kids])]] = True  # the largest subtree maximises D1a
+    inner = parent >= 0
+    a, b = inner & dh, inner & ~dh
+    c = np.zeros(N, bool)
+    for i in np.flatnonzero(inner & dh):
+        c[i] = floating[parent[i]]
+    return dict(D0a=int(a.sum()), D1a=int(size[a].sum()), D0b=int(b.sum()), D1b=int(size[b].sum()),
+                D0c=int(c.sum()), D1c=int(size[c].sum()))
+
+
+def crba_counts(t):
+    """Eq. 21: D0a(32m+43a) + D1a(20m+12a) + D0b(47m+58a) + D1b(24m+18a)
+    - D0c(18m+21a) - D1c(12m+8a)."""
+    return (32 * t["D0a"] + 20 * t["D1a"] + 47 * t["D0b"] + 24 * t["D1b"] - 18 * t["D0c"] - 12 * t["D1c"],
+            43 * t["D0a"] + 12 * t["D1a"] + 58 * t["D0b"] + 18 * t["D1b"] - 21 * t["D0c"] - 8 * t["D1c"])
+
+
+def analyze(model) -> CostReport:
+    """Operation counts of the seed's algorithms for ``model``'s topology."""
+    topo = model.topo
+    n, N = topo.nv, topo.n_bodies
+    D1, D2 = graph_sums(topo.dof_parent)
+    D1b_, _ = graph_sums(topo.parent_np)
+    D0 = int(np.sum(topo.parent_np >= 0))
+    floating = np.array([jt == "free" and p < 0 for jt, p in zip(topo.jtype, topo.parent)])
+    terms = _crba_terms(topo.parent_np, floating)
+    chain_terms = _crba_terms(np.arange(N) - 1, np.arange(N) == 0 if floating.any() else np.zeros(N, bool))
+    D1c, D2c = n * (n - 1) // 2, (n ** 3 - n) // 6
+    n_extra = int(sum(max(0, int(np.sum(topo.parent_np == p)) - 1) for p in range(-1, N)))
+    root6 = bool(floating.any())
+    # Balafoutis-Patel-Misra (93n-69)m + (81n-66)a, +7m+13a for a 6-DoF root,
+    # +4m+8a per extra branch (seed §6)
+    rnea = (93 * N - 69 + 7 * root6 + 4 * n_extra, 81 * N - 66 + 13 * root6 + 8 * n_extra)
+    # McMillan-Orin (224n-30)m + (205n-37)a with n = moving bodies beyond a
+    # floating root (the seed's figure), +66m+57a per extra branch
+    Na = N - root6
+    aba = (224 * Na - 30 + 66 * n_extra, 205 * Na - 37 + 57 * n_extra)
+    crba, crba_chain = crba_counts(terms), crba_counts(chain_terms)
+    f, s = factor_counts(n, D1, D2), solve_counts(n, D1)
+    fd, sd = factor_counts(n, D1c, D2c), solve_counts(n, D1c)
+    rnea_chain = (93 * N - 69 + 7 * root6, 81 * N - 66 + 13 * root6)
+    add = lambda *cs: (sum(c[0] for c in cs), sum(c[1] for c in cs))
+    return CostReport(
+        n=n, n_bodies=N, D0=D0, D1=D1, D2=D2, D1_bodies=D1b_, nnz=n + 2 * D1,
+        factor_ltdl=f, factor_ltl=f, sqrt_ltl=n, solve_ltdl=s, solve_ltl=(2 * n + 2 * D1, 2 * D1),
+        factor_dense=fd, solve_dense=sd, crba_terms=terms, crba=crba, crba_chain=crba_chain,
+        rnea=rnea, aba=aba, fd_crba_ltdl=add(crba, f, s, rnea), fd_crba_dense=add(crba_chain, fd, sd, rnea_chain))
+
+
+def simple_cost(model) -> int:
+    """The seed's §4.2 metric D1 + 2 D2 of the (expanded) factorization."""
+    D1, D2 = graph_sums(model.topo.dof_parent)
+    return D1 + 2 * D2
