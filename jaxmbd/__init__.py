@@ -23,7 +23,7 @@ from .rnea import inverse_dynamics, bias_force, passive_force, rnea  # noqa: E40
 from .crba import mass_matrix, mass_matrix_compact, compact_to_dense, composite_inertias  # noqa: E402
 from .aba import forward_dynamics, aba  # noqa: E402
 from .coriolis import coriolis_matrix  # noqa: E402
-from . import cost, models  # noqa: E402
+from . import cost, ltdl, models  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -33,5 +33,5 @@ __all__ = [
     "kinetic_energy", "potential_energy", "integrate_q", "difference_q", "normalize_q",
     "neutral_q", "qdot", "joint_state", "inverse_dynamics", "bias_force", "passive_force", "rnea",
     "mass_matrix", "mass_matrix_compact", "compact_to_dense", "composite_inertias",
-    "forward_dynamics", "aba", "coriolis_matrix", "cost", "models",
+    "forward_dynamics", "aba", "coriolis_matrix", "cost", "ltdl", "models",
 ]

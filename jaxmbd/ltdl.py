@@ -1,0 +1,212 @@
+"""Branch-induced sparse LᵀDL factorization of the joint-space inertia matrix
+(Featherstone, seed 000; digests/factorization.md §2), as level-parallel scans.
+
+Storage.  Row k of H (and of the factor) holds only k and its ancestors in
+the expanded graph: ``P[k, t] = A(k, anc_t(k))`` with ``anc_0(k) = k``,
+``anc_{t+1}(k) = dof_parent[anc_t(k)]``, padded with zeros to the depth ``D``
+of the deepest row.  After factorization ``P[k, 0] = d_k`` (the diagonal of
+D) and ``P[k, t] = l_{k, anc_t(k)}`` (unit lower L, diagonal implicit).  No
+entry off the pattern exists in this storage, so there is no fill-in by
+construction (the seed's induction proof: row k only updates pairs of its own
+ancestors, which are on the pattern).
+
+Schedule.  The seed's loop runs k = n, ..., 1.  Row k must be complete (every
+descendant's update applied) before it is scaled, and it then updates only
+its ancestors.  Processing rows by depth, deepest level first, satisfies
+this: all descendants of k are deeper, hence earlier.  Two rows of one depth
+are never ancestor and descendant of each other, so a level's rows read
+nothing the level writes except through additive updates to shared ancestor
+rows, which commute: they are combined with a scatter-add.  One scan step per
+level; the number of sequential steps is the depth of the expanded tree.
+
+Alignment (the key trick of MuJoCo's mj_factorI, seed 004): the tail of row
+k from position t, ``[A(k, anc_t), A(k, anc_{t+1}), ...]``, lines up element
+for element with row ``i = anc_t(k)``, ``[A(i, i), A(i, anc_1(i)), ...]``, so
+the update A(i, j) -= l_ki d_k l_kj is a shifted row axpy.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class Tables(NamedTuple):
+    D: int                 # longest row (depth of the expanded tree)
+    anc: np.ndarray        # (nv+1, D) ancestors, padding -> nv (a dummy row)
+    levels: np.ndarray     # (L, W) rows of depth l+1, padding -> nv
+    shift: np.ndarray      # (D-1, D) tail index: shift[t-1, s] = t + s, or D (a zero column)
+    pos: np.ndarray        # (nM,) position of each compact (legacy qM) entry in its padded row
+
+
+@functools.lru_cache(maxsize=None)
+def tables(topo) -> Tables:
+    nv = topo.nv
+    D = int(topo.dof_depth.max())
+    anc = np.full((nv + 1, D), nv, np.int64)
+    for k in range(nv):
+        j, t = k, 0
+        while j >= 0:
+            anc[k, t] = j
+            j, t = topo.dof_parent[j], t + 1
+    L = D
+    W = max(int(np.sum(topo.dof_depth == l + 1)) for l in range(L))
+    levels = np.full((L, W), nv, np.int64)
+    for l in range(L):
+        rows = np.flatnonzero(topo.dof_depth == l + 1)
+        levels[l, : len(rows)] = rows
+    t = np.arange(1, D)[:, None]
+    s = np.arange(D)[None, :]
+    shift = np.where(t + s < D, t + s, D)
+    pos = np.arange(topo.nM) - topo.dof_Madr[topo.M_rows]
+    return Tables(D, anc, levels, shift, pos)
+
+
+class Factor(NamedTuple):
+    """LᵀDL factor in padded per-row ancestor storage, shape (nv, D).
+
+    ``P[k, 0] = d_k``; ``P[k, t] = l_{k, anc_t(k)}`` for t >= 1."""
+    P: jax.Array
+
+
+def to_rows(model, H):
+    """Dense (nv, nv) or compact (n + D1,) H -> padded per-row storage (nv, D)."""
+    topo, tb = model.topo, tables(model.topo)
+    H = jnp.asarray(H)
+    if H.shape == (topo.nv, topo.nv):
+        H = H[topo.M_rows, topo.M_cols]
+    elif H.shape != (topo.nM,):
+        raise ValueError(f"H has shape {H.shape}; expected ({topo.nv}, {topo.nv}) or compact ({topo.nM},)")
+    return jnp.zeros((topo.nv, tb.D), H.dtype).at[topo.M_rows, tb.pos].set(H)
+
+
+def to_dense_lower(model, P, unit=True):
+    """Padded rows -> dense lower-triangular matrix (unit diagonal if ``unit``)."""
+    tb = tables(model.topo)
+    nv = model.nv
+    rows = np.repeat(np.arange(nv), tb.D)
+    cols = tb.anc[:nv].ravel()
+    M = jnp.zeros((nv + 1, nv + 1), P.dtype).at[rows, cols].set(P.ravel())[:nv, :nv]
+    return M - jnp.diag(jnp.diag(M)) + jnp.eye(nv, dtype=P.dtype) if unit else M
+
+
+@functools.partial(jax.jit, static_argnames=("kind",))
+def factor(model, H, kind="ltdl"):
+    """H = Lᵀ D L (kind="ltdl") or H = Lᵀ L (kind="ltl", L = sqrt(D) L_unit).
+
+    H: dense (nv, nv) or compact (n + D1,) (see ``mass_matrix_compact``).
+    Returns a :class:`Factor`."""
+    tb = tables(model.topo)
+    nv, D = model.nv, tb.D
+    P = to_rows(model, H)
+    # dummy row nv (diagonal 1) and a zero column D: padding reads zeros and
+    # padded writes land in the dummy row, which the result drops
+    A = jnp.zeros((nv + 1, D + 1), P.dtype).at[:nv, :D].set(P).at[nv, 0].set(1.0)
+    anc, shift = jnp.asarray(tb.anc), jnp.asarray(tb.shift)
+
+    def step(A, rows):
+        R = A[rows]                                   # (W, D+1) complete rows
+        a = R[:, 1:D] / R[:, :1]                      # l_{k, anc_t(k)}, t >= 1
+        U = a[:, :, None] * R[:, shift]               # (W, D-1, D) shifted tails
+        U = jnp.concatenate([U, jnp.zeros_like(U[..., :1])], axis=-1)
+        A = A.at[anc[rows, 1:]].add(-U)               # into the ancestor rows
+        return A.at[rows, 1:D].set(a), None
+
+    if D > 1:
+        A, _ = jax.lax.scan(step, A, jnp.asarray(tb.levels[::-1]))
+    P = A[:nv, :D]
+    if kind == "ltl":
+        s = jnp.sqrt(P[:, :1])
+        P = jnp.concatenate([s, P[:, 1:] * s], axis=1)
+    elif kind != "ltdl":
+        raise ValueError(f"unknown factorization kind {kind!r}; expected 'ltdl' or 'ltl'")
+    return Factor(P)
+
+
+def _rhs(model, b):
+    b = jnp.asarray(b)
+    if b.shape[0] != model.nv:
+        raise ValueError(f"right-hand side has {b.shape[0]} rows, expected {model.nv}")
+    X = b.reshape(model.nv, -1)
+    return jnp.concatenate([X, jnp.zeros_like(X[:1])], axis=0), b.shape
+
+
+def _solve_Lt(model, P, X):
+    """X <- L^-T X (unit L), leaves to root: push each row into its ancestors."""
+    tb = tables(model.topo)
+    anc = jnp.asarray(tb.anc)
+    Pp = jnp.concatenate([P, jnp.zeros_like(P[:1])], axis=0)
+
+    def step(X, rows):
+        return X.at[anc[rows, 1:]].add(-Pp[rows, 1:, None] * X[rows][:, None, :]), None
+    return jax.lax.scan(step, X, jnp.asarray(tb.levels[::-1]))[0] if tb.D > 1 else X
+
+
+def _solve_L(model, P, X):
+    """X <- L^-1 X (unit L), root to leaves: pull from the ancestors."""
+    tb = tables(model.topo)
+    anc = jnp.asarray(tb.anc)
+    Pp = jnp.concatenate([P, jnp.zeros_like(P[:1])], axis=0)
+
+    def step(X, rows):
+        return X.at[rows].add(-jnp.sum(Pp[rows, 1:, None] * X[anc[rows, 1:]], axis=1)), None
+    return jax.lax.scan(step, X, jnp.asarray(tb.levels))[0] if tb.D > 1 else X
+
+
+@jax.jit
+def solve(model, F: Factor, b):
+    """x = L^-1 D^-1 L^-T b for an LᵀDL factor; b: (nv,) or (nv, m)."""
+    X, shape = _rhs(model, b)
+    d = jnp.concatenate([F.P[:, 0], jnp.ones(1, F.P.dtype)])
+    X = _solve_Lt(model, F.P, X) / d[:, None]
+    return _solve_L(model, F.P, X)[: model.nv].reshape(shape)
+
+
+@jax.jit
+def half_solve(model, F: Factor, b):
+    """y = D^-1/2 L^-T b, so that J H^-1 Jᵀ = (D^-1/2 L^-T Jᵀ)ᵀ (D^-1/2 L^-T Jᵀ)."""
+    X, shape = _rhs(model, b)
+    d = jnp.concatenate([F.P[:, 0], jnp.ones(1, F.P.dtype)])
+    return (_solve_Lt(model, F.P, X) / jnp.sqrt(d)[:, None])[: model.nv].reshape(shape)
+
+
+# --- exchange with MuJoCo's storage ------------------------------------------
+#
+# legacy qM / qLD order: row k at dof_Madr[k] is [diag, λ(k), λ(λ(k)), ...]
+# (the compact storage of ``mass_matrix_compact``); CSR (MuJoCo >= 3.2,
+# M_rowadr/M_rownnz/M_colind): columns increasing, diagonal last.
+
+def _csr_index(topo):
+    """For each CSR entry (rows in order, columns increasing): (row k, position t)."""
+    d = topo.dof_depth
+    rows = np.repeat(np.arange(topo.nv), d)
+    t = np.concatenate([np.arange(dk)[::-1] for dk in d])
+    return rows, t
+
+
+def to_mujoco_csr(model, P):
+    """Padded rows (factor or H) -> MuJoCo's CSR value array (e.g. ``qLD``, ``M``)."""
+    rows, t = _csr_index(model.topo)
+    return jnp.asarray(P)[rows, t]
+
+
+def from_mujoco_csr(model, vals):
+    """MuJoCo CSR value array -> padded rows (a :class:`Factor`'s ``P`` for ``qLD``)."""
+    rows, t = _csr_index(model.topo)
+    vals = jnp.asarray(vals)
+    return jnp.zeros((model.nv, tables(model.topo).D), vals.dtype).at[rows, t].set(vals)
+
+
+def to_legacy(model, P):
+    """Padded rows -> legacy qM/qLD order (= ``mass_matrix_compact`` order)."""
+    topo = model.topo
+    return jnp.asarray(P)[topo.M_rows, tables(topo).pos]
+
+
+def from_legacy(model, vals):
+    """Legacy qM/qLD order -> padded rows."""
+    return to_rows(model, vals)
