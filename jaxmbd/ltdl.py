@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -66,11 +67,13 @@ def tables(topo) -> Tables:
     return Tables(D, anc, levels, shift, pos)
 
 
-class Factor(NamedTuple):
-    """LᵀDL factor in padded per-row ancestor storage, shape (nv, D).
+class Factor(eqx.Module):
+    """A factor in padded per-row ancestor storage, ``P`` of shape (nv, D).
 
-    ``P[k, 0] = d_k``; ``P[k, t] = l_{k, anc_t(k)}`` for t >= 1."""
+    kind "ltdl": ``P[k, 0] = d_k`` and ``P[k, t] = l_{k, anc_t(k)}`` (t >= 1) of
+    the unit lower L; kind "ltl": row k of the lower L itself, diagonal first."""
     P: jax.Array
+    kind: str = eqx.field(static=True, default="ltdl")
 
 
 def to_rows(model, H):
@@ -117,14 +120,14 @@ def factor(model, H, kind="ltdl"):
         return A.at[rows, 1:D].set(a), None
 
     if D > 1:
-        A, _ = jax.lax.scan(step, A, jnp.asarray(tb.levels[::-1]))
+        A, _ = jax.lax.scan(step, A, jnp.asarray(tb.levels[::-1]))  # deepest level first
     P = A[:nv, :D]
     if kind == "ltl":
         s = jnp.sqrt(P[:, :1])
         P = jnp.concatenate([s, P[:, 1:] * s], axis=1)
     elif kind != "ltdl":
         raise ValueError(f"unknown factorization kind {kind!r}; expected 'ltdl' or 'ltl'")
-    return Factor(P)
+    return Factor(P, kind)
 
 
 def _rhs(model, b):
@@ -135,43 +138,109 @@ def _rhs(model, b):
     return jnp.concatenate([X, jnp.zeros_like(X[:1])], axis=0), b.shape
 
 
-def _solve_Lt(model, P, X):
-    """X <- L^-T X (unit L), leaves to root: push each row into its ancestors."""
+def _padded(P):
+    return jnp.concatenate([P, jnp.zeros_like(P[:1])], axis=0)
+
+
+def _diag(F: Factor):
+    """Diagonal of L (ones for a unit LᵀDL factor), with the dummy row's 1."""
+    d = F.P[:, 0] if F.kind == "ltl" else jnp.ones_like(F.P[:, 0])
+    return jnp.concatenate([d, jnp.ones(1, d.dtype)])
+
+
+def _solve_Lt(model, F, X):
+    """X <- L^-T X, leaves to root: finish each row, then push it into its ancestors."""
     tb = tables(model.topo)
-    anc = jnp.asarray(tb.anc)
-    Pp = jnp.concatenate([P, jnp.zeros_like(P[:1])], axis=0)
+    anc, Pp, dg = jnp.asarray(tb.anc), _padded(F.P), _diag(F)
 
     def step(X, rows):
+        X = X.at[rows].set(X[rows] / dg[rows][:, None])
         return X.at[anc[rows, 1:]].add(-Pp[rows, 1:, None] * X[rows][:, None, :]), None
-    return jax.lax.scan(step, X, jnp.asarray(tb.levels[::-1]))[0] if tb.D > 1 else X
+    return jax.lax.scan(step, X, jnp.asarray(tb.levels[::-1]))[0]
 
 
-def _solve_L(model, P, X):
-    """X <- L^-1 X (unit L), root to leaves: pull from the ancestors."""
+def _solve_L(model, F, X):
+    """X <- L^-1 X, root to leaves: pull from the (already final) ancestors."""
     tb = tables(model.topo)
-    anc = jnp.asarray(tb.anc)
-    Pp = jnp.concatenate([P, jnp.zeros_like(P[:1])], axis=0)
+    anc, Pp, dg = jnp.asarray(tb.anc), _padded(F.P), _diag(F)
 
     def step(X, rows):
-        return X.at[rows].add(-jnp.sum(Pp[rows, 1:, None] * X[anc[rows, 1:]], axis=1)), None
-    return jax.lax.scan(step, X, jnp.asarray(tb.levels))[0] if tb.D > 1 else X
+        acc = X[rows] - jnp.sum(Pp[rows, 1:, None] * X[anc[rows, 1:]], axis=1)
+        return X.at[rows].set(acc / dg[rows][:, None]), None
+    return jax.lax.scan(step, X, jnp.asarray(tb.levels))[0]
+
+
+def _out(model, X, shape):
+    return X[: model.nv].reshape(shape)
 
 
 @jax.jit
 def solve(model, F: Factor, b):
-    """x = L^-1 D^-1 L^-T b for an LᵀDL factor; b: (nv,) or (nv, m)."""
+    """x = H^-1 b from the factor: L^-1 D^-1 L^-T b (LᵀDL) or L^-1 L^-T b (LᵀL);
+    b: (nv,) or (nv, m)."""
     X, shape = _rhs(model, b)
-    d = jnp.concatenate([F.P[:, 0], jnp.ones(1, F.P.dtype)])
-    X = _solve_Lt(model, F.P, X) / d[:, None]
-    return _solve_L(model, F.P, X)[: model.nv].reshape(shape)
+    X = _solve_Lt(model, F, X)
+    if F.kind == "ltdl":
+        X = X / jnp.concatenate([F.P[:, 0], jnp.ones(1, F.P.dtype)])[:, None]
+    return _out(model, _solve_L(model, F, X), shape)
 
 
 @jax.jit
 def half_solve(model, F: Factor, b):
-    """y = D^-1/2 L^-T b, so that J H^-1 Jᵀ = (D^-1/2 L^-T Jᵀ)ᵀ (D^-1/2 L^-T Jᵀ)."""
+    """y = D^-1/2 L^-T b (LᵀDL) or L^-T b (LᵀL), so that
+    J H^-1 Jᵀ = yᵀ y with b = Jᵀ."""
     X, shape = _rhs(model, b)
-    d = jnp.concatenate([F.P[:, 0], jnp.ones(1, F.P.dtype)])
-    return (_solve_Lt(model, F.P, X) / jnp.sqrt(d)[:, None])[: model.nv].reshape(shape)
+    X = _solve_Lt(model, F, X)
+    if F.kind == "ltdl":
+        X = X / jnp.sqrt(jnp.concatenate([F.P[:, 0], jnp.ones(1, F.P.dtype)]))[:, None]
+    return _out(model, X, shape)
+
+
+@jax.jit
+def solve_Lt(model, F: Factor, b):
+    """x = L^-T b."""
+    X, shape = _rhs(model, b)
+    return _out(model, _solve_Lt(model, F, X), shape)
+
+
+@jax.jit
+def solve_L(model, F: Factor, b):
+    """x = L^-1 b."""
+    X, shape = _rhs(model, b)
+    return _out(model, _solve_L(model, F, X), shape)
+
+
+@jax.jit
+def mul_L(model, F: Factor, x):
+    """y = L x: each row reads its ancestors (no sequential steps)."""
+    X, shape = _rhs(model, x)
+    tb = tables(model.topo)
+    Pp, anc = _padded(F.P), jnp.asarray(tb.anc)
+    Y = _diag(F)[:, None] * X + jnp.sum(Pp[:, 1:, None] * X[anc[:, 1:]], axis=1)
+    return _out(model, Y, shape)
+
+
+@jax.jit
+def mul_Lt(model, F: Factor, x):
+    """y = Lᵀ x: each row adds into its ancestors (a scatter-add)."""
+    X, shape = _rhs(model, x)
+    tb = tables(model.topo)
+    Pp, anc = _padded(F.P), jnp.asarray(tb.anc)
+    Y = (_diag(F)[:, None] * X).at[anc[:, 1:]].add(Pp[:, 1:, None] * X[:, None, :])
+    return _out(model, Y, shape)
+
+
+@jax.jit
+def mul_H(model, H, x):
+    """y = H x from H in compact (n + D1,) or padded-row storage; the symmetric
+    product over the pattern: y_i += H_ij x_j and y_j += H_ij x_i (i below j)."""
+    P = to_rows(model, H) if H.ndim == 1 else H
+    X, shape = _rhs(model, x)
+    tb = tables(model.topo)
+    Pp, anc = _padded(P), jnp.asarray(tb.anc)
+    Y = Pp[:, :1] * X + jnp.sum(Pp[:, 1:, None] * X[anc[:, 1:]], axis=1)
+    Y = Y.at[anc[:, 1:]].add(Pp[:, 1:, None] * X[:, None, :])
+    return _out(model, Y, shape)
 
 
 # --- exchange with MuJoCo's storage ------------------------------------------

@@ -102,3 +102,23 @@ def test_bad_inputs():
         ltdl.factor(model, np.eye(3))
     with pytest.raises(ValueError, match="unknown factorization kind"):
         ltdl.factor(model, np.eye(model.nv), kind="lu")
+
+
+@pytest.mark.parametrize("topo", [0, 3])
+def test_products_and_triangular_solves(topo):
+    model = perturb(base_tree(topo), topo + 20)
+    H, q = _H(model, topo + 20)
+    rng = np.random.default_rng(topo)
+    X = rng.normal(size=(model.nv, 3))
+    for kind in ("ltdl", "ltl"):
+        F = ltdl.factor(model, H, kind=kind)
+        L = np.asarray(ltdl.to_dense_lower(model, F.P, unit=(kind == "ltdl")))
+        np.testing.assert_allclose(ltdl.mul_L(model, F, X), L @ X, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(ltdl.mul_Lt(model, F, X), L.T @ X, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(ltdl.solve_L(model, F, X), np.linalg.solve(L, X), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(ltdl.solve_Lt(model, F, X), np.linalg.solve(L.T, X), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(ltdl.solve(model, F, X), np.linalg.solve(H, X), rtol=1e-10, atol=1e-12)
+        y = np.asarray(ltdl.half_solve(model, F, X))
+        np.testing.assert_allclose(y.T @ y, X.T @ np.linalg.solve(H, X), rtol=1e-10, atol=1e-12)
+    Hc = jaxmbd.mass_matrix_compact(model, q)
+    np.testing.assert_allclose(ltdl.mul_H(model, Hc, X[:, 0]), H @ X[:, 0], rtol=1e-12, atol=1e-12)
