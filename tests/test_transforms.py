@@ -104,3 +104,24 @@ def test_float32_opt_out_keeps_input_precision(small):
     qdd = jaxmbd.forward_dynamics(m32, q.astype(jnp.float32), v.astype(jnp.float32), tau.astype(jnp.float32))
     assert qdd.dtype == jnp.float32
     np.testing.assert_allclose(qdd, jaxmbd.forward_dynamics(m, q, v, tau), rtol=1e-3, atol=1e-3)
+
+
+def test_other_public_functions_batch_and_differentiate(small):
+    """Jacobians, energies, the Coriolis matrix and the sparse factor under vmap and grad."""
+    from jaxmbd import ltdl
+    m, q, v, tau = small
+    states = [random_state(m, s) for s in range(2)]
+    Q, V = jnp.stack([s[0] for s in states]), jnp.stack([s[1] for s in states])
+    frame = m.frame_names[-1]
+    fns = {
+        "jacobian": lambda q, v: jaxmbd.frame_jacobian(m, q, frame, (0.1, 0.0, 0.0)),
+        "coriolis": lambda q, v: jaxmbd.coriolis_matrix(m, q, v),
+        "ltdl": lambda q, v: ltdl.solve(m, ltdl.factor(m, jaxmbd.mass_matrix_compact(m, q)), v),
+        "manifold": lambda q, v: jaxmbd.difference_q(m, q, jaxmbd.integrate_q(m, q, v, 0.1)),
+    }
+    for name, f in fns.items():
+        np.testing.assert_allclose(jax.vmap(f)(Q, V), jnp.stack([f(*s[:2]) for s in states]),
+                                   rtol=1e-12, atol=1e-12, err_msg=name)
+    energy = lambda q, v: jaxmbd.kinetic_energy(m, q, v) + jaxmbd.potential_energy(m, q)
+    check_grads(energy, (q, v), order=1, modes=("rev",), atol=1e-6, rtol=1e-6)
+    check_grads(lambda q: jaxmbd.point_jacobian(m, q, frame), (q,), order=1, modes=("fwd",), atol=1e-6, rtol=1e-6)
