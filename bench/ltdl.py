@@ -28,9 +28,6 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import datetime  # noqa: E402
-import platform  # noqa: E402
-import statistics  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -80,28 +77,6 @@ def sparse_solve(model, H, b):
 PATHS = {"dense": dense_solve, "sparse": sparse_solve, "compact": sparse_solve}
 
 
-def per_call(fn, target, repeats):
-    """Median seconds per call of fn(), already called once (the warm-up);
-    each repeat loops long enough to last about `target` seconds, blocking on
-    every result.  A call longer than `target` is timed `repeats` times."""
-    def loop(n):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            jax.block_until_ready(fn())
-        return time.perf_counter() - t0
-
-    n, t = 1, loop(1)
-    while t < target:
-        n = max(2 * n, int(n * 1.2 * target / max(t, 1e-7)))
-        t = loop(n)
-    return statistics.median([t] + [loop(n) for _ in range(repeats - 1)]) / n
-
-
-def compiled(f, *args):
-    """(seconds to trace, lower and compile jax.jit(f) for args, the compiled function)."""
-    t0 = time.perf_counter()
-    c = jax.jit(f).lower(*args).compile()
-    return time.perf_counter() - t0, c
 
 
 def inputs(model, rng):
@@ -157,7 +132,7 @@ def bench_model(name, model, batches, target, repeats, max_call):
             tc, fc = compiled(jax.vmap(f, in_axes=(None, 0, 0)), model, args[path], b)
             x[path] = jax.block_until_ready(fc(model, args[path], b))  # also the warm-up call
             row[f"c_{path}"] = tc
-            row[f"t_{path}"] = per_call(lambda: fc(model, args[path], b), target, repeats) / B
+            row[f"t_{path}"] = per_call(lambda: fc(model, args[path], b), target, repeats, warmup=False) / B
             del fc
         scale = float(jnp.max(jnp.abs(x["dense"])))
         row["err"] = max(float(jnp.max(jnp.abs(x[p] - x["dense"]))) for p in ("sparse", "compact")) / scale
@@ -174,27 +149,9 @@ def bench_model(name, model, batches, target, repeats, max_call):
     return rows, "; ".join(notes) or None
 
 
+
 def machine():
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    dev = jax.devices()[0]
-    threads = {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "XLA_FLAGS") if k in os.environ}
-    return [
-        f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
-        f"host: {platform.node()} ({platform.system()} {platform.machine()})",
-        f"cpu: {cpu}, {os.cpu_count()} logical cores ({len(os.sched_getaffinity(0))} usable), "
-        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min) at start",
-        f"jax {jax.__version__}, backend {jax.default_backend()}, device {dev.device_kind} ({dev.platform}), "
-        f"dtype {jnp.zeros(()).dtype}",
-        f"jaxmbd {jaxmbd.__version__}, numpy {np.__version__}, python {platform.python_version()}",
-        f"environment: {threads or 'no thread settings'}",
-    ]
+    return _machine()
 
 
 def table(rows):

@@ -19,9 +19,6 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import datetime  # noqa: E402
-import platform  # noqa: E402
-import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -31,6 +28,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxmbd  # noqa: E402
+from common import compiled, machine as _machine, per_call  # noqa: E402
 from jaxmbd import models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,28 +85,6 @@ ALGORITHMS = {
 }
 
 
-def per_call(fn, target, repeats, sync=jax.block_until_ready):
-    """Median seconds per call of fn(); each repeat loops long enough to last
-    about `target` seconds, waiting (sync) for every call's result."""
-    def loop(n):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            sync(fn())
-        return time.perf_counter() - t0
-
-    loop(1)  # warm-up
-    n, t = 1, loop(1)
-    while t < target:
-        n = max(2 * n, int(n * 1.2 * target / max(t, 1e-7)))
-        t = loop(n)
-    return statistics.median([t] + [loop(n) for _ in range(repeats - 1)]) / n
-
-
-def compiled(f, *args):
-    """(seconds to trace, lower and compile f for args, the compiled function)."""
-    t0 = time.perf_counter()
-    c = jax.jit(f).lower(*args).compile()
-    return time.perf_counter() - t0, c
 
 
 def states(model, rng, batch=None):
@@ -146,28 +122,9 @@ def bench_model(name, builder, batch, algs, target, repeats):
     return model, rows
 
 
+
 def machine():
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    dev = jax.devices()[0]
-    threads = {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "XLA_FLAGS") if k in os.environ}
-    return [
-        f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
-        f"host: {platform.node()} ({platform.system()} {platform.machine()})",
-        f"cpu: {cpu}, {os.cpu_count()} logical cores ({len(os.sched_getaffinity(0))} usable), "
-        f"load average {os.getloadavg()[0]:.2f} at start",
-        f"jax {jax.__version__}, backend {jax.default_backend()}, device {dev.device_kind} ({dev.platform}), "
-        f"dtype {jnp.zeros(()).dtype}",
-        f"jaxmbd {jaxmbd.__version__}, mujoco {mujoco.__version__} (single-threaded calls from Python), "
-        f"numpy {np.__version__}, python {platform.python_version()}",
-        f"environment: {threads or 'no thread settings'}",
-    ]
+    return _machine(f", mujoco {mujoco.__version__} (single-threaded calls from Python)")
 
 
 def table(rows):
