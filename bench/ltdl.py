@@ -38,6 +38,7 @@ from jax.scipy.linalg import cho_factor, cho_solve  # noqa: E402
 
 import jaxmbd  # noqa: E402  (enables float64)
 from jaxmbd import cost, ltdl, models  # noqa: E402
+from common import compiled, machine as _machine, per_call  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
