@@ -95,18 +95,11 @@ def tile(x, batch):
     return jnp.asarray(np.resize(np.asarray(x), (batch,) + x.shape[1:]))  # cycles through the states
 
 
-def predicted(model):
-    """Dense / sparse operation count of factor + one solve (multiplications
-    and additions weighted equally)."""
-    r = cost.analyze(model)
-    return (sum(r.factor_dense) + sum(r.solve_dense)) / (sum(r.factor_ltdl) + sum(r.solve_ltdl))
-
-
 def bench_model(name, model, batches, target, repeats, max_call):
     """Rows for each batch size; returns (rows, note on capped batches or None)."""
     rng = np.random.default_rng(0)
     H1, Hc1 = inputs(model, rng)
-    pred = predicted(model)
+    pred = cost.predicted_factor_solve_speedup(model)
     rows, notes, t_sys = [], [], 0.0
     batches = sorted(set(batches))
     if model.nv > BIG_NV and batches[-1] > BIG_BATCH:

@@ -3,6 +3,7 @@ and the CRBA route (H qdd = tau - C)."""
 
 from __future__ import annotations
 
+import functools
 from functools import partial
 
 import jax
@@ -10,7 +11,8 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from . import spatial
-from .crba import mass_matrix
+from . import cost, ltdl
+from .crba import mass_matrix, mass_matrix_compact
 from .kinematics import _check, joint_state, node_inertias
 from .rnea import bias_force, node_forces, passive_force
 from .topology import tree_backward, tree_forward
@@ -61,13 +63,35 @@ def aba(model, q, v, tau, f_ext=None):
     return qdd
 
 
-@partial(jax.jit, static_argnames=('method',))
-def forward_dynamics(model, q, v, tau, f_ext=None, method="aba"):
+# The sparse factor pays off on XLA:CPU only where the operation counts
+# predict a large gain: in bench/results/ltdl_cpu.md (2-core CPU, float64)
+# sparse beat dense Cholesky for binary trees of 63+ DoF (predicted 34x-296x,
+# measured 1.3x-3.6x at large batches) and lost everywhere the prediction was
+# below ~15x (humanoid30 3.5x, grid_tree8 14.9x, chains 1x).
+SPARSE_MIN_PREDICTED_SPEEDUP = 30.0
+
+
+@functools.lru_cache(maxsize=None)
+def _auto_factorization(topo):
+    sparse = cost.predicted_factor_solve_speedup(topo) >= SPARSE_MIN_PREDICTED_SPEEDUP
+    return "sparse" if sparse else "dense"
+
+
+def factorization_for(model):
+    """What ``factorization="auto"`` picks for this topology: "sparse" or "dense"."""
+    return _auto_factorization(model.topo)
+
+
+@partial(jax.jit, static_argnames=("method", "factorization"))
+def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="auto"):
     """Joint accelerations qdd with H(q) qdd + C(q, v) = tau.
 
     method: "aba" (articulated-body algorithm, O(n)) or "crba" (H from the
-    CRBA, then a dense Cholesky solve).  f_ext: optional (n, 6) body-frame
-    spatial forces on the bodies.
+    CRBA, then a factorization of H).  factorization (method="crba" only):
+    "sparse" (branch-sparse LᵀDL, jaxmbd.ltdl), "dense" (Cholesky) or "auto"
+    (sparse where the seed's operation counts predict at least a 30x gain,
+    the threshold at which it won in bench/results/ltdl_cpu.md).  f_ext:
+    optional (n, 6) body-frame spatial forces on the bodies.
     """
     q, v, tau = jnp.asarray(q), jnp.asarray(v), jnp.asarray(tau)
     _check(model, q, v)
@@ -76,7 +100,12 @@ def forward_dynamics(model, q, v, tau, f_ext=None, method="aba"):
     if method == "aba":
         return aba(model, q, v, tau + passive_force(model, q, v), f_ext)
     if method == "crba":
-        H = mass_matrix(model, q)
+        if factorization == "auto":
+            factorization = factorization_for(model)
         rhs = tau - bias_force(model, q, v, f_ext)
-        return jsl.cho_solve(jsl.cho_factor(H), rhs)
+        if factorization == "sparse":
+            return ltdl.solve(model, ltdl.factor(model, mass_matrix_compact(model, q)), rhs)
+        if factorization == "dense":
+            return jsl.cho_solve(jsl.cho_factor(mass_matrix(model, q)), rhs)
+        raise ValueError(f"unknown factorization {factorization!r}; expected 'auto', 'sparse' or 'dense'")
     raise ValueError(f"unknown forward-dynamics method {method!r}; expected 'aba' or 'crba'")

@@ -107,8 +107,9 @@ def crba_counts(t):
 
 
 def analyze(model) -> CostReport:
-    """Operation counts of the seed's algorithms for ``model``'s topology."""
-    topo = model.topo
+    """Operation counts of the seed's algorithms for a model's topology (a
+    :class:`jaxmbd.Model` or its ``Topology``)."""
+    topo = getattr(model, "topo", model)
     n, N = topo.nv, topo.n_bodies
     D1, D2 = graph_sums(topo.dof_parent)
     D1b_, _ = graph_sums(topo.parent_np)
@@ -136,6 +137,13 @@ def analyze(model) -> CostReport:
         factor_ltdl=f, factor_ltl=f, sqrt_ltl=n, solve_ltdl=s, solve_ltl=(2 * n + 2 * D1, 2 * D1),
         factor_dense=fd, solve_dense=sd, crba_terms=terms, crba=crba, crba_chain=crba_chain,
         rnea=rnea, aba=aba, fd_crba_ltdl=add(crba, f, s, rnea), fd_crba_dense=add(crba_chain, fd, sd, rnea_chain))
+
+
+def predicted_factor_solve_speedup(model) -> float:
+    """Dense / sparse operation count of one factorization plus one solve
+    (multiplications and additions counted alike)."""
+    r = analyze(model)
+    return (sum(r.factor_dense) + sum(r.solve_dense)) / (sum(r.factor_ltdl) + sum(r.solve_ltdl))
 
 
 def simple_cost(model) -> int:

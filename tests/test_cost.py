@@ -188,3 +188,10 @@ def test_instrumented_crba_operation_mix(seed, n):
     assert (ra, rx, vx) == (r.D0, r.D0, r.D1_bodies)
     t = r.crba_terms
     assert t["D0a"] + t["D0b"] == r.D0 and t["D1a"] + t["D1b"] == r.D1_bodies  # the seed's proof
+
+
+def test_predicted_speedup_and_topology_input():
+    h = models.humanoid30()
+    assert cost.analyze(h.topo) == cost.analyze(h)
+    assert round(cost.predicted_factor_solve_speedup(h), 2) == round((4930 + 4495 + 900 + 870) / (1258 + 1039 + 468 + 438), 2)
+    assert cost.predicted_factor_solve_speedup(models.chain(12)) == 1.0

@@ -122,3 +122,22 @@ def test_products_and_triangular_solves(topo):
         np.testing.assert_allclose(y.T @ y, X.T @ np.linalg.solve(H, X), rtol=1e-10, atol=1e-12)
     Hc = jaxmbd.mass_matrix_compact(model, q)
     np.testing.assert_allclose(ltdl.mul_H(model, Hc, X[:, 0]), H @ X[:, 0], rtol=1e-12, atol=1e-12)
+
+
+def test_forward_dynamics_factorizations_agree_and_auto_rule():
+    from jaxmbd.aba import factorization_for
+    for model in (perturb(base_tree(0), 7), models.binary_tree(6)):
+        q, v, tau = random_state(model, 7)
+        ref = jaxmbd.forward_dynamics(model, q, v, tau, method="aba")
+        for fz in ("sparse", "dense", "auto"):
+            qdd = jaxmbd.forward_dynamics(model, q, v, tau, method="crba", factorization=fz)
+            np.testing.assert_allclose(qdd, ref, rtol=1e-9, atol=1e-9, err_msg=fz)
+    # the benchmark-backed rule: dense for the humanoid, grid and chains; sparse for big binary trees
+    assert factorization_for(models.humanoid30()) == "dense"
+    assert factorization_for(models.grid_tree(8)) == "dense"
+    assert factorization_for(models.chain(30)) == "dense"
+    assert factorization_for(models.binary_tree(6)) == "sparse"
+    assert factorization_for(models.binary_tree(8)) == "sparse"
+    with pytest.raises(ValueError, match="unknown factorization 'qr'"):
+        jaxmbd.forward_dynamics(models.pendulum(), jnp.zeros(1), jnp.zeros(1), jnp.zeros(1), method="crba",
+                                factorization="qr")
