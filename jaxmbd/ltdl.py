@@ -46,24 +46,18 @@ class Tables(NamedTuple):
 
 @functools.lru_cache(maxsize=None)
 def tables(topo) -> Tables:
+    """Static tables, derived from the topology's compact storage and level schedule."""
     nv = topo.nv
     D = int(topo.dof_depth.max())
+    pos = np.arange(topo.nM) - topo.dof_Madr[topo.M_rows]
     anc = np.full((nv + 1, D), nv, np.int64)
-    for k in range(nv):
-        j, t = k, 0
-        while j >= 0:
-            anc[k, t] = j
-            j, t = topo.dof_parent[j], t + 1
-    L = D
-    W = max(int(np.sum(topo.dof_depth == l + 1)) for l in range(L))
-    levels = np.full((L, W), nv, np.int64)
-    for l in range(L):
-        rows = np.flatnonzero(topo.dof_depth == l + 1)
-        levels[l, : len(rows)] = rows
+    anc[topo.M_rows, pos] = topo.M_cols  # row k of the compact storage lists k's ancestors in order
+    counts = np.bincount(topo.dof_depth - 1, minlength=topo.n_levels)
+    valid = np.arange(topo.level_width)[None, :] < counts[:, None]
+    levels = np.where(valid, topo.level_node, nv)  # padding -> the dummy row, not node 0
     t = np.arange(1, D)[:, None]
     s = np.arange(D)[None, :]
     shift = np.where(t + s < D, t + s, D)
-    pos = np.arange(topo.nM) - topo.dof_Madr[topo.M_rows]
     return Tables(D, anc, levels, shift, pos)
 
 

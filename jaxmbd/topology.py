@@ -31,6 +31,15 @@ import numpy as np
 from . import joints
 
 
+def depths(parent):
+    """Depth of every node of a regularly numbered parent array (-1 = base): 1 for
+    the base's children."""
+    d = np.zeros(len(parent), np.int64)
+    for i, p in enumerate(parent):
+        d[i] = 1 if p < 0 else d[p] + 1
+    return d
+
+
 class Topology:
     """Hashable, static description of a kinematic tree (regular numbering).
 
@@ -66,16 +75,12 @@ class Topology:
         parent_np = np.array(self.parent, dtype=np.int64)
         self.parent_np = parent_np
 
-        depth = np.zeros(n, np.int64)
-        for i in range(n):
-            depth[i] = 1 if parent_np[i] < 0 else depth[parent_np[i]] + 1
-        self.depth = depth
+        self.depth = depths(parent_np)
         size = np.ones(n, np.int64)
         for i in range(n - 1, -1, -1):
             if parent_np[i] >= 0:
                 size[parent_np[i]] += size[i]
         self.subtree_size = size
-        self.n_children = np.bincount(parent_np[parent_np >= 0], minlength=n) if n else np.zeros(0, np.int64)
 
         self._build_dofs()
         self._build_levels(self.dof_parent, self.dof_depth)
@@ -98,22 +103,19 @@ class Topology:
     # -- DoF-level tables ------------------------------------------------------
     def _build_dofs(self):
         n, nv = self.n_bodies, self.nv
-        dof_body = np.repeat(np.arange(n), self.nv_body)
-        dof_parent = np.full(nv, -1, np.int64)
-        last_dof = np.full(n, -1, np.int64)  # last DoF of the nearest body with DoFs at/above i
-        for i in range(n):
-            p = self.parent_np[i]
-            up = last_dof[p] if p >= 0 else -1
-            for t in range(self.nv_body[i]):
-                k = self.v_adr[i] + t
-                dof_parent[k] = up if t == 0 else k - 1
-            last_dof[i] = self.v_adr[i] + self.nv_body[i] - 1 if self.nv_body[i] else up
-        self.dof_body = dof_body
-        self.dof_parent = dof_parent
-        dof_depth = np.zeros(nv, np.int64)
-        for k in range(nv):
-            dof_depth[k] = 1 if dof_parent[k] < 0 else dof_depth[dof_parent[k]] + 1
-        self.dof_depth = dof_depth
+        # every body has at least one DoF (welded bodies are merged at build time):
+        # a joint's first DoF hangs from the parent's last, the others form a chain
+        self.dof_body = np.repeat(np.arange(n), self.nv_body)
+        self.body_last_dof = self.v_adr + self.nv_body - 1
+        self.dof_is_first = np.zeros(nv, bool)
+        self.dof_is_first[self.v_adr] = True
+        self.dof_is_last = np.zeros(nv, bool)
+        self.dof_is_last[self.body_last_dof] = True
+        p = self.parent_np[self.dof_body]
+        self.dof_parent = np.where(self.dof_is_first, np.where(p >= 0, self.body_last_dof[np.maximum(p, 0)], -1),
+                                   np.arange(nv) - 1)
+        self.dof_depth = depths(self.dof_parent)
+        dof_parent = self.dof_parent
         # Compact per-row ancestor storage, MuJoCo's legacy qM order: row k holds
         # [H(k,k), H(k,λ(k)), H(k,λ(λ(k))), ...]; dof_Madr[k] is the diagonal.
         rows, cols, adr = [], [], []
@@ -172,13 +174,6 @@ class Topology:
         self.level_parent_slot = par_slot  # (L, W) parent's slot in level l-1
         self.level_child_slot = child_slot  # (L, W, C) children's slots in level l+1
         self.level_pos = np.array([(depth[i] - 1) * W + slot[i] for i in range(n)], np.int64)
-        # per body: its joint's first and last node
-        self.body_first_dof = self.v_adr.copy()
-        self.body_last_dof = self.v_adr + self.nv_body - 1
-        self.dof_is_first = np.zeros(self.nv, bool)
-        self.dof_is_first[self.body_first_dof] = True
-        self.dof_is_last = np.zeros(self.nv, bool)
-        self.dof_is_last[self.body_last_dof] = True
 
     def _build_joint_groups(self):
         """Bodies grouped by joint type, with gather tables for q and v."""
