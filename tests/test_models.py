@@ -26,6 +26,9 @@ def test_humanoid30_is_the_seed_mechanism():
     np.testing.assert_array_equal(m.dof_parent, np.array(lam) - 1)
     assert (D1(m), D2(m)) == (219, 1039)
     assert 2 * D1(m) + m.nv == 468 and m.topo.nM == 249  # nnz(H); MuJoCo's nM
+    # body graph: depth and subtree sizes (torso: everything; each limb: 6, 5, ..., 1)
+    assert list(m.topo.depth) == [1] + [2, 3, 4, 5, 6, 7] * 4
+    assert list(m.topo.subtree_size) == [25] + [6, 5, 4, 3, 2, 1] * 4
 
 
 @pytest.mark.parametrize("n", [1, 5, 30])
