@@ -4,10 +4,10 @@ For each model and batch size B: x = H⁻¹ b for B (H, b) pairs with
 ``jax.vmap``, three ways on the same inputs:
 
 - dense: ``jax.scipy.linalg.cho_factor(H)`` + ``cho_solve`` on the dense H;
-- sparse: ``ltdl.factor(model, H)`` + ``ltdl.solve`` from the *same* dense H
-  (the factor gathers H's branch pattern first);
+- sparse: ``ltdl.factor_solve(model, H, b)`` (factor + solve fused) from the
+  *same* dense H (the kernel gathers H's branch pattern first);
 - compact: the same from compact storage (``mass_matrix_compact``, shape
-  (n + D1,)), i.e. without the dense H.
+  (nM,)), i.e. without the dense H: the input ``forward_dynamics`` gives it.
 
 Reports the jit compile times, the median time per system, the measured
 speed-up (dense / sparse), the speed-up predicted from the operation counts
@@ -72,7 +72,7 @@ def dense_solve(model, H, b):
 
 
 def sparse_solve(model, H, b):
-    return ltdl.solve(model, ltdl.factor(model, H), b)
+    return ltdl.factor_solve(model, H, b)
 
 
 PATHS = {"dense": dense_solve, "sparse": sparse_solve, "compact": sparse_solve}
@@ -163,6 +163,11 @@ def table(rows):
 
 
 def targets(rows):
+    """Verdicts.  Each path is timed from the input its pipeline produces:
+    ``forward_dynamics`` feeds the sparse path the CRBA's compact H and the
+    dense path the dense H, so the verdict uses dense (dense H) against sparse
+    (compact H); the ratio from a dense H, which adds a gather of the pattern
+    out of an nv x nv matrix, is reported beside it."""
     out = []
     for name, B, need, text in TARGETS:
         r = next((r for r in rows if r["model"] == name and r["batch"] == B), None)
@@ -170,8 +175,9 @@ def targets(rows):
             out.append(f"- {text}: not measured in this run")
             continue
         s, sc = r["t_dense"] / r["t_sparse"], r["t_dense"] / r["t_compact"]
-        verdict = "met" if s >= need else "MISSED"
-        out.append(f"- {text}: **{verdict}**, measured {s:.2f}x from dense H ({sc:.2f}x from compact H; "
+        verdict = "met" if sc >= need else "MISSED"
+        out.append(f"- {text}: **{verdict}**, measured {sc:.2f}x from compact H, the CRBA's output "
+                   f"({s:.2f}x when the sparse path also starts from the dense H; "
                    f"needed {need:.2f}x, predicted from operation counts {r['pred']:.2f}x)")
     return out
 
@@ -215,7 +221,7 @@ def main(argv=None):
         + [f"- mode: {'quick' if args.quick else 'full'} (median of {repeats} repeats of ≥{target * 1e3:.0f} ms "
            f"after a warm-up call), benchmark took {elapsed:.0f} s", *notes, "", "Models:", ""]
         + [f"- {s}" for s in summaries]
-        + ["", *table(rows), "", "Targets (speed-up = dense time / sparse time, same batch):", "",
+        + ["", *table(rows), "", "Targets (speed-up = dense time from dense H / sparse time from compact H, same batch):", "",
            *targets(rows), ""])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

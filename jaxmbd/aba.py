@@ -63,12 +63,13 @@ def aba(model, q, v, tau, f_ext=None):
     return qdd
 
 
-# The sparse factor pays off on XLA:CPU only where the operation counts
-# predict a large gain: in bench/results/ltdl_cpu.md (2-core CPU, float64)
-# sparse beat dense Cholesky for binary trees of 63+ DoF (predicted 34x-296x,
-# measured 1.3x-3.6x at large batches) and lost everywhere the prediction was
-# below ~15x (humanoid30 3.5x, grid_tree8 14.9x, chains 1x).
-SPARSE_MIN_PREDICTED_SPEEDUP = 30.0
+# In bench/results/ltdl_cpu.md (2-core CPU, float64) the batch-minor sparse
+# factor + solve from compact H beats dense Cholesky at batch >= 64 on every
+# branched tree (humanoid30 2.6-7x, grids 1.7-13x, binary trees 1.6-55x) and
+# ties or wins at batch 1; on chains (no branch-induced sparsity, predicted
+# speed-up 1) it loses at small batches (chain100 0.2-0.4x at B <= 64).  So:
+# sparse wherever the operation counts predict any real gain.
+SPARSE_MIN_PREDICTED_SPEEDUP = 2.0
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,8 +90,8 @@ def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="
     method: "aba" (articulated-body algorithm, O(n)) or "crba" (H from the
     CRBA, then a factorization of H).  factorization (method="crba" only):
     "sparse" (branch-sparse LᵀDL, jaxmbd.ltdl), "dense" (Cholesky) or "auto"
-    (sparse where the seed's operation counts predict at least a 30x gain,
-    the threshold at which it won in bench/results/ltdl_cpu.md).  f_ext:
+    (sparse where the seed's operation counts predict at least a 2x gain,
+    i.e. every branched tree; dense for chains: bench/results/ltdl_cpu.md).  f_ext:
     optional (n, 6) body-frame spatial forces on the bodies.
     """
     q, v, tau = jnp.asarray(q), jnp.asarray(v), jnp.asarray(tau)
@@ -104,7 +105,7 @@ def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="
             factorization = factorization_for(model)
         rhs = tau - bias_force(model, q, v, f_ext)
         if factorization == "sparse":
-            return ltdl.solve(model, ltdl.factor(model, mass_matrix_compact(model, q)), rhs)
+            return ltdl.factor_solve(model, mass_matrix_compact(model, q), rhs)
         if factorization == "dense":
             return jsl.cho_solve(jsl.cho_factor(mass_matrix(model, q)), rhs)
         raise ValueError(f"unknown factorization {factorization!r}; expected 'auto', 'sparse' or 'dense'")

@@ -1,28 +1,55 @@
-"""Branch-induced sparse LᵀDL factorization of the joint-space inertia matrix
-(Featherstone, seed 000; digests/factorization.md §2), as level-parallel scans.
+"""Branch-induced sparse LᵀDL / LᵀL factorization of the joint-space inertia
+matrix (Featherstone, seed 000; digests/factorization.md §2) as scans over
+the depth of the tree, with batch-minor kernels.
 
-Storage.  Row k of H (and of the factor) holds only k and its ancestors in
-the expanded graph: ``P[k, t] = A(k, anc_t(k))`` with ``anc_0(k) = k``,
-``anc_{t+1}(k) = dof_parent[anc_t(k)]``, padded with zeros to the depth ``D``
-of the deepest row.  After factorization ``P[k, 0] = d_k`` (the diagonal of
-D) and ``P[k, t] = l_{k, anc_t(k)}`` (unit lower L, diagonal implicit).  No
-entry off the pattern exists in this storage, so there is no fill-in by
-construction (the seed's induction proof: row k only updates pairs of its own
-ancestors, which are on the pattern).
+Storage.  Factors and H use the compact per-row ancestor storage of
+:func:`jaxmbd.mass_matrix_compact` (MuJoCo's legacy qM/qLD order): row k
+starts at ``dof_Madr[k]`` and lists ``[A(k, k), A(k, λ(k)), A(k, λ(λ(k))),
+...]``; entry ``(k, t)`` is ``A(k, anc_t(k))`` with ``anc_0(k) = k``,
+``anc_{t+1}(k) = λ(anc_t(k))``.  A factor holds ``d_k`` on the diagonal and
+``l_{k, anc_t(k)}`` (t >= 1) of the unit lower L (kind "ltdl"), or row k of
+L = sqrt(D) L_unit itself (kind "ltl").  No entry off the ancestor pattern
+exists in this storage, so there is no fill-in by construction (the seed's
+induction: row k only updates pairs of its own ancestors, which are
+related, hence on the pattern).
 
-Schedule.  The seed's loop runs k = n, ..., 1.  Row k must be complete (every
-descendant's update applied) before it is scaled, and it then updates only
-its ancestors.  Processing rows by depth, deepest level first, satisfies
-this: all descendants of k are deeper, hence earlier.  Two rows of one depth
-are never ancestor and descendant of each other, so a level's rows read
-nothing the level writes except through additive updates to shared ancestor
-rows, which commute: they are combined with a scatter-add.  One scan step per
-level; the number of sequential steps is the depth of the expanded tree.
+Algorithm.  The seed's loop (k = n..1: scale row k by d_k, then for every
+pair of ancestors i = anc_t(k), j = anc_u(k), t <= u, update A(i, j) -=
+l_ki d_k l_kj) is split into independent tasks:
 
-Alignment (the key trick of MuJoCo's mj_factorI, seed 004): the tail of row
-k from position t, ``[A(k, anc_t), A(k, anc_{t+1}), ...]``, lines up element
-for element with row ``i = anc_t(k)``, ``[A(i, i), A(i, anc_1(i)), ...]``, so
-the update A(i, j) -= l_ki d_k l_kj is a shifted row axpy.
+- *scale* (k): l_{k, anc_t} = A(k, anc_t) / A(k, k), for all t >= 1;
+- *update* (k, t, u): A(anc_t(k), anc_u(k)) -= l_{k,anc_t} d_k l_{k,anc_u}.
+
+Schedule.  Step s = 0, 1, ..., D-1 (D the depth of the expanded tree) scales
+every row of depth D - s, then applies a set of update tasks.  A task may
+run in any step of its *window*: it needs row k scaled (step D - d_k or
+later, after that step's scaling) and must land before its target row
+anc_t(k), of depth d_k - t, is scaled (step D - d_k + t, so at the latest
+step D - d_k + t - 1).  Why tasks in one step never conflict:
+
+1. the rows scaled in step s all have depth D - s; every update into them
+   comes from a deeper row k and has a window ending by step s - 1, so each
+   such row is complete when scaled;
+2. an update task reads only entries of its source row k, which is final
+   from its own scaling step on (nothing writes into row k after it is
+   scaled, by 1.), so no task reads what another task of the step writes;
+3. tasks of one step that write the same entry are additive and commute:
+   they are combined with one scatter-add.
+
+Within its window each task is placed by an earliest-deadline-first
+schedule with the smallest per-step capacity that meets every deadline, so
+every step does about the same amount of padded work (plain levels would
+pad every step to the busiest level: 3x the real work on the humanoid, 5x
+on a binary tree).  The number of sequential steps is the depth; the traced
+program has a fixed size whatever the number of bodies.  The solves use the
+same construction with one task per off-diagonal entry.
+
+Batching.  Every kernel works on arrays with the entry (or DoF) index first
+and a batch axis last, so each gather and scatter moves contiguous batch
+vectors.  Under ``jax.vmap`` a ``custom_vmap`` rule moves the batch axis to
+the end; XLA:CPU's gathers cost ~10 ns per element and would otherwise be
+paid per system.  Derivatives (``custom_jvp``) are taken through the same
+kernels in the ordinary, batch-major layout.
 """
 
 from __future__ import annotations
@@ -34,242 +61,461 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_batching import custom_vmap
+
+_I = np.int32
 
 
-class Tables(NamedTuple):
-    D: int                 # longest row (depth of the expanded tree)
-    anc: np.ndarray        # (nv+1, D) ancestors, padding -> nv (a dummy row)
-    levels: np.ndarray     # (L, W) rows of depth l+1, padding -> nv
-    shift: np.ndarray      # (D-1, D) tail index: shift[t-1, s] = t + s, or D (a zero column)
-    pos: np.ndarray        # (nM,) position of each compact (legacy qM) entry in its padded row
+# --- static schedule -----------------------------------------------------------
+
+def edf_schedule(lo, hi, n_steps):
+    """Assign tasks with windows [lo, hi] (inclusive step indices) to steps,
+    minimizing the largest number of tasks in a step.
+
+    Earliest-deadline-first is optimal for unit tasks with release times and
+    deadlines at a fixed capacity; a bisection finds the smallest feasible
+    capacity.  Returns (step of each task, capacity)."""
+    lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
+    n = len(lo)
+    if n == 0:
+        return np.zeros(0, np.int64), 0
+    if np.any(lo > hi) or lo.min() < 0 or hi.max() >= n_steps:
+        raise ValueError("empty or out-of-range task window")
+    order = np.lexsort((lo, hi))           # by deadline, then release
+    start = np.searchsorted(hi[order], np.arange(n_steps), "left")
+    end = np.searchsorted(hi[order], np.arange(n_steps), "right")
+    lo_sorted = lo[order]
+    # released[h, s]: tasks of deadline h released by step s
+    released = np.stack([np.searchsorted(lo_sorted[start[h]:end[h]], np.arange(n_steps), "right")
+                         for h in range(n_steps)])
+
+    def run(cap, step=None):
+        done = np.zeros(n_steps, np.int64)
+        for s in range(n_steps):
+            left = cap
+            for h in range(s, n_steps):
+                if left == 0:
+                    break
+                take = min(released[h, s] - done[h], left)
+                if take > 0:
+                    if step is not None:
+                        step[order[start[h] + done[h]: start[h] + done[h] + take]] = s
+                    done[h] += take
+                    left -= take
+            if done[s] < end[s] - start[s]:
+                return False
+        return True
+
+    lo_cap, hi_cap = -(-n // n_steps), n
+    while lo_cap < hi_cap:
+        mid = (lo_cap + hi_cap) // 2
+        if run(mid):
+            hi_cap = mid
+        else:
+            lo_cap = mid + 1
+    step = np.full(n, -1, np.int64)
+    run(lo_cap, step)
+    return step, lo_cap
+
+
+def _by_step(step, n_steps, cols, pads):
+    """Tasks -> per-step padded tables: one (n_steps, width) array per column."""
+    counts = np.bincount(step, minlength=n_steps) if len(step) else np.zeros(n_steps, np.int64)
+    width = max(1, int(counts.max()) if len(counts) else 1)
+    order = np.argsort(step, kind="stable")
+    slot = np.arange(len(step)) - np.concatenate([[0], np.cumsum(counts)[:-1]])[step[order]]
+    out = []
+    for col, pad in zip(cols, pads):
+        a = np.full((n_steps, width), pad, _I)
+        a[step[order], slot] = np.asarray(col)[order]
+        out.append(a)
+    return out
+
+
+class Plan(NamedTuple):
+    nv: int
+    nM: int
+    D: int                       # depth of the expanded tree = number of steps
+    entry: np.ndarray            # (nv, D) compact entry of (k, t), -1 off the row
+    anc: np.ndarray              # (nv, D) anc_t(k), -1 past the root
+    diag: np.ndarray             # (nv,) entry of (k, 0)
+    entry_row: np.ndarray        # (nM,) row of each entry
+    # factor, step s: scale rows of depth D - s, then updates
+    f_scale: np.ndarray          # (D, Ws) entries to scale (pad: TRASH)
+    f_scale_d: np.ndarray        # (D, Ws) their row's diagonal (pad: ONE)
+    f_upd: tuple                 # 4 x (D, T): l_kt, l_ku, d_k entries, target entry
+    # solves, over DoF rows (pad row: nv); Lt sweep leaves first, L sweep root first
+    rows_up: np.ndarray          # (D, W) rows of depth D - s
+    rows_down: np.ndarray        # (D, W) rows of depth s + 1
+    lt_push: tuple               # 3 x (D, T2): L entry, source row, target row
+    l_pull: tuple                # 3 x (D, T2): L entry, source row, target row
+    pairs: tuple                 # 3 x (nM - nv,): L entry, row k, ancestor row (all t >= 1)
+    work: dict                   # real and padded task counts, for the record
 
 
 @functools.lru_cache(maxsize=None)
-def tables(topo) -> Tables:
-    """Static tables, derived from the topology's compact storage and level schedule."""
-    nv = topo.nv
-    D = int(topo.dof_depth.max())
-    pos = np.arange(topo.nM) - topo.dof_Madr[topo.M_rows]
-    anc = np.full((nv + 1, D), nv, np.int64)
-    anc[topo.M_rows, pos] = topo.M_cols  # row k of the compact storage lists k's ancestors in order
-    counts = np.bincount(topo.dof_depth - 1, minlength=topo.n_levels)
-    valid = np.arange(topo.level_width)[None, :] < counts[:, None]
-    levels = np.where(valid, topo.level_node, nv)  # padding -> the dummy row, not node 0
-    t = np.arange(1, D)[:, None]
-    s = np.arange(D)[None, :]
-    shift = np.where(t + s < D, t + s, D)
-    return Tables(D, anc, levels, shift, pos)
+def plan(topo) -> Plan:
+    """The static schedule of every kernel for a topology (cached)."""
+    nv, nM = topo.nv, topo.nM
+    ZERO, ONE, TRASH = nM, nM + 1, nM + 2
+    d = topo.dof_depth.astype(np.int64)
+    D = int(d.max()) if nv else 1
+    pos = np.arange(nM) - topo.dof_Madr[topo.M_rows]
+    entry = np.full((nv, D), -1, np.int64)
+    entry[topo.M_rows, pos] = np.arange(nM)
+    anc = np.full((nv, D), -1, np.int64)
+    anc[topo.M_rows, pos] = topo.M_cols
+    diag = entry[:, 0].copy()
 
+    # off-diagonal (k, t), t >= 1
+    kk, tt = np.nonzero(entry[:, 1:] >= 0)
+    tt = tt + 1
+    # factor updates (k, t, u), 1 <= t <= u < d_k
+    uk, ut, uu = [], [], []
+    for k in range(nv):
+        for t in range(1, d[k]):
+            u = np.arange(t, d[k])
+            uk.append(np.full(len(u), k)); ut.append(np.full(len(u), t)); uu.append(u)
+    cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64)
+    uk, ut, uu = cat(uk), cat(ut), cat(uu)
+    f_step, _ = edf_schedule(D - d[uk], D - d[uk] + ut - 1, D)
+    f_upd = _by_step(f_step, D, (entry[uk, ut], entry[uk, uu], entry[uk, 0], entry[anc[uk, ut], uu - ut]),
+                     (ZERO, ZERO, ZERO, TRASH))
+    f_scale = _by_step(D - d[kk], D, (entry[kk, tt], entry[kk, 0]), (TRASH, ONE))
+
+    # rows by step
+    rows_up, = _by_step(D - d, D, (np.arange(nv),), (nv,))
+    rows_down, = _by_step(d - 1, D, (np.arange(nv),), (nv,))
+    # Lt sweep: push x[anc_t(k)] -= l_kt x[k], window [D - d_k, D - d_k + t - 1]
+    p_step, _ = edf_schedule(D - d[kk], D - d[kk] + tt - 1, D)
+    lt_push = _by_step(p_step, D, (entry[kk, tt], kk, anc[kk, tt]), (ZERO, 0, nv))
+    # L sweep: pull x[k] -= l_kt x[anc_t(k)], window [d_k - t, d_k - 1]
+    q_step, _ = edf_schedule(d[kk] - tt, d[kk] - 1, D)
+    l_pull = _by_step(q_step, D, (entry[kk, tt], anc[kk, tt], kk), (ZERO, 0, nv))
+
+    work = dict(factor_updates=len(uk), factor_updates_padded=f_upd[0].size,
+                solve_tasks=len(kk), solve_tasks_padded=lt_push[0].size)
+    return Plan(nv, nM, D, entry, anc, diag, topo.M_rows.astype(np.int64), f_scale[0], f_scale[1],
+                tuple(f_upd), rows_up, rows_down, tuple(lt_push), tuple(l_pull),
+                (entry[kk, tt].astype(_I), kk.astype(_I), anc[kk, tt].astype(_I)), work)
+
+
+# --- batch-minor plumbing ------------------------------------------------------
+
+# Batches are processed in chunks of this many systems, so that a chunk's
+# working set (entries x CHUNK doubles per array) stays in the CPU's L2 cache;
+# 64-128 was fastest on the benchmark machine (bench/README.md).
+CHUNK = 64
+
+
+def _batch_minor(kernel):
+    """Wrap ``kernel(*arrays)`` (each array: its index axis first, a batch axis
+    last, of size 1 or B; returns one array laid out the same way) as a function
+    of unbatched arrays that is differentiable and, under ``jax.vmap``, runs the
+    kernel once on the whole batch with the batch axis last."""
+    def plain(*args):
+        return kernel(*(a[..., None] for a in args))[..., 0]
+
+    @custom_vmap
+    def fast(*args):
+        return plain(*args)
+
+    @fast.def_vmap
+    def _rule(axis_size, in_batched, *args):
+        fixed = [None if b else a[..., None] for a, b in zip(args, in_batched)]
+        batched = [a for a, b in zip(args, in_batched) if b]
+
+        def run(chunk):  # chunk: the batched args, batch axis first
+            it = iter(chunk)
+            full = [f if f is not None else jnp.moveaxis(next(it), 0, -1) for f in fixed]
+            return jnp.moveaxis(kernel(*full), -1, 0)
+
+        if axis_size <= CHUNK:
+            return run(batched), True
+        n = -(-axis_size // CHUNK)
+        pad = n * CHUNK - axis_size  # repeat the last system: padded lanes stay finite
+        chunks = [jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]) if pad else a for a in batched]
+        chunks = [a.reshape((n, CHUNK) + a.shape[1:]) for a in chunks]
+        out = jax.lax.map(run, chunks)
+        return out.reshape((n * CHUNK,) + out.shape[2:])[:axis_size], True
+
+    @jax.custom_jvp
+    def f(*args):
+        return fast(*args)
+
+    @f.defjvp
+    def _jvp(primals, tangents):
+        return jax.jvp(plain, primals, tangents)
+
+    return f
+
+
+def _ext(x, *vals):
+    """Append constant rows (zero, one, ...) along the index axis."""
+    tail = jnp.broadcast_to(jnp.asarray(vals, x.dtype).reshape((len(vals),) + (1,) * (x.ndim - 1)),
+                            (len(vals),) + x.shape[1:])
+    return jnp.concatenate([x, tail], axis=0)
+
+
+def _batch_like(X, vals):
+    """Broadcast X's batch axis to that of the factor (one right-hand side, many factors)."""
+    return jnp.broadcast_to(X, X.shape[:-1] + (max(X.shape[-1], vals.shape[-1]),))
+
+
+def _mid(l, X):
+    """Insert X's middle (right-hand-side) axes into a batch-minor L gather."""
+    return l.reshape(l.shape[:1] + (1,) * (X.ndim - 2) + l.shape[-1:])
+
+
+# --- kernels (batch-minor) ---------------------------------------------------------
+
+def _factor_kernel(pl, kind, dense):
+    upd, sc, scd = pl.f_upd, pl.f_scale, pl.f_scale_d  # NumPy: no tracers kept in the closure
+    rows, cols = pl.entry_row, pl.anc[pl.entry_row, np.arange(pl.nM) - pl.diag[pl.entry_row]]
+    is_diag = np.zeros(pl.nM, bool)
+    is_diag[pl.diag] = True
+
+    def kernel(H):
+        if dense:  # (nv, nv, b) -> (nM, b): the lower triangle on the pattern
+            H = H[rows, cols]
+        A = _ext(H, 0.0, 1.0, 0.0)    # ZERO, ONE, TRASH
+
+        def step(A, xs):
+            s, sd, P, Q, Dg, T = xs
+            A = A.at[s].set(A[s] / A[sd])
+            return A.at[T].add(-(A[P] * A[Dg] * A[Q])), None
+
+        if pl.D > 1:
+            A, _ = jax.lax.scan(step, A, (sc, scd) + upd)
+        A = A[: pl.nM]
+        if kind == "ltl":
+            r = jnp.sqrt(A[pl.diag[pl.entry_row]])
+            A = jnp.where(is_diag.reshape((-1,) + (1,) * (A.ndim - 1)), r, A * r)
+        return A
+    return kernel
+
+
+def _sweep_Lt(pl, unit, Lv, X):
+    """X <- L^-T X (leaves to root). Lv: L entries extended with ZERO, ONE."""
+    e, src, tgt = (jnp.asarray(a) for a in pl.lt_push)
+    rows = jnp.asarray(pl.rows_up)
+    dg = _ext(jnp.asarray(pl.diag, _I), pl.nM + 1)  # pad row nv -> ONE
+
+    def step(X, xs):
+        r, e, src, tgt = xs
+        if not unit:
+            X = X.at[r].set(X[r] / _mid(Lv[dg[r]], X))
+        return X.at[tgt].add(-_mid(Lv[e], X) * X[src]), None
+    return jax.lax.scan(step, X, (rows, e, src, tgt))[0]
+
+
+def _sweep_L(pl, unit, Lv, X):
+    """X <- L^-1 X (root to leaves)."""
+    e, src, tgt = (jnp.asarray(a) for a in pl.l_pull)
+    rows = jnp.asarray(pl.rows_down)
+    dg = _ext(jnp.asarray(pl.diag, _I), pl.nM + 1)
+
+    def step(X, xs):
+        r, e, src, tgt = xs
+        X = X.at[tgt].add(-_mid(Lv[e], X) * X[src])
+        if not unit:
+            X = X.at[r].set(X[r] / _mid(Lv[dg[r]], X))
+        return X, None
+    return jax.lax.scan(step, X, (rows, e, src, tgt))[0]
+
+
+def _solve_kernel(pl, kind, what):
+    unit = kind == "ltdl"
+
+    def kernel(vals, b):
+        b = _batch_like(b, vals)
+        Lv = _ext(vals, 0.0, 1.0)
+        X = _ext(b, 0.0)  # row nv: padding target
+        if what in ("solve", "half", "Lt"):
+            X = _sweep_Lt(pl, unit, Lv, X)
+        if unit and what in ("solve", "half"):
+            dd = _mid(vals[pl.diag], X)
+            X = X.at[: pl.nv].divide(jnp.sqrt(dd) if what == "half" else dd)
+        if what in ("solve", "L"):
+            X = _sweep_L(pl, unit, Lv, X)
+        return X[: pl.nv]
+    return kernel
+
+
+def _mul_kernel(pl, kind, what):
+    e, k, a = pl.pairs
+
+    def kernel(vals, X):
+        X = _batch_like(X, vals)
+        dg = _mid(vals[pl.diag], X)
+        Y = X if (what != "H" and kind == "ltdl") else dg * X
+        if what in ("L", "H"):
+            Y = Y.at[k].add(_mid(vals[e], X) * X[a])
+        if what in ("Lt", "H"):
+            Y = Y.at[a].add(_mid(vals[e], X) * X[k])
+        return Y
+    return kernel
+
+
+def _factor_solve_kernel(pl, kind, dense):
+    fk, sk = _factor_kernel(pl, kind, dense), _solve_kernel(pl, kind, "solve")
+    return lambda H, b: sk(fk(H), b)
+
+
+@functools.lru_cache(maxsize=None)
+def _op(topo, name, kind, arg):
+    pl = plan(topo)
+    if name == "factor_solve":
+        return _batch_minor(_factor_solve_kernel(pl, kind, arg))
+    if name == "factor":
+        return _batch_minor(_factor_kernel(pl, kind, arg))
+    if name == "mul":
+        return _batch_minor(_mul_kernel(pl, kind, arg))
+    return _batch_minor(_solve_kernel(pl, kind, arg))
+
+
+# --- public API --------------------------------------------------------------------
 
 class Factor(eqx.Module):
-    """A factor in padded per-row ancestor storage, ``P`` of shape (nv, D).
+    """A factor in compact per-row ancestor storage, ``vals`` of shape (nM,).
 
-    kind "ltdl": ``P[k, 0] = d_k`` and ``P[k, t] = l_{k, anc_t(k)}`` (t >= 1) of
-    the unit lower L; kind "ltl": row k of the lower L itself, diagonal first."""
-    P: jax.Array
+    kind "ltdl": ``d_k`` at ``dof_Madr[k]`` and the unit lower L's
+    ``l_{k, anc_t(k)}`` after it; kind "ltl": row k of the lower L itself,
+    diagonal first.  This is MuJoCo's legacy qLD layout."""
+    vals: jax.Array
     kind: str = eqx.field(static=True, default="ltdl")
 
 
-def to_rows(model, H):
-    """Dense (nv, nv) or compact (n + D1,) H -> padded per-row storage (nv, D)."""
-    topo, tb = model.topo, tables(model.topo)
+def _compact(model, H):
+    topo = model.topo
     H = jnp.asarray(H)
     if H.shape == (topo.nv, topo.nv):
-        H = H[topo.M_rows, topo.M_cols]
-    elif H.shape != (topo.nM,):
-        raise ValueError(f"H has shape {H.shape}; expected ({topo.nv}, {topo.nv}) or compact ({topo.nM},)")
-    return jnp.zeros((topo.nv, tb.D), H.dtype).at[topo.M_rows, tb.pos].set(H)
-
-
-def to_dense_lower(model, P, unit=True):
-    """Padded rows -> dense lower-triangular matrix (unit diagonal if ``unit``)."""
-    tb = tables(model.topo)
-    nv = model.nv
-    rows = np.repeat(np.arange(nv), tb.D)
-    cols = tb.anc[:nv].ravel()
-    M = jnp.zeros((nv + 1, nv + 1), P.dtype).at[rows, cols].set(P.ravel())[:nv, :nv]
-    return M - jnp.diag(jnp.diag(M)) + jnp.eye(nv, dtype=P.dtype) if unit else M
+        return H, True
+    if H.shape == (topo.nM,):
+        return H, False
+    raise ValueError(f"H has shape {H.shape}; expected ({topo.nv}, {topo.nv}) or compact ({topo.nM},)")
 
 
 @functools.partial(jax.jit, static_argnames=("kind",))
 def factor(model, H, kind="ltdl"):
     """H = Lᵀ D L (kind="ltdl") or H = Lᵀ L (kind="ltl", L = sqrt(D) L_unit).
 
-    H: dense (nv, nv) or compact (n + D1,) (see ``mass_matrix_compact``).
-    Returns a :class:`Factor`."""
-    tb = tables(model.topo)
-    nv, D = model.nv, tb.D
-    P = to_rows(model, H)
-    # dummy row nv (diagonal 1) and a zero column D: padding reads zeros and
-    # padded writes land in the dummy row, which the result drops
-    A = jnp.zeros((nv + 1, D + 1), P.dtype).at[:nv, :D].set(P).at[nv, 0].set(1.0)
-    anc, shift = jnp.asarray(tb.anc), jnp.asarray(tb.shift)
-
-    def step(A, rows):
-        R = A[rows]                                   # (W, D+1) complete rows
-        a = R[:, 1:D] / R[:, :1]                      # l_{k, anc_t(k)}, t >= 1
-        U = a[:, :, None] * R[:, shift]               # (W, D-1, D) shifted tails
-        U = jnp.concatenate([U, jnp.zeros_like(U[..., :1])], axis=-1)
-        A = A.at[anc[rows, 1:]].add(-U)               # into the ancestor rows
-        return A.at[rows, 1:D].set(a), None
-
-    if D > 1:
-        A, _ = jax.lax.scan(step, A, jnp.asarray(tb.levels[::-1]))  # deepest level first
-    P = A[:nv, :D]
-    if kind == "ltl":
-        s = jnp.sqrt(P[:, :1])
-        P = jnp.concatenate([s, P[:, 1:] * s], axis=1)
-    elif kind != "ltdl":
+    H: dense (nv, nv) (only its lower triangle on the branch pattern is read)
+    or compact (nM,) (see ``mass_matrix_compact``).  Returns a :class:`Factor`."""
+    if kind not in ("ltdl", "ltl"):
         raise ValueError(f"unknown factorization kind {kind!r}; expected 'ltdl' or 'ltl'")
-    return Factor(P, kind)
+    H, dense = _compact(model, H)
+    if not jnp.issubdtype(H.dtype, jnp.floating):
+        H = H.astype(jnp.result_type(float))
+    return Factor(_op(model.topo, "factor", kind, dense)(H), kind)
+
+
+@functools.partial(jax.jit, static_argnames=("kind",))
+def factor_solve(model, H, b, kind="ltdl"):
+    """x = H⁻¹ b: :func:`factor` and :func:`solve` fused in one kernel (under
+    ``jax.vmap`` the factor never leaves the batch-minor layout).  H: dense
+    (nv, nv) or compact (nM,); b: (nv,) or (nv, m)."""
+    if kind not in ("ltdl", "ltl"):
+        raise ValueError(f"unknown factorization kind {kind!r}; expected 'ltdl' or 'ltl'")
+    H, dense = _compact(model, H)
+    b = _rhs(model, b)
+    dt = jnp.result_type(H, b, float)
+    return _op(model.topo, "factor_solve", kind, dense)(H.astype(dt), b.astype(dt))
 
 
 def _rhs(model, b):
     b = jnp.asarray(b)
-    if b.shape[0] != model.nv:
-        raise ValueError(f"right-hand side has {b.shape[0]} rows, expected {model.nv}")
-    X = b.reshape(model.nv, -1)
-    return jnp.concatenate([X, jnp.zeros_like(X[:1])], axis=0), b.shape
+    if b.ndim not in (1, 2) or b.shape[0] != model.nv:
+        raise ValueError(f"right-hand side has shape {b.shape}; expected ({model.nv},) or ({model.nv}, m)")
+    return b
 
 
-def _padded(P):
-    return jnp.concatenate([P, jnp.zeros_like(P[:1])], axis=0)
+def _check_factor(model, F):
+    if not isinstance(F, Factor) or F.vals.shape != (model.topo.nM,):
+        raise ValueError(f"expected a Factor with vals of shape ({model.topo.nM},)")
 
 
-def _diag(F: Factor):
-    """Diagonal of L (ones for a unit LᵀDL factor), with the dummy row's 1."""
-    d = F.P[:, 0] if F.kind == "ltl" else jnp.ones_like(F.P[:, 0])
-    return jnp.concatenate([d, jnp.ones(1, d.dtype)])
-
-
-def _solve_Lt(model, F, X):
-    """X <- L^-T X, leaves to root: finish each row, then push it into its ancestors."""
-    tb = tables(model.topo)
-    anc, Pp, dg = jnp.asarray(tb.anc), _padded(F.P), _diag(F)
-
-    def step(X, rows):
-        X = X.at[rows].set(X[rows] / dg[rows][:, None])
-        return X.at[anc[rows, 1:]].add(-Pp[rows, 1:, None] * X[rows][:, None, :]), None
-    return jax.lax.scan(step, X, jnp.asarray(tb.levels[::-1]))[0]
-
-
-def _solve_L(model, F, X):
-    """X <- L^-1 X, root to leaves: pull from the (already final) ancestors."""
-    tb = tables(model.topo)
-    anc, Pp, dg = jnp.asarray(tb.anc), _padded(F.P), _diag(F)
-
-    def step(X, rows):
-        acc = X[rows] - jnp.sum(Pp[rows, 1:, None] * X[anc[rows, 1:]], axis=1)
-        return X.at[rows].set(acc / dg[rows][:, None]), None
-    return jax.lax.scan(step, X, jnp.asarray(tb.levels))[0]
-
-
-def _out(model, X, shape):
-    return X[: model.nv].reshape(shape)
+def _apply(model, F, b, name, arg):
+    _check_factor(model, F)
+    b = _rhs(model, b)
+    dt = jnp.result_type(F.vals, b)
+    return _op(model.topo, name, F.kind, arg)(F.vals.astype(dt), b.astype(dt))
 
 
 @jax.jit
 def solve(model, F: Factor, b):
-    """x = H^-1 b from the factor: L^-1 D^-1 L^-T b (LᵀDL) or L^-1 L^-T b (LᵀL);
+    """x = H⁻¹ b from the factor: L⁻¹ D⁻¹ L⁻ᵀ b (LᵀDL) or L⁻¹ L⁻ᵀ b (LᵀL);
     b: (nv,) or (nv, m)."""
-    X, shape = _rhs(model, b)
-    X = _solve_Lt(model, F, X)
-    if F.kind == "ltdl":
-        X = X / jnp.concatenate([F.P[:, 0], jnp.ones(1, F.P.dtype)])[:, None]
-    return _out(model, _solve_L(model, F, X), shape)
+    return _apply(model, F, b, "solve", "solve")
 
 
 @jax.jit
 def half_solve(model, F: Factor, b):
-    """y = D^-1/2 L^-T b (LᵀDL) or L^-T b (LᵀL), so that
-    J H^-1 Jᵀ = yᵀ y with b = Jᵀ."""
-    X, shape = _rhs(model, b)
-    X = _solve_Lt(model, F, X)
-    if F.kind == "ltdl":
-        X = X / jnp.sqrt(jnp.concatenate([F.P[:, 0], jnp.ones(1, F.P.dtype)]))[:, None]
-    return _out(model, X, shape)
+    """y = D^-1/2 L⁻ᵀ b (LᵀDL) or L⁻ᵀ b (LᵀL), so that J H⁻¹ Jᵀ = yᵀ y with b = Jᵀ."""
+    return _apply(model, F, b, "solve", "half")
 
 
 @jax.jit
 def solve_Lt(model, F: Factor, b):
-    """x = L^-T b."""
-    X, shape = _rhs(model, b)
-    return _out(model, _solve_Lt(model, F, X), shape)
+    """x = L⁻ᵀ b."""
+    return _apply(model, F, b, "solve", "Lt")
 
 
 @jax.jit
 def solve_L(model, F: Factor, b):
-    """x = L^-1 b."""
-    X, shape = _rhs(model, b)
-    return _out(model, _solve_L(model, F, X), shape)
+    """x = L⁻¹ b."""
+    return _apply(model, F, b, "solve", "L")
 
 
 @jax.jit
 def mul_L(model, F: Factor, x):
-    """y = L x: each row reads its ancestors (no sequential steps)."""
-    X, shape = _rhs(model, x)
-    tb = tables(model.topo)
-    Pp, anc = _padded(F.P), jnp.asarray(tb.anc)
-    Y = _diag(F)[:, None] * X + jnp.sum(Pp[:, 1:, None] * X[anc[:, 1:]], axis=1)
-    return _out(model, Y, shape)
+    """y = L x (no sequential steps)."""
+    return _apply(model, F, x, "mul", "L")
 
 
 @jax.jit
 def mul_Lt(model, F: Factor, x):
-    """y = Lᵀ x: each row adds into its ancestors (a scatter-add)."""
-    X, shape = _rhs(model, x)
-    tb = tables(model.topo)
-    Pp, anc = _padded(F.P), jnp.asarray(tb.anc)
-    Y = (_diag(F)[:, None] * X).at[anc[:, 1:]].add(Pp[:, 1:, None] * X[:, None, :])
-    return _out(model, Y, shape)
+    """y = Lᵀ x (a scatter-add into the ancestors)."""
+    return _apply(model, F, x, "mul", "Lt")
 
 
 @jax.jit
 def mul_H(model, H, x):
-    """y = H x from H in compact (n + D1,) or padded-row storage; the symmetric
-    product over the pattern: y_i += H_ij x_j and y_j += H_ij x_i (i below j)."""
-    P = to_rows(model, H) if H.ndim == 1 else H
-    X, shape = _rhs(model, x)
-    tb = tables(model.topo)
-    Pp, anc = _padded(P), jnp.asarray(tb.anc)
-    Y = Pp[:, :1] * X + jnp.sum(Pp[:, 1:, None] * X[anc[:, 1:]], axis=1)
-    Y = Y.at[anc[:, 1:]].add(Pp[:, 1:, None] * X[:, None, :])
-    return _out(model, Y, shape)
+    """y = H x from H in compact (nM,) storage: y_i += H_ij x_j and
+    y_j += H_ij x_i for each stored j below i."""
+    H = jnp.asarray(H)
+    if H.shape != (model.topo.nM,):
+        raise ValueError(f"H has shape {H.shape}; expected compact ({model.topo.nM},)")
+    return _apply(model, Factor(H, "ltl"), x, "mul", "H")
 
 
-# --- exchange with MuJoCo's storage ------------------------------------------
+def to_dense_lower(model, vals, unit=True):
+    """Compact factor entries -> dense lower-triangular L (unit diagonal if ``unit``)."""
+    topo = model.topo
+    vals = jnp.asarray(vals)
+    M = jnp.zeros((topo.nv, topo.nv), vals.dtype).at[topo.M_rows, topo.M_cols].set(vals)
+    return M - jnp.diag(jnp.diag(M)) + jnp.eye(topo.nv, dtype=vals.dtype) if unit else M
+
+
+# --- exchange with MuJoCo's storage ------------------------------------------------
 #
-# legacy qM / qLD order: row k at dof_Madr[k] is [diag, λ(k), λ(λ(k)), ...]
-# (the compact storage of ``mass_matrix_compact``); CSR (MuJoCo >= 3.2,
-# M_rowadr/M_rownnz/M_colind): columns increasing, diagonal last.
+# The compact storage *is* the legacy qM / qLD order.  CSR (MuJoCo >= 3.2,
+# M_rowadr/M_rownnz/M_colind): row k lists its ancestors with columns
+# increasing, the diagonal last.
 
-def _csr_index(topo):
-    """For each CSR entry (rows in order, columns increasing): (row k, position t)."""
+def _csr_to_compact(topo):
+    """For each CSR entry (rows in order, columns increasing): its compact entry."""
     d = topo.dof_depth
-    rows = np.repeat(np.arange(topo.nv), d)
-    t = np.concatenate([np.arange(dk)[::-1] for dk in d])
-    return rows, t
+    return np.concatenate([topo.dof_Madr[k] + np.arange(d[k])[::-1] for k in range(topo.nv)]).astype(np.int64)
 
 
-def to_mujoco_csr(model, P):
-    """Padded rows (factor or H) -> MuJoCo's CSR value array (e.g. ``qLD``, ``M``)."""
-    rows, t = _csr_index(model.topo)
-    return jnp.asarray(P)[rows, t]
+def to_mujoco_csr(model, vals):
+    """Compact entries (a factor's ``vals`` or H) -> MuJoCo's CSR value array (``qLD``, ``M``)."""
+    return jnp.asarray(vals)[_csr_to_compact(model.topo)]
 
 
 def from_mujoco_csr(model, vals):
-    """MuJoCo CSR value array -> padded rows (a :class:`Factor`'s ``P`` for ``qLD``)."""
-    rows, t = _csr_index(model.topo)
+    """MuJoCo CSR value array -> compact entries."""
+    idx = _csr_to_compact(model.topo)
     vals = jnp.asarray(vals)
-    return jnp.zeros((model.nv, tables(model.topo).D), vals.dtype).at[rows, t].set(vals)
-
-
-def to_legacy(model, P):
-    """Padded rows -> legacy qM/qLD order (= ``mass_matrix_compact`` order)."""
-    topo = model.topo
-    return jnp.asarray(P)[topo.M_rows, tables(topo).pos]
-
-
-def from_legacy(model, vals):
-    """Legacy qM/qLD order -> padded rows."""
-    return to_rows(model, vals)
+    return jnp.zeros(model.topo.nM, vals.dtype).at[idx].set(vals)
