@@ -51,6 +51,8 @@ class Model(eqx.Module):
     spring_ref: jax.Array
     frame_rot: jax.Array
     frame_pos: jax.Array
+    q0: jax.Array = None   # default initial state (the problem's own for test problems,
+    v0: jax.Array = None   # else the neutral configuration at rest)
 
     @property
     def nq(self) -> int:
@@ -335,4 +337,34 @@ class ModelBuilder:
                                                    for b in moving]), f64),
             frame_rot=jnp.asarray(np.stack([f[2] for f in frames]), f64),
             frame_pos=jnp.asarray(np.stack([f[3] for f in frames]), f64),
+            q0=jnp.asarray(self._initial_q(topo), f64),
+            v0=jnp.asarray(self._initial_v(topo), f64),
         )
+
+    def set_initial_state(self, q0=None, v0=None) -> "ModelBuilder":
+        """The model's default initial state ``model.q0``/``model.v0`` (in the
+        order of the built model's coordinates; checked at build time)."""
+        self._init = (None if q0 is None else np.asarray(q0, np.float64),
+                      None if v0 is None else np.asarray(v0, np.float64))
+        return self
+
+    def _initial_q(self, topo):
+        q0 = getattr(self, "_init", (None, None))[0]
+        if q0 is None:
+            return np.concatenate([np.asarray(joints.neutral(jt)) for jt in topo.jtype])
+        if q0.shape != (topo.nq,) or not np.all(np.isfinite(q0)):
+            raise ValueError(f"initial q0: expected {topo.nq} finite numbers, got shape {q0.shape}")
+        for jt, a in zip(topo.jtype, topo.q_adr):
+            if jt in ("spherical", "free"):
+                quat = q0[a + (3 if jt == "free" else 0): a + (7 if jt == "free" else 4)]
+                if abs(np.linalg.norm(quat) - 1.0) > 1e-6:
+                    raise ValueError(f"initial q0: the quaternion at q[{a}] is not unit ({quat})")
+        return q0
+
+    def _initial_v(self, topo):
+        v0 = getattr(self, "_init", (None, None))[1]
+        if v0 is None:
+            return np.zeros(topo.nv)
+        if v0.shape != (topo.nv,) or not np.all(np.isfinite(v0)):
+            raise ValueError(f"initial v0: expected {topo.nv} finite numbers, got shape {v0.shape}")
+        return v0

@@ -9,6 +9,8 @@ accident.  Functions named ``*_builder`` return the :class:`ModelBuilder`
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..model import ModelBuilder
@@ -205,7 +207,65 @@ def double_pendulum(l1=1.0, l2=1.0, m1=1.0, m2=1.0, gravity=9.81):
     return b.build()
 
 
-__all__ = ["humanoid30", "chain", "binary_tree", "grid_tree", "side_branch_chain", "random_tree",
+def _rod_inertia(mass, length, thin=1e-3):
+    """COM inertia of a slender rod along x (a small Ixx keeps it physical)."""
+    j = mass * length ** 2 / 12.0
+    return (thin * j, j, j)
+
+
+def stiff_double_pendulum(phi0=-math.pi / 12):
+    """The stiff double pendulum of Negrut's thesis (digest negrut.md §4.1), in
+    joint coordinates: planar (x-y, gravity 9.81 along -y), revolute about z.
+
+    q[0] = θ1, the absolute angle of body 1 (from +x); q[1] = θ2 - θ1, the
+    angle of body 2 relative to body 1.  Table 18: half-lengths L1 = 1,
+    L2 = 1.5 (joint-to-COM distances), masses 3 and 0.3; rotational
+    spring-dampers k1 = 400, C1 = 15 (ground-body 1) and k2 = 3e5, c2 = 5e4
+    (body 1-body 2).  Table 19 initial state: θ1 = 2π, θ2 = 23π/12, θ̇1 = 0,
+    θ̇2 = 10.  Not in the thesis, the digest's documented best guess: slender
+    rods (J1 = 1, J2 = 0.225), spring free angles 3π/2 (hanging) and
+    ``phi0`` = -π/12 (the initial relative angle).  Dominant eigenvalue about
+    -1e5."""
+    L1, L2, m1, m2 = 1.0, 1.5, 3.0, 0.3
+    b = ModelBuilder(gravity=(0.0, -9.81, 0.0))
+    b.add_body("body1", "world", "revolute", axis=(0, 0, 1), mass=m1, com=(L1, 0, 0),
+               inertia=_rod_inertia(m1, 2 * L1), stiffness=400.0, damping=15.0, spring_ref=3 * math.pi / 2)
+    b.add_body("body2", "body1", "revolute", axis=(0, 0, 1), pos=(2 * L1, 0, 0), mass=m2, com=(L2, 0, 0),
+               inertia=_rod_inertia(m2, 2 * L2), stiffness=3.0e5, damping=5.0e4, spring_ref=phi0)
+    b.set_initial_state([2 * math.pi, 23 * math.pi / 12 - 2 * math.pi], [0.0, 10.0])
+    return b.build()
+
+
+def stiff_chain(n, length=0.5, mass=1.0, stiffness=1.0e4, damping=2.0e3):
+    """A planar chain of n uniform links (revolute about z, gravity along -y)
+    with stiff, damped joint springs (free angle 0: straight along +x).  With
+    the defaults the dominant eigenvalue of the linearised dynamics lies below
+    -1e5 (its fastest mode is the damped tip link).  Initial state: every joint
+    bent by 0.1 rad, the tip joint moving at 1 rad/s."""
+    b = ModelBuilder(gravity=(0.0, -9.81, 0.0))
+    parent = "world"
+    for i in range(n):
+        b.add_body(f"link{i}", parent, "revolute", axis=(0, 0, 1), pos=(length if i else 0.0, 0, 0),
+                   mass=mass, com=(length / 2, 0, 0), inertia=_rod_inertia(mass, length),
+                   stiffness=stiffness, damping=damping)
+        parent = f"link{i}"
+    v0 = np.zeros(n)
+    v0[-1] = 1.0
+    b.set_initial_state(np.full(n, 0.1), v0)
+    return b.build()
+
+
+def spinning_body(inertia=(1.0, 2.0, 3.0), omega=(0.01, 2.0, 0.01), mass=1.0):
+    """A free rigid body without gravity spinning about (nearly) its
+    intermediate principal axis (body frame): the Dzhanibekov flip.  Kinetic
+    energy and world angular momentum are conserved."""
+    b = ModelBuilder(gravity=(0.0, 0.0, 0.0))
+    b.add_body("body", "world", "free", mass=mass, inertia=inertia)
+    b.set_initial_state([0, 0, 0, 1, 0, 0, 0], [0.1, 0.0, 0.0, *omega])
+    return b.build()
+
+
+__all__ = ["stiff_double_pendulum", "stiff_chain", "spinning_body", "humanoid30", "chain", "binary_tree", "grid_tree", "side_branch_chain", "random_tree",
            "pendulum", "double_pendulum", "generic_body", "humanoid30_builder", "chain_builder",
            "binary_tree_builder", "grid_tree_builder", "side_branch_chain_builder",
            "random_tree_builder"]

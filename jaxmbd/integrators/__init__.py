@@ -1,0 +1,24 @@
+"""Time integrators for the equations of motion of kinematic trees.
+
+Every method integrates y'' = g(t, y, y') in a local chart of the
+configuration manifold (:mod:`jaxmbd.integrators.chart`) and is used through
+:func:`jaxmbd.simulate`:
+
+- fixed step: :class:`SemiImplicitEuler` (order 1), :class:`RK4` (order 4);
+- adaptive, explicit: :class:`Dopri5` (5(4));
+- adaptive, implicit / linearly implicit, with exact autodiff Jacobians:
+  :class:`RosenbrockNystrom4` (4(3), L-stable; Negrut's thesis),
+  :class:`SDIRK4` (4(3), L-stable, Hairer-Wanner γ = 4/15),
+  :class:`Trapezoidal` (Newmark γ = 1/2, β = 1/4; order 2, A-stable).
+"""
+
+from .base import (MAX_STEPS, NEWTON_FAILURE, NONFINITE, STEP_UNDERFLOW, SUCCESS, AbstractIntegrator, Attempt,
+                   Controller)
+from .explicit import RK4, Dopri5, SemiImplicitEuler
+from .newmark import Trapezoidal
+from .rosenbrock import RosenbrockNystrom4
+from .sdirk import SDIRK4
+
+__all__ = ["AbstractIntegrator", "Attempt", "Controller", "SemiImplicitEuler", "RK4", "Dopri5",
+           "RosenbrockNystrom4", "SDIRK4", "Trapezoidal", "SUCCESS", "MAX_STEPS", "STEP_UNDERFLOW",
+           "NEWTON_FAILURE", "NONFINITE"]

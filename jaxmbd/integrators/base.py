@@ -1,0 +1,147 @@
+"""The common interface of the integrators, the step-size controller and the
+simplified-Newton iteration shared by the implicit methods."""
+
+from __future__ import annotations
+
+from typing import ClassVar, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+
+# status codes, per batch member
+SUCCESS, MAX_STEPS, STEP_UNDERFLOW, NEWTON_FAILURE, NONFINITE = 0, 1, 2, 3, 4
+STATUS_NAMES = {SUCCESS: "success", MAX_STEPS: "max_steps reached", STEP_UNDERFLOW: "step size underflow",
+                NEWTON_FAILURE: "Newton failure", NONFINITE: "non-finite state"}
+
+
+class Attempt(NamedTuple):
+    """One step attempt in the chart: the new chart state, the local error
+    estimates (zero for methods without one), whether the implicit solve
+    converged, and the work done."""
+    y: jax.Array
+    yd: jax.Array
+    err_y: jax.Array
+    err_yd: jax.Array
+    ok: jax.Array
+    rhs: jax.Array
+    jac: jax.Array
+    lu: jax.Array
+    newton: jax.Array
+
+
+class AbstractIntegrator(eqx.Module):
+    """A one-step method for y'' = g(t, y, y') (see ``chart.ChartODE``).
+
+    Subclasses define ``order`` (of the solution), ``error_order`` (q, the
+    order of the embedded estimate; the step-size exponent is 1/(q+1);
+    None for fixed-step methods) and ``attempt(ode, t, v0, h, scale)``."""
+    order: ClassVar[int]
+    error_order: ClassVar[int | None] = None
+
+    @property
+    def adaptive(self) -> bool:
+        return self.error_order is not None and getattr(self, "adaptive_steps", True)
+
+    def attempt(self, ode, t, v0, h, scale) -> Attempt:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def check_tableau(name, A, b, c=None, strictly_lower=False):
+    """Frozen tableau checks at construction: shapes, finiteness, (strictly)
+    lower-triangular A, c = row sums of A when given."""
+    A, b = np.asarray(A, float), np.asarray(b, float)
+    s = len(b)
+    if A.shape != (s, s) or not np.all(np.isfinite(A)) or not np.all(np.isfinite(b)):
+        raise ValueError(f"{name}: malformed tableau")
+    k = 0 if strictly_lower else 1
+    if np.any(np.triu(A, k) != 0):
+        raise ValueError(f"{name}: A is not {'strictly ' if strictly_lower else ''}lower triangular")
+    if c is not None and not np.allclose(np.asarray(c, float), A.sum(1), rtol=0, atol=1e-15):
+        raise ValueError(f"{name}: c is not the row sums of A")
+
+
+# --- norms and step-size control (digest negrut.md §3.6) -------------------------
+
+def rms(x):
+    return jnp.sqrt(jnp.mean(x * x)) if x.size else jnp.zeros((), x.dtype)
+
+
+class Controller(eqx.Module):
+    """h_new = h min(facmax, max(facmin, safety err^(-1/(q+1)))); facmax = 1
+    right after a rejection (Shampine-Watts); h <= h_max."""
+    safety: float = 0.9
+    facmin: float = 0.2
+    facmax: float = 5.0
+    h_max: float = jnp.inf
+
+    def propose(self, h, err, q, after_reject):
+        err = jnp.maximum(err, 1e-10)
+        fac = self.safety * err ** (-1.0 / (q + 1))
+        fmax = jnp.where(after_reject, 1.0, self.facmax)
+        return jnp.minimum(h * jnp.clip(fac, self.facmin, fmax), self.h_max)
+
+
+# --- the structured linear solve -------------------------------------------------
+
+class IterationMatrix(NamedTuple):
+    """LU of S = I - h γ J2 - h² γ² J1, the Nyström form of (I - h γ G),
+    G = [[0, I], [J1, J2]] (digest negrut.md §0.3): Π = M S has the pattern of M."""
+    lu: tuple
+    J1: jax.Array
+    hg: jax.Array
+
+    @staticmethod
+    def build(J1, J2, hg):
+        n = J1.shape[0]
+        S = jnp.eye(n, dtype=J1.dtype) - hg * J2 - hg * hg * J1
+        return IterationMatrix(jsl.lu_factor(S), J1, hg)
+
+    def solve_S(self, r):
+        return jsl.lu_solve(self.lu, r)
+
+    def solve_first_order(self, r1, r2):
+        """(I - h γ G)^-1 [r1; r2] through S."""
+        xv = self.solve_S(r2 + self.hg * (self.J1 @ r1))
+        return r1 + self.hg * xv, xv
+
+
+# --- simplified Newton with convergence control (digest §3.7) ---------------------
+
+NEWTON_MAX = 7
+KAPPA = 0.03
+
+
+def newton(residual, solve, x0, scale, max_iter=NEWTON_MAX, kappa=KAPPA, eta_old=1.0):
+    """Solve residual(x) = 0 with x <- x - solve(residual(x)).
+
+    Stops when η ‖δ‖ <= κ (η = θ/(1-θ), θ the contraction rate; η_0 from the
+    previous solve), fails when θ >= 0.99 or when the rate predicts no
+    convergence within max_iter.  The loop is a bounded scan whose finished
+    iterations are skipped (reverse-differentiable).  Returns (x, converged,
+    iterations, η)."""
+    uround = jnp.finfo(x0.dtype).eps
+
+    def body(c, k):
+        x, done, ok, it, eta, dn_old = c
+
+        def run(c):
+            x, done, ok, it, eta, dn_old = c
+            d = solve(residual(x))
+            dn = rms(d / scale)
+            x = x - d
+            theta = jnp.where(k > 0, dn / jnp.maximum(dn_old, 1e-300), 0.0)
+            eta_k = jnp.where(k > 0, theta / jnp.maximum(1.0 - theta, 1e-12), eta)
+            fail = (k > 0) & ((theta >= 0.99) | (theta ** (max_iter - 1 - k) / jnp.maximum(1.0 - theta, 1e-12)
+                                                 * dn > kappa))
+            conv = (eta_k * dn <= kappa) | (dn <= 10 * uround)
+            fin = jnp.all(jnp.isfinite(x))
+            return (x, conv | fail | ~fin, conv & fin, it + 1, eta_k, dn)
+        return jax.lax.cond(done, lambda c: c, run, c), None
+
+    eta0 = jnp.maximum(eta_old, uround) ** 0.8
+    init = (x0, jnp.array(False), jnp.array(False), jnp.array(0), eta0, jnp.array(1.0, x0.dtype))
+    (x, _, ok, it, eta, _), _ = jax.lax.scan(body, init, jnp.arange(max_iter))
+    return x, ok, it, eta

@@ -1,0 +1,127 @@
+"""The 4-stage, order-4, L-stable Rosenbrock-Nyström method of Negrut's
+thesis (Sandu, Negrut, Haug, Potra, Sandu 1998; digest negrut.md §3.5), with
+exact Jacobians from autodiff and an embedded order-3 estimate, optionally
+filtered as Shampine proposes."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import jax.numpy as jnp
+import numpy as np
+
+from .base import AbstractIntegrator, Attempt, IterationMatrix
+
+# primary coefficients (4.70)-(4.71)
+GAMMA = 0.57281606
+_E = np.array([
+    [GAMMA, 0, 0, 0],
+    [-2.34199312711201394917052, GAMMA, 0, 0],
+    [-0.0273337465434898361965046, 0.213811650836699689867472, GAMMA, 0],
+    [-0.259083837785510222112641, -0.190595807732311751616358, -0.228031035973133829477744, GAMMA]])
+_A = np.array([
+    [0, 0, 0, 0],
+    [1.14563212, 0, 0, 0],
+    [0.520920789130629029328516, 0.134294186842504800149232, 0, 0],
+    [0.520920789130629029328516, 0.134294186842504800149232, 0.0, 0]])
+_B = np.array([0.324534707891734513474196, 0.049086544787523308684633, 0.0, 0.6263787473207421778411711])
+_BHAT = np.array([0.520920789130629029328516, 0.144549714665364599584681, 0.124559686414702049774897,
+                  0.209969809789304321311906])
+
+
+def derived(E=_E, A=_A, b=_B, bhat=_BHAT):
+    """The implementation coefficients (4.54) from the primary ones:
+    W = A E^-1, C = diag(1/e) - E^-1, D = E + E A E^-1 (strictly lower),
+    T = A + A² E^-1, s = b E^-1, p = b + b A E^-1 (and the hatted ones),
+    e_i and a_i the row sums of E and A."""
+    Ei = np.linalg.inv(E)
+    e = E[0, 0]
+    W = np.tril(A @ Ei, -1)
+    C = np.tril(np.diag(np.full(4, 1 / e)) - Ei, -1)
+    D = np.tril(E + E @ A @ Ei, -1)
+    T = np.tril(A + A @ A @ Ei, -1)
+    s, shat = b @ Ei, bhat @ Ei
+    p, phat = b + b @ A @ Ei, bhat + bhat @ A @ Ei
+    return dict(e=e, W=W, C=C, D=D, T=T, s=s, p=p, ev=s - shat, ep=p - phat, ei=E.sum(1), ai=A.sum(1))
+
+
+_K = derived()
+
+
+def _check_coefficients():
+    k = _K
+    if not (np.allclose(_A[3], _A[2]) and _A[3, 2] == 0.0 and _B[2] == 0.0):
+        raise ValueError("RosenbrockNystrom4: stages 3 and 4 must share their f argument (4.65)")
+    if not np.all(np.isfinite(np.concatenate([k[x].ravel() for x in ("W", "C", "D", "T", "s", "p")]))):
+        raise ValueError("RosenbrockNystrom4: non-finite derived coefficients")
+
+
+class RosenbrockNystrom4(AbstractIntegrator):
+    """L-stable Rosenbrock-Nyström, order 4(3).
+
+    Per step: the exact Jacobians J1 = dg/dy and J2 = dg/dy' (forward-mode
+    autodiff; the stage-1 g comes with them), one LU of
+    S = I - h e J2 - h² e² J1, and two more g evaluations (stage 4 reuses
+    stage 3's).  ``filtered=True`` (default) applies Shampine's filter
+    (I - h e G)^-1 to the embedded estimate (G = [[0, I], [J1, J2]]), which
+    stops stiff components from shrinking the step (the thesis's future-work
+    item e); ``filtered=False`` is the thesis's raw estimate.
+    ``jacobian="fd"`` uses forward differences instead (for comparison)."""
+    order: ClassVar[int] = 4
+    error_order: ClassVar[int] = 3
+    filtered: bool = True
+    adaptive_steps: bool = True
+    jacobian: str = "autodiff"
+
+    def __check_init__(self):
+        _check_coefficients()
+        if self.jacobian not in ("autodiff", "fd"):
+            raise ValueError(f"unknown jacobian {self.jacobian!r}; expected 'autodiff' or 'fd'")
+
+    def attempt(self, ode, t, v0, h, scale):
+        k = _K
+        e = k["e"]
+        y0 = jnp.zeros_like(v0)
+        g0, J1, J2 = (ode.g_and_jac(t, y0, v0) if self.jacobian == "autodiff"
+                      else fd_jacobian(ode, t, y0, v0))
+        M = IterationMatrix.build(J1, J2, h * e)
+        gt = ode.g_t(t, y0, v0) + J1 @ v0
+        us, f_prev = [], None
+        for i in range(4):
+            if i == 0:
+                f = g0
+            elif i == 3:
+                f = f_prev  # (4.65): stage 4 has stage 3's argument
+            else:
+                Y = h * k["ai"][i] * v0 + h * sum(k["T"][i, j] * us[j] for j in range(i))
+                Yd = v0 + sum(k["W"][i, j] * us[j] for j in range(i))
+                f = ode.g(t + k["ai"][i] * h, Y, Yd)
+            f_prev = f
+            r = h * e * f + h * h * e * k["ei"][i] * gt
+            if i:
+                r = r + e * sum(k["C"][i, j] * us[j] for j in range(i))
+                r = r + h * h * e * (J1 @ sum(k["D"][i, j] * us[j] for j in range(i)))
+            us.append(M.solve_S(r))
+        y1 = h * v0 + h * sum(k["p"][i] * us[i] for i in range(4))
+        yd1 = v0 + sum(k["s"][i] * us[i] for i in range(4))
+        ey = h * sum(k["ep"][i] * us[i] for i in range(4))
+        ed = sum(k["ev"][i] * us[i] for i in range(4))
+        if self.filtered:
+            ey, ed = M.solve_first_order(ey, ed)
+        n_jac_rhs = 1 if self.jacobian == "autodiff" else 1 + 2 * v0.shape[0]
+        return Attempt(y1, yd1, ey, ed, ok=jnp.array(True), rhs=jnp.array(2 + n_jac_rhs, jnp.int32),
+                       jac=jnp.array(1, jnp.int32), lu=jnp.array(1, jnp.int32), newton=jnp.array(0, jnp.int32))
+
+
+def fd_jacobian(ode, t, y, yd):
+    """g, dg/dy and dg/dy' by forward differences (2 nv extra g evaluations)."""
+    g0 = ode.g(t, y, yd)
+    n = y.shape[0]
+    eps = jnp.sqrt(jnp.finfo(y.dtype).eps)
+    cols1, cols2 = [], []
+    for j in range(n):
+        dy = eps * jnp.maximum(1.0, jnp.abs(y[j]))
+        cols1.append((ode.g(t, y.at[j].add(dy), yd) - g0) / dy)
+        dv = eps * jnp.maximum(1.0, jnp.abs(yd[j]))
+        cols2.append((ode.g(t, y, yd.at[j].add(dv)) - g0) / dv)
+    return g0, jnp.stack(cols1, 1), jnp.stack(cols2, 1)

@@ -1,0 +1,188 @@
+"""``simulate``: error-controlled, batched, differentiable time integration of a
+kinematic tree with any integrator of :mod:`jaxmbd.integrators`."""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .integrators.base import (MAX_STEPS, NEWTON_FAILURE, NONFINITE, STATUS_NAMES, STEP_UNDERFLOW, SUCCESS,
+                               AbstractIntegrator, Controller, rms)
+from .integrators.chart import ChartODE
+from .kinematics import _check
+
+STAT_KEYS = ("accepted", "rejected", "rhs_evals", "jacobian_evals", "lu_factorizations", "newton_iterations")
+
+
+class Solution(eqx.Module):
+    """ts (S,), qs (S, nq), vs (S, nv) at the save times; status (int: 0
+    success, 1 max_steps reached, 2 step size underflow, 3 Newton failure,
+    4 non-finite state; see ``status_name``); stats: dict of counters; t: the
+    time reached.  Save times not reached (status != 0) hold the last state."""
+    ts: jax.Array
+    qs: jax.Array
+    vs: jax.Array
+    status: jax.Array
+    stats: dict
+    t: jax.Array
+
+    @property
+    def ok(self):
+        return self.status == SUCCESS
+
+
+def status_name(status) -> str:
+    return STATUS_NAMES[int(status)]
+
+
+def _initial_step(ode, integrator, t0, q0, v0, sc_y, sc_v, span):
+    """Hairer-Wanner's starting step (Solving ODEs I, II.4) from two g evaluations."""
+    y0 = jnp.zeros_like(v0)
+    a0 = ode.g(t0, y0, v0)
+    d0 = rms(jnp.concatenate([ode.position_magnitude(q0) / sc_y, v0 / sc_v]))
+    d1 = rms(jnp.concatenate([v0 / sc_y, a0 / sc_v]))
+    h0 = jnp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / jnp.maximum(d1, 1e-300))
+    h0 = jnp.minimum(h0, span)
+    a1 = ode.g(t0 + h0, h0 * v0, v0 + h0 * a0)
+    d2 = rms(jnp.concatenate([(a0 * h0) / sc_y, (a1 - a0) / sc_v])) / h0
+    p = integrator.order
+    h1 = jnp.where(jnp.maximum(d1, d2) <= 1e-15, jnp.maximum(1e-6, h0 * 1e-3),
+                   (0.01 / jnp.maximum(jnp.maximum(d1, d2), 1e-300)) ** (1.0 / (p + 1)))
+    return jnp.minimum(jnp.minimum(100 * h0, h1), span)
+
+
+@eqx.filter_jit
+def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIntegrator, dt0=None,
+             rtol=1e-6, atol=1e-6, saveat=None, control=None, params=None, max_steps=4096,
+             controller: Controller = Controller(), dynamics="aba") -> Solution:
+    """Integrate the model from (q0, v0) at t0 to t1 (default: the model's own
+    initial state ``model.q0``, ``model.v0``).
+
+    integrator: an instance from :mod:`jaxmbd.integrators`.  Fixed-step methods
+      (``SemiImplicitEuler``, ``RK4``, or an adaptive one built with
+      ``adaptive_steps=False``) step by ``dt0``; adaptive ones start from
+      ``dt0`` or, if None, Hairer-Wanner's starting-step estimate.
+    rtol, atol: scaled RMS error per step over positions and velocities with
+      sc = atol + rtol max(|x0|, |x1|) (digest negrut.md §3.6); |x| is the
+      coordinate's magnitude for scalar joints and 0 for rotation vectors.
+    saveat: increasing save times in [t0, t1] (default [t1]); steps are shortened
+      to land on them; the run ends at the last one.
+    control: joint torques: None, an (nv,) array, or ``tau(t, q, v, params)``.
+    max_steps: bound on step attempts (accepted + rejected).  The loop is a
+      bounded, checkpointed scan (memory O(sqrt(max_steps)) under reverse-mode
+      differentiation); finished iterations are skipped, except under vmap,
+      where every member runs max_steps masked iterations.
+    dynamics: "aba" or "crba" (forward-dynamics method).
+
+    Returns a :class:`Solution`; failures are reported per call (per batch
+    member under vmap) in ``status``, never as silent NaNs."""
+    if not isinstance(integrator, AbstractIntegrator):
+        raise TypeError(f"integrator must be a jaxmbd.integrators method, got {type(integrator).__name__}")
+    q0 = model.q0 if q0 is None else jnp.asarray(q0)
+    v0 = model.v0 if v0 is None else jnp.asarray(v0)
+    _check(model, q0, v0)
+    dt = jnp.result_type(q0, v0, float)
+    q0, v0 = q0.astype(dt), v0.astype(dt)
+    t0, t1 = jnp.asarray(t0, dt), jnp.asarray(t1, dt)
+    ts = jnp.atleast_1d(jnp.asarray(t1 if saveat is None else saveat, dt))
+    if ts.ndim != 1:
+        raise ValueError(f"saveat must be a 1-d array of times, got shape {ts.shape}")
+    adaptive = integrator.adaptive
+    if not adaptive and dt0 is None:
+        raise ValueError(f"{type(integrator).__name__} takes fixed steps: give dt0")
+    if int(max_steps) < 1:
+        raise ValueError("max_steps must be >= 1")
+    rtol, atol = jnp.asarray(rtol, dt), jnp.asarray(atol, dt)
+    n_save = ts.shape[0]
+    q_err = integrator.error_order
+
+    def ode_at(q):
+        return ChartODE(model, q, control, params, dynamics)
+
+    def scales(ode, q, v):
+        return atol + rtol * ode.position_magnitude(q), atol + rtol * jnp.abs(v)
+
+    ode0 = ode_at(q0)
+    sy0, sv0 = scales(ode0, q0, v0)
+    span = jnp.maximum(ts[-1] - t0, 0.0)
+    if dt0 is not None:
+        h0 = jnp.asarray(dt0, dt)
+    else:
+        h0 = _initial_step(ode0, integrator, t0, q0, v0, sy0, sv0, jnp.maximum(span, 1e-12))
+    h0 = jnp.minimum(h0, controller.h_max)
+
+    k0 = jnp.sum(ts <= t0).astype(jnp.int32)
+    qs = jnp.broadcast_to(q0, (n_save, model.nq))
+    vs = jnp.broadcast_to(v0, (n_save, model.nv))
+    zero = jnp.zeros((), jnp.int32)
+    state = dict(t=t0, q=q0, v=v0, h=h0, k=k0, qs=qs, vs=vs, done=k0 >= n_save, status=zero,
+                 after_reject=jnp.array(False), stats={k: zero for k in STAT_KEYS})
+
+    def step(s):
+        ode = ode_at(s["q"])
+        target = ts[jnp.minimum(s["k"], n_save - 1)]
+        remaining = target - s["t"]
+        clipped = s["h"] >= remaining
+        h = jnp.where(clipped, remaining, s["h"])
+        sy, sv = scales(ode, s["q"], s["v"])
+        att = integrator.attempt(ode, s["t"], s["v"], h, (sy, sv))
+        q1, v1 = ode.finish(att.y, att.yd)
+        finite = jnp.all(jnp.isfinite(q1)) & jnp.all(jnp.isfinite(v1))
+        if adaptive:
+            sy1, sv1 = scales(ode, q1, v1)
+            err = rms(jnp.concatenate([att.err_y / jnp.maximum(sy, sy1), att.err_yd / jnp.maximum(sv, sv1)]))
+            finite = finite & jnp.isfinite(err)
+            accept = att.ok & finite & (err <= 1.0)
+            h_new = jnp.where(att.ok & finite, controller.propose(h, err, q_err, s["after_reject"]),
+                              jnp.where(finite, 0.5 * h, 0.25 * h))
+            h_new = jnp.where(accept & clipped, jnp.maximum(h_new, s["h"]), h_new)
+            h_new = jnp.where(~accept & (h_new > h), h, h_new)  # after a rejection h never grows
+        else:
+            accept = att.ok & finite
+            h_new = jnp.where(accept, s["h"], 0.5 * h)
+        t_new = jnp.where(clipped, target, s["t"] + h)
+        reached = accept & clipped
+        k = s["k"]
+        qs = jnp.where(reached, s["qs"].at[k].set(q1), s["qs"])
+        vs = jnp.where(reached, s["vs"].at[k].set(v1), s["vs"])
+        k_new = jnp.where(reached, k + 1, k)
+        h_min = 16 * jnp.finfo(dt).eps * jnp.maximum(jnp.abs(s["t"]), 1.0)
+        fixed_fail = (not adaptive) & ~accept
+        underflow = ~accept & (h_new < h_min)
+        fail_status = jnp.where(~finite, NONFINITE, jnp.where(~att.ok, NEWTON_FAILURE, STEP_UNDERFLOW))
+        failed = underflow | fixed_fail
+        finished = accept & (k_new >= n_save)
+        st = s["stats"]
+        stats = dict(accepted=st["accepted"] + accept, rejected=st["rejected"] + ~accept,
+                     rhs_evals=st["rhs_evals"] + att.rhs, jacobian_evals=st["jacobian_evals"] + att.jac,
+                     lu_factorizations=st["lu_factorizations"] + att.lu,
+                     newton_iterations=st["newton_iterations"] + att.newton)
+        return dict(t=jnp.where(accept, t_new, s["t"]), q=jnp.where(accept, q1, s["q"]),
+                    v=jnp.where(accept, v1, s["v"]), h=h_new, k=k_new, qs=qs, vs=vs,
+                    done=finished | failed,
+                    status=jnp.where(failed, fail_status, SUCCESS).astype(jnp.int32),
+                    after_reject=~accept, stats={k_: v.astype(jnp.int32) for k_, v in stats.items()})
+
+    def guarded(s, _):
+        return jax.lax.cond(s["done"], lambda s: s, step, s), None
+
+    n_inner = max(1, int(math.ceil(math.sqrt(int(max_steps)))))
+    n_outer = int(math.ceil(int(max_steps) / n_inner))
+
+    @jax.checkpoint
+    def block(s):
+        return jax.lax.scan(guarded, s, None, length=n_inner)[0]
+
+    def outer(s, _):
+        return jax.lax.cond(s["done"], lambda s: s, block, s), None
+
+    s, _ = jax.lax.scan(outer, state, None, length=n_outer)
+    status = jnp.where(s["done"], s["status"], MAX_STEPS).astype(jnp.int32)
+    filled = jnp.arange(n_save) < s["k"]
+    qs = jnp.where(filled[:, None], s["qs"], s["q"])
+    vs = jnp.where(filled[:, None], s["vs"], s["v"])
+    return Solution(ts=ts, qs=qs, vs=vs, status=status, stats=s["stats"], t=s["t"])
