@@ -74,7 +74,7 @@ def right_jacobian(phi):
     """Jr(φ) = I - c1 [φ]x + c2 [φ]x², so that w_body = Jr(φ) φ' for R = R0 exp([φ]x)."""
     K = jax.vmap(skew)(phi) if phi.ndim > 1 else skew(phi)
     c1, c2, _ = _coeffs(phi)
-    I = jnp.eye(3, dtype=phi.dtype)
+    I = jnp.broadcast_to(jnp.eye(3, dtype=phi.dtype), K.shape)
     return I - c1[..., None, None] * K + c2[..., None, None] * (K @ K)
 
 
@@ -82,7 +82,7 @@ def right_jacobian_inv(phi):
     """Jr(φ)^-1 = I + ½ [φ]x + c3 [φ]x²."""
     K = jax.vmap(skew)(phi) if phi.ndim > 1 else skew(phi)
     _, _, c3 = _coeffs(phi)
-    I = jnp.eye(3, dtype=phi.dtype)
+    I = jnp.broadcast_to(jnp.eye(3, dtype=phi.dtype), K.shape)
     return I + 0.5 * K + c3[..., None, None] * (K @ K)
 
 

@@ -1,0 +1,204 @@
+"""Integrators: coefficients, L-stability, empirical orders, Jacobians, the
+thesis's stiff test problems against independent references, batching,
+failure statuses and gradients."""
+
+from fractions import Fraction as Fr
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd
+from jaxmbd import integrators as I
+from jaxmbd import models, simulate
+from jaxmbd.integrators import rosenbrock as ros
+from jaxmbd.integrators import sdirk
+from jaxmbd.integrators.base import Attempt
+from jaxmbd.integrators.chart import ChartODE, right_jacobian, right_jacobian_inv
+
+# --- coefficients ------------------------------------------------------------------
+
+
+def test_rosenbrock_order_conditions_and_derived_coefficients():
+    E, A, b, bh = ros._E, ros._A, ros._B, ros._BHAT
+    e = E[0, 0]
+    beta = A + E - np.diag(np.diag(E))          # β_ij = a_ij + e_ij (j < i)
+    bp = np.tril(beta, -1).sum(1)                # β'_i
+    a = A.sum(1)
+    conds = [b.sum() - 1, b @ bp - (0.5 - e), b @ a ** 2 - 1 / 3, b @ np.tril(beta, -1) @ bp - (1 / 6 - e + e * e),
+             b @ a ** 3 - 0.25, b @ (a * (A @ bp)) - (1 / 8 - e / 3), b @ np.tril(beta, -1) @ a ** 2 - (1 / 12 - e / 3),
+             b[3] * beta[3, 2] * beta[2, 1] * bp[1] - (1 / 24 - e / 2 + 1.5 * e * e - e ** 3)]
+    np.testing.assert_allclose(conds, 0.0, atol=2e-15)
+    # embedded order 3 (conditions 1-4 with b̂), and (4.65)-(4.68)
+    np.testing.assert_allclose([bh.sum() - 1, bh @ bp - (0.5 - e), bh @ a ** 2 - 1 / 3,
+                                bh @ np.tril(beta, -1) @ bp - (1 / 6 - e + e * e)], 0.0, atol=2e-15)
+    assert A[3, 2] == 0 and np.allclose(A[3], A[2]) and b[2] == 0 and A[1, 0] == 2 * e
+    np.testing.assert_allclose(a[2], (0.2 - a[1] / 4) / (0.25 - a[1] / 3), rtol=1e-14)
+    # derived set against the thesis's (4.72)-(4.81), typos corrected (digest §3.5)
+    k = ros.derived()
+    np.testing.assert_allclose(k["W"][1, 0], 2.0, rtol=1e-14)
+    np.testing.assert_allclose([k["W"][2, 0], k["W"][2, 1]], [1.86794814949823713234476, 0.234445568517238850023220],
+                               rtol=1e-13)
+    np.testing.assert_allclose(k["C"][1:, 0], [-7.13764994334997983036926, 2.58092366650965771448805,
+                                               -2.13711526650661911680637], rtol=1e-13)
+    np.testing.assert_allclose(k["D"][3, :3], [0.00376509435555616579897538, -0.109762486758103255675398,
+                                               -0.228031035973133829477744], rtol=1e-11)
+    np.testing.assert_allclose(k["T"][2, 0], 0.789509162815638629626980, rtol=1e-13)
+    np.testing.assert_allclose(k["s"], [2.25556622860456524372884, 0.287055063194157607662630,
+                                        0.435311963379983213402707, 1.09350765640324780321482], rtol=1e-13)
+    np.testing.assert_allclose(k["ev"], [0.187167068076981509470170, 0.048373711126624809706137,
+                                         0.071938617944591505140960, 0.726950528467092658905657], rtol=1e-12)
+    np.testing.assert_allclose(k["ep"], [0.15784684756137586944780, -0.027040406278447759351824,
+                                         -0.124559686414702049774897, 0.416408937531437856529265], rtol=1e-12)
+    np.testing.assert_allclose(k["p"][[0, 1, 3]], [1.59275081940958534207490, 0.195938266310250609693329,
+                                                   0.626378747320742177841171], rtol=1e-13)
+
+
+def test_sdirk_tableau_is_exact():
+    A, b, bh = sdirk.A_FR, sdirk.B_FR, sdirk.BHAT_FR
+    c = [sum(r) for r in A]
+    Ac = [sum(A[i][j] * c[j] for j in range(5)) for i in range(5)]
+    AAc = [sum(A[i][j] * Ac[j] for j in range(5)) for i in range(5)]
+    dot = lambda x, y: sum(p * q for p, q in zip(x, y))
+    order4 = [dot(b, [1] * 5), dot(b, c), dot(b, [x * x for x in c]), dot(b, Ac), dot(b, [x ** 3 for x in c]),
+              dot(b, [x * y for x, y in zip(c, Ac)]), dot(b, [sum(A[i][j] * c[j] ** 2 for j in range(5))
+                                                              for i in range(5)]), dot(b, AAc)]
+    assert order4 == [1, Fr(1, 2), Fr(1, 3), Fr(1, 6), Fr(1, 4), Fr(1, 8), Fr(1, 12), Fr(1, 24)]
+    assert [dot(bh, [1] * 5), dot(bh, c), dot(bh, [x * x for x in c]), dot(bh, Ac)] == [1, Fr(1, 2), Fr(1, 3), Fr(1, 6)]
+    assert dot(bh, [x ** 3 for x in c]) != Fr(1, 4)
+    # d = b A^-1 = e5 (stiffly accurate): R(inf) = 1 - b A^-1 1 = 0
+    assert [dot(b, [sdirk.AINV_FR[i][j] for i in range(5)]) for j in range(5)] == [0, 0, 0, 0, 1]
+    assert sdirk.ALPHA_FR[1][0] == Fr(15, 8)
+    np.testing.assert_allclose(sdirk.ALPHA[2, :2], [1577061 / 922880, -23427 / 115360], rtol=1e-15)
+    np.testing.assert_allclose(sdirk.DBAR, [-0.68040000504753, 1.55896194452522, -13.5589300312891,
+                                            15.4852257695852, 1.0], rtol=1e-12)
+    np.testing.assert_allclose(sdirk.C, [4 / 15, 23 / 30, 17 / 30, 707 / 1931, 1.0], rtol=1e-14)
+
+
+class _Damped:
+    """Stub chart ODE y'' = λ y' (a velocity mode with eigenvalue λ)."""
+
+    def __init__(self, lam):
+        self.lam = lam
+        self.time_dependent = False
+
+    def g(self, t, y, yd):
+        return self.lam * yd
+
+    def g_and_jac(self, t, y, yd):
+        n = y.shape[0]
+        return self.g(t, y, yd), jnp.zeros((n, n)), self.lam * jnp.eye(n)
+
+    def g_t(self, t, y, yd):
+        return jnp.zeros_like(y)
+
+
+@pytest.mark.parametrize("method, limit", [(I.RosenbrockNystrom4(), 0.0), (I.SDIRK4(), 0.0),
+                                           (I.Trapezoidal(), -1.0)])
+def test_stiff_limit_of_the_amplification(method, limit):
+    """y' = λ y with h λ -> -inf: y1/y0 -> 0 (L-stable) or -1 (trapezoidal)."""
+    v0 = jnp.ones(1)
+    sc = (jnp.ones(1), jnp.ones(1))
+    for hl in (-1e6, -1e9):
+        att = method.attempt(_Damped(hl), 0.0, v0, 1.0, sc)
+        assert isinstance(att, Attempt) and bool(att.ok)
+        np.testing.assert_allclose(att.yd[0], limit, atol=1e-5 if hl == -1e6 else 1e-7)
+
+
+def test_rosenbrock_raw_estimate_of_a_stiff_mode_and_the_filter():
+    """Digest T4: the raw estimate y1 - ŷ1 tends to a non-zero constant,
+    (R - R̂)(inf) ≈ +0.367 times y0; the Shampine filter sends it to 0."""
+    v0, sc = jnp.ones(1), (jnp.ones(1), jnp.ones(1))
+    raw = I.RosenbrockNystrom4(filtered=False).attempt(_Damped(-1e9), 0.0, v0, 1.0, sc)
+    filt = I.RosenbrockNystrom4().attempt(_Damped(-1e9), 0.0, v0, 1.0, sc)
+    np.testing.assert_allclose(raw.err_yd[0], 0.367, atol=2e-3)
+    assert abs(float(filt.err_yd[0])) < 1e-8
+
+
+# --- the chart ---------------------------------------------------------------------------
+
+
+def test_so3_right_jacobian():
+    rng = np.random.default_rng(0)
+    for phi in [rng.normal(size=3), 1e-6 * rng.normal(size=3), np.zeros(3)]:
+        phi = jnp.asarray(phi)
+        np.testing.assert_allclose(right_jacobian(phi) @ right_jacobian_inv(phi), np.eye(3), atol=1e-14)
+        # w = Jr(φ) φ' for R(φ) = exp([φ]x): compare with the rotation-matrix derivative
+        dphi = jnp.asarray(rng.normal(size=3))
+        from jaxmbd.spatial import skew
+        expm = lambda p: jax.scipy.linalg.expm(skew(p))
+        R, dR = jax.jvp(expm, (phi,), (dphi,))
+        W = R.T @ dR
+        w = jnp.array([W[2, 1], W[0, 2], W[1, 0]])
+        np.testing.assert_allclose(right_jacobian(phi) @ dphi, w, atol=1e-12)
+
+
+def _ball_pendulum():
+    b = jaxmbd.ModelBuilder(gravity=(0, 0, -9.81))
+    b.add_body("ball", "world", "spherical", mass=1.0, com=(0.3, 0.1, -0.5), inertia=(0.02, 0.03, 0.04))
+    b.add_body("arm", "ball", "revolute", axis=(0, 1, 0), pos=(0.2, 0.0, -0.6), mass=0.5, com=(0.0, 0.0, -0.3),
+               inertia=(0.01, 0.01, 0.005), damping=0.1)
+    q0 = np.array([np.cos(0.3), np.sin(0.3) * 0.6, np.sin(0.3) * 0.8, 0.0, 0.4])
+    return b.set_initial_state(q0, [0.5, -1.0, 2.0, 1.5]).build()
+
+
+def test_chart_jacobians_match_finite_differences():
+    m = _ball_pendulum()
+    ode = ChartODE(m, m.q0)
+    g, gj = jax.jit(ode.g), jax.jit(ode.g_and_jac)
+    rng = np.random.default_rng(1)
+    for y in (jnp.zeros(m.nv), jnp.asarray(0.3 * rng.normal(size=m.nv))):
+        yd = jnp.asarray(rng.normal(size=m.nv))
+        g0, J1, J2 = gj(0.0, y, yd)
+        eps, E = 1e-6, np.eye(m.nv)
+        fd1 = np.stack([(g(0.0, y + eps * E[j], yd) - g(0.0, y - eps * E[j], yd)) / (2 * eps)
+                        for j in range(m.nv)], 1)
+        fd2 = np.stack([(g(0.0, y, yd + eps * E[j]) - g(0.0, y, yd - eps * E[j])) / (2 * eps)
+                        for j in range(m.nv)], 1)
+        assert np.abs(J1 - fd1).max() <= 1e-8 * np.abs(fd1).max()
+        assert np.abs(J2 - fd2).max() <= 1e-8 * np.abs(fd2).max()
+    # at y = 0 the chart ODE is the forward dynamics itself
+    np.testing.assert_allclose(ode.g(0.0, jnp.zeros(m.nv), m.v0),
+                               jaxmbd.forward_dynamics(m, m.q0, m.v0, jnp.zeros(m.nv)), rtol=1e-13)
+
+
+# --- empirical orders --------------------------------------------------------------------
+
+ORDER_CASES = {
+    "SemiImplicitEuler": (I.SemiImplicitEuler(), 1, (400, 800, 1600)),
+    "RK4": (I.RK4(), 4, (40, 80, 160)),
+    "Dopri5": (I.Dopri5(adaptive_steps=False), 5, (30, 60, 120)),
+    "RosenbrockNystrom4": (I.RosenbrockNystrom4(adaptive_steps=False), 4, (40, 80, 160)),
+    "SDIRK4": (I.SDIRK4(adaptive_steps=False), 4, (40, 80, 160)),
+    "Trapezoidal": (I.Trapezoidal(adaptive_steps=False), 2, (40, 80, 160)),
+}
+
+
+@pytest.fixture(scope="module")
+def ball_reference():
+    m = _ball_pendulum()
+    ref = simulate(m, t1=0.5, integrator=I.Dopri5(), rtol=1e-13, atol=1e-13, max_steps=4096)
+    assert int(ref.status) == 0
+    return m, ref
+
+
+def _state_error(m, sol, ref):
+    dq = jaxmbd.difference_q(m, ref.qs[-1], sol.qs[-1])
+    return float(jnp.max(jnp.abs(jnp.concatenate([dq, sol.vs[-1] - ref.vs[-1]]))))
+
+
+@pytest.mark.parametrize("name", sorted(ORDER_CASES))
+def test_empirical_order(name, ball_reference):
+    """Fixed steps on a ball-and-hinge pendulum (rotations go through the chart):
+    log-log slope of the final-state error within 0.3 of the method's order."""
+    m, ref = ball_reference
+    method, order, ns = ORDER_CASES[name]
+    errs = []
+    for n in ns:
+        sol = simulate(m, t1=0.5, integrator=method, dt0=jnp.asarray(0.5 / n), rtol=jnp.asarray(1e-13),
+                       atol=jnp.asarray(1e-13), max_steps=2048)
+        assert int(sol.status) == 0 and int(sol.stats["accepted"]) == n
+        errs.append(_state_error(m, sol, ref))
+    slope = np.polyfit(np.log(0.5 / np.array(ns)), np.log(errs), 1)[0]
+    assert abs(slope - order) < 0.3, (errs, slope)
