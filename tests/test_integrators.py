@@ -202,3 +202,113 @@ def test_empirical_order(name, ball_reference):
         errs.append(_state_error(m, sol, ref))
     slope = np.polyfit(np.log(0.5 / np.array(ns)), np.log(errs), 1)[0]
     assert abs(slope - order) < 0.3, (errs, slope)
+
+
+# --- the thesis's stiff problems against independent references ------------------------
+
+def _pendulum_closed_form(k1=400.0, C1=15.0, k2=3.0e5, c2=5.0e4, phi0=-np.pi / 12):
+    """The stiff double pendulum's equations in absolute angles (θ1, ψ = θ1 + φ),
+    derived by hand from the Lagrangian (no jaxmbd code), returned as a
+    first-order RHS in (θ1, φ, θ̇1, φ̇) for scipy."""
+    L1, L2, m1, m2, g = 1.0, 1.5, 3.0, 0.3, 9.81
+    a, J1, J2 = 2 * L1, m1 * (2 * L1) ** 2 / 12, m2 * (2 * L2) ** 2 / 12
+
+    def rhs(t, x):
+        th, phi, dth, dphi = x
+        psi, dpsi = th + phi, dth + dphi
+        cs, sn = np.cos(psi - th), np.sin(psi - th)
+        M = np.array([[m1 * L1 ** 2 + J1 + m2 * a * a, m2 * a * L2 * cs], [m2 * a * L2 * cs, m2 * L2 ** 2 + J2]])
+        cor = np.array([-m2 * a * L2 * sn * dpsi ** 2, m2 * a * L2 * sn * dth ** 2])
+        grav = np.array([(m1 * L1 + m2 * a) * g * np.cos(th), m2 * g * L2 * np.cos(psi)])
+        tau1 = -k1 * (th - 1.5 * np.pi) - C1 * dth
+        tau2 = -k2 * (phi - phi0) - c2 * dphi
+        dd = np.linalg.solve(M, np.array([tau1 - tau2, tau2]) - cor - grav)
+        return np.array([dth, dphi, dd[0], dd[1] - dd[0]])
+    return rhs
+
+
+@pytest.fixture(scope="module")
+def pendulum_reference():
+    from scipy.integrate import solve_ivp
+    m = models.stiff_double_pendulum()
+    ts = np.linspace(0.0, 2.0, 41)[1:]
+    x0 = np.concatenate([np.asarray(m.q0), np.asarray(m.v0)])
+    r = solve_ivp(_pendulum_closed_form(), (0.0, 2.0), x0, method="Radau", t_eval=ts, rtol=1e-11, atol=1e-11)
+    assert r.status == 0
+    return m, jnp.asarray(ts), r.y.T
+
+
+def test_stiff_double_pendulum_model_matches_the_closed_form():
+    m = models.stiff_double_pendulum()
+    rhs = _pendulum_closed_form()
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x = rng.normal(size=4) * [1, 0.3, 3, 3]
+        a = jaxmbd.forward_dynamics(m, x[:2], x[2:], jnp.zeros(2))
+        np.testing.assert_allclose(a, rhs(0.0, x)[2:], rtol=1e-10)
+    # dominant eigenvalue about -1e5 (digest §4.1)
+    _, J1, J2 = ChartODE(m, m.q0).g_and_jac(0.0, jnp.zeros(2), m.v0)
+    G = np.block([[np.zeros((2, 2)), np.eye(2)], [np.asarray(J1), np.asarray(J2)]])
+    lam = np.linalg.eigvals(G).real.min()
+    assert -1.2e5 < lam < -0.8e5
+
+
+TOLS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
+
+
+def _protocol(m, ts, ref, method):
+    """Max error of θ1 and θ̇1 over the grid for each tolerance, and accepted steps."""
+    out = []
+    for tol in TOLS:
+        sol = simulate(m, t1=2.0, integrator=method, rtol=jnp.asarray(tol), atol=jnp.asarray(tol), saveat=ts,
+                       max_steps=4096)
+        assert int(sol.status) == 0
+        out.append((float(np.abs(sol.qs[:, 0] - ref[:, 0]).max()),
+                    float(np.abs(sol.vs[:, 0] - ref[:, m.nv]).max()), int(sol.stats["accepted"])))
+    return np.array(out)
+
+
+def test_stiff_double_pendulum_protocol(pendulum_reference):
+    """T = 2 s, tol 1e-2 .. 1e-6: θ1 errors within 10x the tolerance for SDIRK4 and
+    Rosenbrock-Nyström, θ̇1 within 10x for SDIRK4, all decreasing with the
+    tolerance; the filtered Rosenbrock's steps at 1e-5 within 2x of SDIRK4's."""
+    m, ts, ref = pendulum_reference
+    res = {}
+    for name, method in (("sdirk", I.SDIRK4()), ("ros", I.RosenbrockNystrom4())):
+        r = res[name] = _protocol(m, ts, ref, method)
+        tol = np.array(TOLS)
+        assert np.all(r[:, 0] <= 10 * tol), (name, r[:, 0] / tol)
+        assert np.all(np.diff(r[:, 0]) < 0) and np.all(np.diff(r[:, 1]) < 0), (name, r)
+    assert np.all(res["sdirk"][:, 1] <= 10 * np.array(TOLS)), res["sdirk"][:, 1] / np.array(TOLS)
+    i5 = TOLS.index(1e-5)
+    assert res["ros"][i5, 2] <= 2 * res["sdirk"][i5, 2], (res["ros"][:, 2], res["sdirk"][:, 2])
+
+
+def test_stiff_chain_protocol():
+    """stiff_chain(3) (dominant eigenvalue below -1e5) against scipy's Radau at
+    1e-11 on jaxmbd's own forward dynamics: errors of the first joint angle and
+    rate within 10x the tolerance and decreasing."""
+    from scipy.integrate import solve_ivp
+    m = models.stiff_chain(3)
+    nv = m.nv
+    _, J1, J2 = ChartODE(m, m.q0).g_and_jac(0.0, jnp.zeros(nv), m.v0)
+    G = np.block([[np.zeros((nv, nv)), np.eye(nv)], [np.asarray(J1), np.asarray(J2)]])
+    assert np.linalg.eigvals(G).real.min() < -1e5
+    f = jax.jit(lambda x: jnp.concatenate([x[nv:], jaxmbd.forward_dynamics(m, x[:nv], x[nv:], jnp.zeros(nv))]))
+    jac = jax.jit(jax.jacfwd(lambda x: jnp.concatenate([x[nv:], jaxmbd.forward_dynamics(m, x[:nv], x[nv:],
+                                                                                         jnp.zeros(nv))])))
+    T, ts = 1.0, np.linspace(0.0, 1.0, 5)[1:]  # few save times: the tolerance, not the grid, sets the steps
+    r = solve_ivp(lambda t, x: np.asarray(f(x)), (0.0, T), np.concatenate([m.q0, m.v0]), method="Radau",
+                  t_eval=ts, rtol=1e-11, atol=1e-11, jac=lambda t, x: np.asarray(jac(x)))
+    assert r.status == 0
+    ref = r.y.T
+    for method in (I.RosenbrockNystrom4(), I.SDIRK4()):
+        errs = []
+        for tol in TOLS[1:]:
+            sol = simulate(m, t1=T, integrator=method, rtol=jnp.asarray(tol), atol=jnp.asarray(tol),
+                           saveat=jnp.asarray(ts), max_steps=4096)
+            assert int(sol.status) == 0
+            errs.append((float(np.abs(sol.qs[:, 0] - ref[:, 0]).max()), float(np.abs(sol.vs[:, 0] - ref[:, nv]).max())))
+        errs = np.array(errs)
+        assert np.all(errs <= 10 * np.array(TOLS[1:])[:, None]), (method, errs)
+        assert np.all(np.diff(errs[:, 0]) < 0), (method, errs)
