@@ -119,7 +119,9 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
     qs = jnp.broadcast_to(q0, (n_save, model.nq))
     vs = jnp.broadcast_to(v0, (n_save, model.nv))
     zero = jnp.zeros((), jnp.int32)
-    state = dict(t=t0, q=q0, v=v0, h=h0, k=k0, qs=qs, vs=vs, done=k0 >= n_save, status=zero,
+    bad0 = ~(jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(v0)) & jnp.isfinite(h0))
+    state = dict(t=t0, q=q0, v=v0, h=h0, k=k0, qs=qs, vs=vs, done=(k0 >= n_save) | bad0, n=zero,
+                 status=jnp.where(bad0, NONFINITE, SUCCESS).astype(jnp.int32),
                  after_reject=jnp.array(False), stats={k: zero for k in STAT_KEYS})
 
     def step(s):
@@ -152,7 +154,7 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
         k_new = jnp.where(reached, k + 1, k)
         h_min = 16 * jnp.finfo(dt).eps * jnp.maximum(jnp.abs(s["t"]), 1.0)
         fixed_fail = (not adaptive) & ~accept
-        underflow = ~accept & (h_new < h_min)
+        underflow = ~accept & ~(h_new >= h_min)  # also catches a NaN step size
         fail_status = jnp.where(~finite, NONFINITE, jnp.where(~att.ok, NEWTON_FAILURE, STEP_UNDERFLOW))
         failed = underflow | fixed_fail
         finished = accept & (k_new >= n_save)
@@ -163,12 +165,12 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
                      newton_iterations=st["newton_iterations"] + att.newton)
         return dict(t=jnp.where(accept, t_new, s["t"]), q=jnp.where(accept, q1, s["q"]),
                     v=jnp.where(accept, v1, s["v"]), h=h_new, k=k_new, qs=qs, vs=vs,
-                    done=finished | failed,
+                    done=finished | failed, n=s["n"] + 1,
                     status=jnp.where(failed, fail_status, SUCCESS).astype(jnp.int32),
                     after_reject=~accept, stats={k_: v.astype(jnp.int32) for k_, v in stats.items()})
 
     def guarded(s, _):
-        return jax.lax.cond(s["done"], lambda s: s, step, s), None
+        return jax.lax.cond(s["done"] | (s["n"] >= max_steps), lambda s: s, step, s), None
 
     n_inner = max(1, int(math.ceil(math.sqrt(int(max_steps)))))
     n_outer = int(math.ceil(int(max_steps) / n_inner))
@@ -178,7 +180,7 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
         return jax.lax.scan(guarded, s, None, length=n_inner)[0]
 
     def outer(s, _):
-        return jax.lax.cond(s["done"], lambda s: s, block, s), None
+        return jax.lax.cond(s["done"] | (s["n"] >= max_steps), lambda s: s, block, s), None
 
     s, _ = jax.lax.scan(outer, state, None, length=n_outer)
     status = jnp.where(s["done"], s["status"], MAX_STEPS).astype(jnp.int32)

@@ -312,3 +312,93 @@ def test_stiff_chain_protocol():
         errs = np.array(errs)
         assert np.all(errs <= 10 * np.array(TOLS[1:])[:, None]), (method, errs)
         assert np.all(np.diff(errs[:, 0]) < 0), (method, errs)
+
+
+# --- batching, statuses, gradients, conservation -------------------------------------------
+
+def test_vmap_equals_loop_and_a_failing_member_is_isolated():
+    m = models.double_pendulum()
+    rng = np.random.default_rng(0)
+    B = 64
+    q0 = jnp.asarray(rng.normal(size=(B, 2)))
+    v0 = jnp.asarray(rng.normal(size=(B, 2))).at[5].set(jnp.array([1e200, -1e200]))  # member 5 blows up
+    run = lambda q, v: simulate(m, q, v, 0.0, 0.3, integrator=I.RosenbrockNystrom4(), rtol=1e-6, atol=1e-6,
+                                max_steps=256)
+    sols = jax.vmap(run)(q0, v0)
+    assert int(sols.status[5]) == I.NONFINITE
+    ok = np.delete(np.arange(B), 5)
+    assert np.all(np.asarray(sols.status)[ok] == 0)
+    assert np.all(np.isfinite(np.asarray(sols.qs)[ok]))
+    for i in (0, 17, 63):
+        one = run(q0[i], v0[i])
+        np.testing.assert_allclose(sols.qs[i], one.qs, rtol=1e-12, atol=1e-12)
+        assert int(one.stats["accepted"]) == int(sols.stats["accepted"][i])
+
+
+def test_statuses_and_bad_input():
+    m = models.double_pendulum()
+    sol = simulate(m, jnp.array([1.0, 0.0]), jnp.zeros(2), 0.0, 1.0, integrator=I.RK4(), dt0=0.01, max_steps=10)
+    assert int(sol.status) == I.MAX_STEPS and jaxmbd.status_name(sol.status) == "max_steps reached"
+    assert float(sol.t) == pytest.approx(0.1)
+    assert int(sol.stats["accepted"]) == 10
+    with pytest.raises(ValueError, match="give dt0"):
+        simulate(m, integrator=I.RK4())
+    with pytest.raises(TypeError, match="integrator"):
+        simulate(m, integrator="rk4", dt0=0.1)
+    with pytest.raises(ValueError, match="saveat"):
+        simulate(m, integrator=I.Dopri5(), saveat=jnp.ones((2, 2)))
+    with pytest.raises(ValueError, match="initial q0"):
+        jaxmbd.ModelBuilder().add_body("a", "world", "revolute", axis=(0, 0, 1)).set_initial_state([1.0, 2.0]).build()
+
+
+@pytest.mark.parametrize("method, kw", [(I.RK4(), dict(dt0=0.02)),
+                                        (I.RosenbrockNystrom4(), dict(rtol=1e-7, atol=1e-7))])
+def test_gradients_match_finite_differences(method, kw):
+    """d(loss of the final state)/d(spring constant, initial velocity), fixed-step
+    and adaptive, against central differences (relative 1e-5)."""
+    m = models.double_pendulum()
+    m = eqx_tree_set(m, "stiffness", jnp.array([3.0, 5.0]))
+    m = eqx_tree_set(m, "damping", jnp.array([0.1, 2.0]))
+    q0, v0 = jnp.array([0.4, -0.2]), jnp.array([0.3, 0.5])
+
+    def loss(k, v):
+        mm = eqx_tree_set(m, "stiffness", m.stiffness.at[1].set(k))
+        sol = simulate(mm, q0, v, 0.0, 0.4, integrator=method, max_steps=64, **kw)
+        return jnp.sum(sol.qs[-1] ** 2) + 0.1 * jnp.sum(sol.vs[-1] ** 2)
+
+    k0 = jnp.asarray(5.0)
+    gk, gv = jax.grad(loss, argnums=(0, 1))(k0, v0)
+    eps = 1e-5
+    fk = (loss(k0 + eps, v0) - loss(k0 - eps, v0)) / (2 * eps)
+    fv = np.array([(loss(k0, v0.at[j].add(eps)) - loss(k0, v0.at[j].add(-eps))) / (2 * eps) for j in range(2)])
+    np.testing.assert_allclose(gk, fk, rtol=1e-5)
+    np.testing.assert_allclose(gv, fv, rtol=1e-5)
+
+
+def eqx_tree_set(model, field, value):
+    import equinox as eqx
+    return eqx.tree_at(lambda mm: getattr(mm, field), model, value)
+
+
+def test_spinning_body_conserves_energy_and_momentum():
+    """Free body about its intermediate axis (the flip): kinetic energy and world
+    angular momentum conserved to the tolerance; the spin axis flips."""
+    m = models.spinning_body()
+    ts = jnp.linspace(0.0, 8.0, 17)
+    sol = simulate(m, integrator=I.RosenbrockNystrom4(), t1=8.0, saveat=ts, rtol=1e-9, atol=1e-9, max_steps=4096)
+    assert int(sol.status) == 0
+    Ic = np.diag([1.0, 2.0, 3.0])
+
+    def invariants(q, v):
+        w = np.asarray(v[3:])
+        qw, qx, qy, qz = np.asarray(q[3:7])
+        R = np.array([[1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy - qw * qz), 2 * (qx * qz + qw * qy)],
+                      [2 * (qx * qy + qw * qz), 1 - 2 * (qx * qx + qz * qz), 2 * (qy * qz - qw * qx)],
+                      [2 * (qx * qz - qw * qy), 2 * (qy * qz + qw * qx), 1 - 2 * (qx * qx + qy * qy)]])
+        return 0.5 * w @ Ic @ w, R @ Ic @ w
+    E0, L0 = invariants(sol.qs[0], sol.vs[0])
+    for q, v in zip(sol.qs, sol.vs):
+        E, L = invariants(q, v)
+        assert abs(E - E0) < 1e-6 * E0 and np.abs(L - L0).max() < 1e-6 * np.abs(L0).max()
+        np.testing.assert_allclose(jaxmbd.kinetic_energy(m, q, v), 0.5 * 0.1 ** 2 + E0, rtol=1e-6)
+    assert float(jnp.min(sol.vs[:, 4])) < -1.0  # ω_y changed sign: the Dzhanibekov flip
