@@ -151,6 +151,7 @@ class Plan(NamedTuple):
     l_pull: tuple                # 3 x (D, T2): L entry, source row, target row
     pairs: tuple                 # 3 x (nM - nv,): L entry, row k, ancestor row (all t >= 1)
     work: dict                   # real and padded task counts, for the record
+    lu: tuple                    # non-symmetric variant: (scale, scale_d, upd (4,), push (3,)), on [lo; up]
 
 
 @functools.lru_cache(maxsize=None)
@@ -193,11 +194,42 @@ def plan(topo) -> Plan:
     q_step, _ = edf_schedule(d[kk] - tt, d[kk] - 1, D)
     l_pull = _by_step(q_step, D, (entry[kk, tt], anc[kk, tt], kk), (ZERO, 0, nv))
 
+    lu = _lu_tables(nv, nM, D, d, entry, anc, kk, tt, p_step)
     work = dict(factor_updates=len(uk), factor_updates_padded=f_upd[0].size,
                 solve_tasks=len(kk), solve_tasks_padded=lt_push[0].size)
     return Plan(nv, nM, D, entry, anc, diag, topo.M_rows.astype(np.int64), f_scale[0], f_scale[1],
                 tuple(f_upd), rows_up, rows_down, tuple(lt_push), tuple(l_pull),
-                (entry[kk, tt].astype(_I), kk.astype(_I), anc[kk, tt].astype(_I)), work)
+                (entry[kk, tt].astype(_I), kk.astype(_I), anc[kk, tt].astype(_I)), work, lu)
+
+
+def _lu_tables(nv, nM, D, d, entry, anc, kk, tt, p_step):
+    """Tables of the non-symmetric elimination on the combined array [lo; up]:
+    lo[e(k, t)] = A(k, anc_t(k)) (row k, diagonal at t = 0) and
+    up[e(k, t)] = A(anc_t(k), k) (column k above the diagonal), t >= 1.
+
+    Eliminating k (deepest first) updates A(anc_t, anc_u) -= A(anc_t, k) A(k, anc_u) / d_k
+    for every ordered pair t, u >= 1; the target lies in the lower storage (t < u),
+    the upper storage (t > u) or on the diagonal (t = u) of anc_min(t,u), so the
+    task's window ends before that row is scaled: [D - d_k, D - d_k + min(t, u) - 1]."""
+    ZERO, ONE, TRASH = 2 * nM, 2 * nM + 1, 2 * nM + 2
+    uk, ut, uu = [], [], []
+    for k in range(nv):
+        t, u = np.meshgrid(np.arange(1, d[k]), np.arange(1, d[k]), indexing="ij")
+        uk.append(np.full(t.size, k)); ut.append(t.ravel()); uu.append(u.ravel())
+    cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64)
+    uk, ut, uu = cat(uk), cat(ut), cat(uu)
+    lo_t, hi_t = np.minimum(ut, uu), np.maximum(ut, uu)
+    deeper = anc[uk, lo_t]
+    tgt = np.where(ut < uu, entry[deeper, hi_t - lo_t], np.where(ut > uu, nM + entry[deeper, hi_t - lo_t],
+                                                                  entry[deeper, 0]))
+    step, _ = edf_schedule(D - d[uk], D - d[uk] + lo_t - 1, D)
+    upd = _by_step(step, D, (nM + entry[uk, ut], entry[uk, uu], entry[uk, 0], tgt), (ZERO, ZERO, ZERO, TRASH))
+    ke, kt = entry[kk, tt], entry[kk, 0]
+    scale = _by_step(np.concatenate([D - d[kk]] * 2), D, (np.concatenate([ke, nM + ke]), np.concatenate([kt, kt])),
+                     (TRASH, ONE))
+    # solves read [lo; 0; 1; up]: the symmetric pull tables stay valid, pushes read up
+    push = _by_step(p_step, D, (nM + 2 + entry[kk, tt], kk, anc[kk, tt]), (nM, 0, nv))
+    return scale[0], scale[1], tuple(upd), tuple(push)
 
 
 # --- batch-minor plumbing ------------------------------------------------------
@@ -270,14 +302,17 @@ def _mid(l, X):
 # --- kernels (batch-minor) ---------------------------------------------------------
 
 def _factor_kernel(pl, kind, dense):
-    upd, sc, scd = pl.f_upd, pl.f_scale, pl.f_scale_d  # NumPy: no tracers kept in the closure
+    if kind == "lu":
+        sc, scd, upd, _ = pl.lu
+    else:
+        upd, sc, scd = pl.f_upd, pl.f_scale, pl.f_scale_d  # NumPy: no tracers kept in the closure
     rows, cols = pl.entry_row, pl.anc[pl.entry_row, np.arange(pl.nM) - pl.diag[pl.entry_row]]
     is_diag = np.zeros(pl.nM, bool)
     is_diag[pl.diag] = True
 
     def kernel(H):
-        if dense:  # (nv, nv, b) -> (nM, b): the lower triangle on the pattern
-            H = H[rows, cols]
+        if dense:  # (nv, nv, b) -> (nM, b): the lower triangle on the pattern (and the upper for LU)
+            H = jnp.concatenate([H[rows, cols], H[cols, rows]]) if kind == "lu" else H[rows, cols]
         A = _ext(H, 0.0, 1.0, 0.0)    # ZERO, ONE, TRASH
 
         def step(A, xs):
@@ -287,7 +322,7 @@ def _factor_kernel(pl, kind, dense):
 
         if pl.D > 1:
             A, _ = jax.lax.scan(step, A, (sc, scd) + upd)
-        A = A[: pl.nM]
+        A = A[: (2 if kind == "lu" else 1) * pl.nM]
         if kind == "ltl":
             r = jnp.sqrt(A[pl.diag[pl.entry_row]])
             A = jnp.where(is_diag.reshape((-1,) + (1,) * (A.ndim - 1)), r, A * r)
@@ -295,9 +330,10 @@ def _factor_kernel(pl, kind, dense):
     return kernel
 
 
-def _sweep_Lt(pl, unit, Lv, X):
-    """X <- L^-T X (leaves to root). Lv: L entries extended with ZERO, ONE."""
-    e, src, tgt = (jnp.asarray(a) for a in pl.lt_push)
+def _sweep_Lt(pl, unit, Lv, X, push=None):
+    """X <- L^-T X (leaves to root). Lv: L entries extended with ZERO, ONE.
+    ``push``: other push tables (the LU's upper factor)."""
+    e, src, tgt = (jnp.asarray(a) for a in (push or pl.lt_push))
     rows = jnp.asarray(pl.rows_up)
     dg = _ext(jnp.asarray(pl.diag, _I), pl.nM + 1)  # pad row nv -> ONE
 
@@ -325,14 +361,18 @@ def _sweep_L(pl, unit, Lv, X):
 
 
 def _solve_kernel(pl, kind, what):
-    unit = kind == "ltdl"
+    unit = kind in ("ltdl", "lu")
+    if kind == "lu" and what != "solve":
+        raise ValueError(f"{what!r} is not defined for an LU factor; use solve")
 
     def kernel(vals, b):
         b = _batch_like(b, vals)
-        Lv = _ext(vals, 0.0, 1.0)
+        Lv = _ext(vals[: pl.nM], 0.0, 1.0)
+        if kind == "lu":
+            Lv = jnp.concatenate([Lv, vals[pl.nM:]])
         X = _ext(b, 0.0)  # row nv: padding target
         if what in ("solve", "half", "Lt"):
-            X = _sweep_Lt(pl, unit, Lv, X)
+            X = _sweep_Lt(pl, unit, Lv, X, pl.lu[3] if kind == "lu" else None)
         if unit and what in ("solve", "half"):
             dd = _mid(vals[pl.diag], X)
             X = X.at[: pl.nv].divide(jnp.sqrt(dd) if what == "half" else dd)
@@ -370,6 +410,8 @@ def _op(topo, name, kind, arg):
     if name == "factor":
         return _batch_minor(_factor_kernel(pl, kind, arg))
     if name == "mul":
+        if kind == "lu":
+            raise ValueError("products are not defined for an LU factor; use solve")
         return _batch_minor(_mul_kernel(pl, kind, arg))
     return _batch_minor(_solve_kernel(pl, kind, arg))
 
@@ -381,30 +423,47 @@ class Factor(eqx.Module):
 
     kind "ltdl": ``d_k`` at ``dof_Madr[k]`` and the unit lower L's
     ``l_{k, anc_t(k)}`` after it; kind "ltl": row k of the lower L itself,
-    diagonal first.  This is MuJoCo's legacy qLD layout."""
+    diagonal first.  This is MuJoCo's legacy qLD layout.  Kind "lu" (shape
+    (2 nM,)): that of L and D, then the unit upper U's ``u_{anc_t(k), k}`` at
+    the same positions (A = U D L; only ``solve`` applies)."""
     vals: jax.Array
     kind: str = eqx.field(static=True, default="ltdl")
 
 
-def _compact(model, H):
+def _compact(model, H, kind="ltdl"):
     topo = model.topo
     H = jnp.asarray(H)
+    n_c = (2 if kind == "lu" else 1) * topo.nM
     if H.shape == (topo.nv, topo.nv):
         return H, True
-    if H.shape == (topo.nM,):
+    if H.shape == (n_c,):
         return H, False
-    raise ValueError(f"H has shape {H.shape}; expected ({topo.nv}, {topo.nv}) or compact ({topo.nM},)")
+    raise ValueError(f"H has shape {H.shape}; expected ({topo.nv}, {topo.nv}) or compact ({n_c},)")
+
+
+KINDS = ("ltdl", "ltl", "lu")
+
+
+def _check_kind(kind):
+    if kind not in KINDS:
+        raise ValueError(f"unknown factorization kind {kind!r}; expected 'ltdl', 'ltl' or 'lu'")
 
 
 @functools.partial(jax.jit, static_argnames=("kind",))
 def factor(model, H, kind="ltdl"):
-    """H = Lᵀ D L (kind="ltdl") or H = Lᵀ L (kind="ltl", L = sqrt(D) L_unit).
+    """H = Lᵀ D L (kind="ltdl") or H = Lᵀ L (kind="ltl", L = sqrt(D) L_unit);
+    kind="lu": a non-symmetric matrix A with the branch-induced pattern (such
+    as an iteration matrix H + h γ ∂ID/∂v + h² γ² ∂ID/∂q), A = U D L with U
+    unit upper and L unit lower on the pattern, eliminated leaves first without
+    pivoting and without fill-in.
 
-    H: dense (nv, nv) (only its lower triangle on the branch pattern is read)
-    or compact (nM,) (see ``mass_matrix_compact``).  Returns a :class:`Factor`."""
-    if kind not in ("ltdl", "ltl"):
-        raise ValueError(f"unknown factorization kind {kind!r}; expected 'ltdl' or 'ltl'")
-    H, dense = _compact(model, H)
+    H: dense (nv, nv) (only the entries on the branch pattern are read: the
+    lower triangle, and for "lu" the upper one too) or compact: (nM,) (see
+    ``mass_matrix_compact``), for "lu" (2 nM,) = [lower rows; upper columns]
+    (``A[k, anc_t(k)]`` then ``A[anc_t(k), k]`` in the same order).
+    Returns a :class:`Factor`."""
+    _check_kind(kind)
+    H, dense = _compact(model, H, kind)
     if not jnp.issubdtype(H.dtype, jnp.floating):
         H = H.astype(jnp.result_type(float))
     return Factor(_op(model.topo, "factor", kind, dense)(H), kind)
@@ -415,9 +474,8 @@ def factor_solve(model, H, b, kind="ltdl"):
     """x = H⁻¹ b: :func:`factor` and :func:`solve` fused in one kernel (under
     ``jax.vmap`` the factor never leaves the batch-minor layout).  H: dense
     (nv, nv) or compact (nM,); b: (nv,) or (nv, m)."""
-    if kind not in ("ltdl", "ltl"):
-        raise ValueError(f"unknown factorization kind {kind!r}; expected 'ltdl' or 'ltl'")
-    H, dense = _compact(model, H)
+    _check_kind(kind)
+    H, dense = _compact(model, H, kind)
     b = _rhs(model, b)
     dt = jnp.result_type(H, b, float)
     return _op(model.topo, "factor_solve", kind, dense)(H.astype(dt), b.astype(dt))
@@ -431,8 +489,9 @@ def _rhs(model, b):
 
 
 def _check_factor(model, F):
-    if not isinstance(F, Factor) or F.vals.shape != (model.topo.nM,):
-        raise ValueError(f"expected a Factor with vals of shape ({model.topo.nM},)")
+    n = (2 if isinstance(F, Factor) and F.kind == "lu" else 1) * model.topo.nM
+    if not isinstance(F, Factor) or F.vals.shape != (n,):
+        raise ValueError(f"expected a Factor with vals of shape ({n},)")
 
 
 def _apply(model, F, b, name, arg):

@@ -58,7 +58,7 @@ def _initial_step(ode, integrator, t0, q0, v0, sc_y, sc_v, span):
 @eqx.filter_jit
 def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIntegrator, dt0=None,
              rtol=1e-6, atol=1e-6, saveat=None, control=None, params=None, max_steps=4096,
-             controller: Controller = Controller(), dynamics="aba") -> Solution:
+             controller: Controller = Controller(), dynamics="aba", adjoint="checkpoint") -> Solution:
     """Integrate the model from (q0, v0) at t0 to t1 (default: the model's own
     initial state ``model.q0``, ``model.v0``).
 
@@ -77,6 +77,10 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
       differentiation); finished iterations are skipped, except under vmap,
       where every member runs max_steps masked iterations.
     dynamics: "aba" or "crba" (forward-dynamics method).
+    adjoint: "checkpoint" (default; the bounded scan above, reverse-mode
+      differentiable) or "none": a ``lax.while_loop`` that stops when every
+      member is done (the fastest batched forward runs; forward-mode only,
+      ``jax.grad`` raises).
 
     Returns a :class:`Solution`; failures are reported per call (per batch
     member under vmap) in ``status``, never as silent NaNs."""
@@ -172,6 +176,11 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
     def guarded(s, _):
         return jax.lax.cond(s["done"] | (s["n"] >= max_steps), lambda s: s, step, s), None
 
+    if adjoint not in ("checkpoint", "none"):
+        raise ValueError(f"unknown adjoint {adjoint!r}; expected 'checkpoint' or 'none'")
+    if adjoint == "none":
+        s = jax.lax.while_loop(lambda s: ~s["done"] & (s["n"] < max_steps), step, state)
+        return _solution(ts, s, n_save)
     n_inner = max(1, int(math.ceil(math.sqrt(int(max_steps)))))
     n_outer = int(math.ceil(int(max_steps) / n_inner))
 
@@ -183,6 +192,10 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
         return jax.lax.cond(s["done"] | (s["n"] >= max_steps), lambda s: s, block, s), None
 
     s, _ = jax.lax.scan(outer, state, None, length=n_outer)
+    return _solution(ts, s, n_save)
+
+
+def _solution(ts, s, n_save):
     status = jnp.where(s["done"], s["status"], MAX_STEPS).astype(jnp.int32)
     filled = jnp.arange(n_save) < s["k"]
     qs = jnp.where(filled[:, None], s["qs"], s["q"][None, :])

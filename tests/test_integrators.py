@@ -333,6 +333,12 @@ def test_vmap_equals_loop_and_a_failing_member_is_isolated():
         one = run(q0[i], v0[i])
         np.testing.assert_allclose(sols.qs[i], one.qs, rtol=1e-12, atol=1e-12)
         assert int(one.stats["accepted"]) == int(sols.stats["accepted"][i])
+    # the forward-only while loop gives the same runs
+    fast = jax.vmap(lambda q, v: simulate(m, q, v, 0.0, 0.3, integrator=I.RosenbrockNystrom4(), rtol=1e-6,
+                                          atol=1e-6, max_steps=256, adjoint="none"))(q0, v0)
+    np.testing.assert_array_equal(fast.status, sols.status)
+    np.testing.assert_allclose(fast.qs[ok], sols.qs[ok], rtol=1e-13, atol=1e-13)
+    np.testing.assert_array_equal(fast.stats["accepted"], sols.stats["accepted"])
 
 
 def test_statuses_and_bad_input():
@@ -345,6 +351,8 @@ def test_statuses_and_bad_input():
         simulate(m, integrator=I.RK4())
     with pytest.raises(TypeError, match="integrator"):
         simulate(m, integrator="rk4", dt0=0.1)
+    with pytest.raises(ValueError, match="unknown adjoint"):
+        simulate(m, integrator=I.RK4(), dt0=0.1, adjoint="backsolve")
     with pytest.raises(ValueError, match="saveat"):
         simulate(m, integrator=I.Dopri5(), saveat=jnp.ones((2, 2)))
     with pytest.raises(ValueError, match="initial q0"):

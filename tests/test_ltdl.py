@@ -232,3 +232,37 @@ def test_grads_through_fused_and_batched():
     g1 = jax.grad(lambda Hc: ltdl.factor_solve(model, Hc, b).sum())(Hc)
     gB = jax.vmap(jax.grad(lambda Hc: ltdl.factor_solve(model, Hc, b).sum()))(jnp.stack([Hc, Hc]))
     np.testing.assert_allclose(gB[1], g1, rtol=1e-12)
+
+
+@pytest.mark.parametrize("topo", [1, 3])
+def test_nonsymmetric_lu_on_the_branch_pattern(topo):
+    """kind="lu": A = U D L without fill-in for a non-symmetric matrix with the
+    branch-induced pattern; solve = dense solve; a symmetric A gives LᵀDL."""
+    model = perturb(base_tree(topo), topo + 30)
+    H, _ = _H(model, topo + 30)
+    pat = ancestor_pattern(model)
+    pat = pat | pat.T
+    rng = np.random.default_rng(topo)
+    A = H + 0.3 * np.where(pat, rng.normal(size=H.shape), 0.0) * np.abs(H).max()
+    F = ltdl.factor(model, A, kind="lu")
+    n, nM = model.nv, model.topo.nM
+    L = np.asarray(ltdl.to_dense_lower(model, F.vals[:nM]))
+    U = np.asarray(ltdl.to_dense_lower(model, F.vals[nM:])).T
+    d = np.asarray(F.vals[model.topo.dof_Madr])
+    np.testing.assert_allclose(U @ np.diag(d) @ L, A, rtol=0, atol=1e-11 * np.abs(A).max())
+    assert np.all(L[~ancestor_pattern(model)] == 0) and np.all(U.T[~ancestor_pattern(model)] == 0)
+    B = rng.normal(size=(n, 3))
+    np.testing.assert_allclose(ltdl.solve(model, F, B), np.linalg.solve(A, B), rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(ltdl.factor_solve(model, A, B[:, 0], kind="lu"), np.linalg.solve(A, B[:, 0]),
+                               rtol=1e-9, atol=1e-10)
+    # compact input, batched
+    lo, up = A[model.topo.M_rows, model.topo.M_cols], A[model.topo.M_cols, model.topo.M_rows]
+    Fb = jax.vmap(lambda c: ltdl.factor(model, c, kind="lu"))(np.stack([np.concatenate([lo, up])] * 3))
+    np.testing.assert_allclose(Fb.vals[2], F.vals, rtol=1e-13, atol=1e-15)
+    # symmetric input: U = Lᵀ and the same D, L as LᵀDL
+    S = ltdl.factor(model, H, kind="lu")
+    np.testing.assert_allclose(S.vals[:nM], ltdl.factor(model, H).vals, rtol=1e-12, atol=1e-15)
+    off = np.setdiff1d(np.arange(nM), model.topo.dof_Madr)
+    np.testing.assert_allclose(S.vals[nM:][off], S.vals[:nM][off], rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="not defined for an LU"):
+        ltdl.mul_L(model, F, B)

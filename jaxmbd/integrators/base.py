@@ -102,6 +102,9 @@ class IterationMatrix(NamedTuple):
     def solve_S(self, r):
         return jsl.lu_solve(self.lu, r)
 
+    def J1mv(self, x):
+        return self.J1 @ x
+
     def solve_first_order(self, r1, r2):
         """(I - h γ G)^-1 [r1; r2] through S."""
         xv = self.solve_S(r2 + self.hg * (self.J1 @ r1))
@@ -145,3 +148,54 @@ def newton(residual, solve, x0, scale, max_iter=NEWTON_MAX, kappa=KAPPA, eta_old
     init = (x0, jnp.array(False), jnp.array(False), jnp.array(0), eta0, jnp.array(1.0, x0.dtype))
     (x, _, ok, it, eta, _), _ = jax.lax.scan(body, init, jnp.arange(max_iter))
     return x, ok, it, eta
+
+
+class SparseIterationMatrix(NamedTuple):
+    """The iteration matrix in its branch-sparse form, for trees whose joints
+    all have scalar coordinates (then the chart is q0 + y):
+
+        Π = H S = H + h γ ∂R/∂v + h² γ² ∂R/∂q,   R(q, v, a) = ID(q, v, a) - τ(t, q, v),
+
+    at the step start with a = g0 (digest negrut.md §0.3).  Π has H's
+    branch-induced pattern (τ_i depends only on the q, v of i's ancestors and
+    subtree at fixed accelerations), so it is factored by the non-symmetric
+    level-scan kernel ``ltdl.factor(kind="lu")`` without fill-in, and H by
+    LᵀDL.  S⁻¹ r = Π⁻¹ H r and J1 x = -H⁻¹ (∂R/∂q x); J1 is never formed."""
+    Pi: object      # ltdl.Factor (lu)
+    Hc: jax.Array   # compact H
+    HF: object      # ltdl.Factor (ltdl) of H
+    model: object
+    Rq_mv: object   # x -> ∂R/∂q x
+    hg: jax.Array
+
+    @staticmethod
+    def build(ode, t, v0, a0, hg):
+        from .. import ltdl
+        from ..crba import mass_matrix_compact
+        from ..rnea import inverse_dynamics
+        model, q0 = ode.model, ode.q0
+        topo = model.topo
+
+        def R(q, v):
+            return inverse_dynamics(model, q, v, a0) - ode.tau(t, q, v)
+        Rq = jax.jacfwd(lambda y: R(ode.config(y), v0))(jnp.zeros_like(v0))
+        Rv = jax.jacfwd(lambda v: R(q0, v))(v0)
+        Hc = mass_matrix_compact(model, q0)
+        A = hg * Rv + hg * hg * Rq
+        lo = A[topo.M_rows, topo.M_cols] + Hc
+        up = A[topo.M_cols, topo.M_rows] + Hc
+        Pi = ltdl.factor(model, jnp.concatenate([lo, up]), kind="lu")
+        Rq_mv = lambda x: jax.jvp(lambda y: R(ode.config(y), v0), (jnp.zeros_like(v0),), (x,))[1]
+        return SparseIterationMatrix(Pi, Hc, ltdl.factor(model, Hc), model, Rq_mv, hg)
+
+    def solve_S(self, r):
+        from .. import ltdl
+        return ltdl.solve(self.model, self.Pi, ltdl.mul_H(self.model, self.Hc, r))
+
+    def J1mv(self, x):
+        from .. import ltdl
+        return -ltdl.solve(self.model, self.HF, self.Rq_mv(x))
+
+    def solve_first_order(self, r1, r2):
+        xv = self.solve_S(r2 + self.hg * self.J1mv(r1))
+        return r1 + self.hg * xv, xv
