@@ -36,8 +36,10 @@ PROBLEMS = {"stiff_double_pendulum": (models.stiff_double_pendulum, 2.0),
             "stiff_chain10": (lambda: models.stiff_chain(10), 1.0)}
 TOLS = (1e-2, 1e-3, 1e-4, 1e-5)
 METHODS = {"RosenbrockNystrom4": I.RosenbrockNystrom4(), "RosenbrockNystrom4 (raw est.)":
-           I.RosenbrockNystrom4(filtered=False), "SDIRK4": I.SDIRK4(), "Trapezoidal": I.Trapezoidal(),
-           "Dopri5": I.Dopri5()}
+           I.RosenbrockNystrom4(filtered=False),
+           "RosenbrockNystrom4 (sparse Π)": I.RosenbrockNystrom4(linear_solver="sparse"),
+           "RosenbrockNystrom4 (FD Jacobian)": I.RosenbrockNystrom4(jacobian="fd"),
+           "SDIRK4": I.SDIRK4(), "Trapezoidal": I.Trapezoidal(), "Dopri5": I.Dopri5()}
 MAX_STEPS = {"Dopri5": 400_000}
 
 
