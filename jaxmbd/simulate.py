@@ -55,8 +55,37 @@ def _initial_step(ode, integrator, t0, q0, v0, sc_y, sc_v, span):
     return jnp.minimum(jnp.minimum(100 * h0, h1), span)
 
 
+def _concrete(x):
+    """x as a NumPy array if it is known now (not a tracer), else None."""
+    try:
+        return None if isinstance(x, jax.core.Tracer) else np.asarray(x, dtype=float)
+    except Exception:  # noqa: BLE001 - anything that is not a plain array is checked later, in the trace
+        return None
+
+
+def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator, saveat=None, dt0=None, **kw) -> "Solution":
+    """Integrate the model from (q0, v0) at t0 to t1; see :func:`_simulate` for
+    every argument.  Times known at call time are checked here: t1 > t0, and
+    saveat increasing within [t0, t1]."""
+    t0c, t1c = _concrete(t0), _concrete(t1)
+    if t0c is not None and t1c is not None and not t1c > t0c:
+        raise ValueError(f"t1 = {t1c} must be greater than t0 = {t0c}")
+    ts = None if saveat is None else _concrete(saveat)
+    if ts is not None and ts.ndim == 1 and ts.size:
+        if np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
+            raise ValueError("saveat must be finite and non-decreasing")
+        if t0c is not None and ts[0] < t0c:
+            raise ValueError(f"saveat starts at {ts[0]}, before t0 = {t0c}")
+        if t1c is not None and ts[-1] > t1c * (1 + 1e-12) + 1e-300:
+            raise ValueError(f"saveat ends at {ts[-1]}, after t1 = {t1c}")
+    dt0c = None if dt0 is None else _concrete(dt0)
+    if dt0c is not None and not (dt0c > 0):
+        raise ValueError(f"dt0 must be positive, got {dt0c}")
+    return _simulate(model, q0, v0, t0, t1, integrator=integrator, saveat=saveat, dt0=dt0, **kw)
+
+
 @eqx.filter_jit
-def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIntegrator, dt0=None,
+def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIntegrator, dt0=None,
              rtol=1e-6, atol=1e-6, saveat=None, control=None, params=None, max_steps=4096,
              controller: Controller = Controller(), dynamics="aba", adjoint="checkpoint") -> Solution:
     """Integrate the model from (q0, v0) at t0 to t1 (default: the model's own
@@ -201,3 +230,8 @@ def _solution(ts, s, n_save):
     qs = jnp.where(filled[:, None], s["qs"], s["q"][None, :])
     vs = jnp.where(filled[:, None], s["vs"], s["v"][None, :])
     return Solution(ts=ts, qs=qs, vs=vs, status=status, stats=s["stats"], t=s["t"])
+
+
+simulate.__doc__ = _simulate.__doc__ + """
+    Times known at call time are validated before tracing (t1 > t0, saveat
+    non-decreasing within [t0, t1], dt0 > 0)."""

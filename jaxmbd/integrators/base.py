@@ -199,3 +199,18 @@ class SparseIterationMatrix(NamedTuple):
     def solve_first_order(self, r1, r2):
         xv = self.solve_S(r2 + self.hg * self.J1mv(r1))
         return r1 + self.hg * xv, xv
+
+
+def iteration_matrix(ode, t, v0, hg, linear_solver="dense"):
+    """(g at the step start, the iteration matrix for h γ = hg): dense (J1, J2
+    by ``jacfwd``, LU of S) or branch-sparse (:class:`SparseIterationMatrix`;
+    trees whose joints all have scalar coordinates)."""
+    y0 = jnp.zeros_like(v0)
+    if linear_solver == "sparse":
+        if len(ode.R):
+            raise ValueError("linear_solver='sparse' supports trees whose joints all have scalar coordinates "
+                             "(revolute, prismatic, helical, planar); use 'dense' with ball or free joints")
+        g0 = ode.g(t, y0, v0)
+        return g0, SparseIterationMatrix.build(ode, t, v0, g0, hg)
+    g0, J1, J2 = ode.g_and_jac(t, y0, v0)
+    return g0, IterationMatrix.build(J1, J2, hg)

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from .base import AbstractIntegrator, Attempt, IterationMatrix, newton
+from .base import AbstractIntegrator, Attempt, iteration_matrix, newton
 
 
 class Trapezoidal(AbstractIntegrator):
@@ -18,15 +18,20 @@ class Trapezoidal(AbstractIntegrator):
 
     Error estimate: the difference to backward Euler on the accelerations
     (a1 in place of (a0 + a1)/2): h/2 (a1 - a0) in velocity and h²/4 (a1 - a0)
-    in position, order q = 1 (step-size exponent 1/2)."""
+    in position, order q = 1 (step-size exponent 1/2).  ``linear_solver="sparse"``:
+    the branch-sparse iteration matrix (see ``RosenbrockNystrom4``)."""
     order: ClassVar[int] = 2
     error_order: ClassVar[int] = 1
     adaptive_steps: bool = True
+    linear_solver: str = "dense"
+
+    def __check_init__(self):
+        if self.linear_solver not in ("dense", "sparse"):
+            raise ValueError(f"unknown linear_solver {self.linear_solver!r}; expected 'dense' or 'sparse'")
 
     def attempt(self, ode, t, v0, h, scale):
         y0 = jnp.zeros_like(v0)
-        a0, J1, J2 = ode.g_and_jac(t, y0, v0)
-        M = IterationMatrix.build(J1, J2, 0.5 * h)  # (h γ, h² β) = (h/2, h²/4)
+        a0, M = iteration_matrix(ode, t, v0, 0.5 * h, self.linear_solver)  # (h γ, h² β) = (h/2, h²/4)
 
         def res(a):
             return a - ode.g(t + h, h * v0 + 0.25 * h * h * (a0 + a), v0 + 0.5 * h * (a0 + a))

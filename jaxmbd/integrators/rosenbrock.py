@@ -10,7 +10,7 @@ from typing import ClassVar
 import jax.numpy as jnp
 import numpy as np
 
-from .base import AbstractIntegrator, Attempt, IterationMatrix, SparseIterationMatrix
+from .base import AbstractIntegrator, Attempt, IterationMatrix, iteration_matrix
 
 # primary coefficients (4.70)-(4.71)
 GAMMA = 0.57281606
@@ -93,16 +93,11 @@ class RosenbrockNystrom4(AbstractIntegrator):
         k = _K
         e = k["e"]
         y0 = jnp.zeros_like(v0)
-        if self.linear_solver == "sparse":
-            if len(ode.R):
-                raise ValueError("linear_solver='sparse' supports trees whose joints all have scalar coordinates "
-                                 "(revolute, prismatic, helical, planar); use 'dense' with ball or free joints")
-            g0 = ode.g(t, y0, v0)
-            M = SparseIterationMatrix.build(ode, t, v0, g0, h * e)
-        else:
-            g0, J1, J2 = (ode.g_and_jac(t, y0, v0) if self.jacobian == "autodiff"
-                          else fd_jacobian(ode, t, y0, v0))
+        if self.jacobian == "fd":
+            g0, J1, J2 = fd_jacobian(ode, t, y0, v0)
             M = IterationMatrix.build(J1, J2, h * e)
+        else:
+            g0, M = iteration_matrix(ode, t, v0, h * e, self.linear_solver)
         gt = ode.g_t(t, y0, v0) + M.J1mv(v0)
         us, f_prev = [], None
         for i in range(4):

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import AbstractIntegrator, Attempt, IterationMatrix, check_tableau, newton
+from .base import AbstractIntegrator, Attempt, check_tableau, iteration_matrix, newton
 
 GAMMA_FR = Fr(4, 15)
 A_FR = [
@@ -65,20 +65,23 @@ class SDIRK4(AbstractIntegrator):
     iteration (at most 7 iterations, stop when η ‖δz‖ <= 0.03 in the scaled
     RMS norm).  A stage that does not converge rejects the step (h is halved).
     The error estimate (b - b̂) A^-1 z is filtered by (I - h γ G)^-1 as in the
-    H&W code (``filtered=False``: raw)."""
+    H&W code (``filtered=False``: raw).  ``linear_solver="sparse"``: the
+    branch-sparse iteration matrix (see ``RosenbrockNystrom4``)."""
     order: ClassVar[int] = 4
     error_order: ClassVar[int] = 3
     filtered: bool = True
     adaptive_steps: bool = True
+    linear_solver: str = "dense"
 
     def __check_init__(self):
         check_tableau("SDIRK4", A, A[4], C)
+        if self.linear_solver not in ("dense", "sparse"):
+            raise ValueError(f"unknown linear_solver {self.linear_solver!r}; expected 'dense' or 'sparse'")
 
     def attempt(self, ode, t, v0, h, scale):
         n = v0.shape[0]
         y0 = jnp.zeros_like(v0)
-        g0, J1, J2 = ode.g_and_jac(t, y0, v0)
-        M = IterationMatrix.build(J1, J2, h * GAMMA)
+        _, M = iteration_matrix(ode, t, v0, h * GAMMA, self.linear_solver)
         sc = jnp.concatenate(scale)
 
         def F(ti, z):
