@@ -17,3 +17,15 @@ from hypothesis import settings  # noqa: E402
 # Few, deterministic examples: each one compiles a new topology.
 settings.register_profile("jaxmbd", max_examples=8, deadline=None, derandomize=True, print_blob=True)
 settings.load_profile("jaxmbd")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop compiled executables after each test module: a worker otherwise keeps
+    every program it compiled (the integrator tests compile large loops), and
+    two full runs had an xdist worker die with a segfault inside XLA's compiler
+    late in the run (not reproducible in isolation)."""
+    yield
+    import gc
+    jax.clear_caches()
+    gc.collect()

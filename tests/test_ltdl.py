@@ -100,7 +100,7 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="H has shape"):
         ltdl.factor(model, np.eye(3))
     with pytest.raises(ValueError, match="unknown factorization kind"):
-        ltdl.factor(model, np.eye(model.nv), kind="lu")
+        ltdl.factor(model, np.eye(model.nv), kind="qr")
 
 
 @pytest.mark.parametrize("topo", [0, 3])
