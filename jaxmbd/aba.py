@@ -65,10 +65,11 @@ def aba(model, q, v, tau, f_ext=None):
 
 # In bench/results/ltdl_cpu.md (2-core CPU, float64) the batch-minor sparse
 # factor + solve from compact H beats dense Cholesky at batch >= 64 on every
-# branched tree (humanoid30 2.6-7x, grids 1.7-13x, binary trees 1.6-55x) and
-# ties or wins at batch 1; on chains (no branch-induced sparsity, predicted
-# speed-up 1) it loses at small batches (chain100 0.2-0.4x at B <= 64).  So:
-# sparse wherever the operation counts predict any real gain.
+# branched tree (humanoid30 2.2-7x, grids 1.7-13x, binary trees 1.5-55x); at
+# batch 1 both are dispatch-bound and sparse is 0.5-3x of dense.  On chains
+# (no branch-induced sparsity, predicted speed-up 1) it loses at small
+# batches (chain100 0.2-0.5x at B <= 64).  So: sparse wherever the operation
+# counts predict any real gain, dense for chains.
 SPARSE_MIN_PREDICTED_SPEEDUP = 2.0
 
 
