@@ -86,6 +86,18 @@ class Controller(eqx.Module):
 
 # --- the structured linear solve -------------------------------------------------
 
+def solve_first_order(M, r1, r2):
+    """(I - h γ G)^-1 [r1; r2] through S, for either iteration matrix M:
+    x_v = S^-1 (r2 + h γ J1 r1), x_p = r1 + h γ x_v."""
+    xv = M.solve_S(r2 + M.hg * M.J1mv(r1))
+    return r1 + M.hg * xv, xv
+
+
+def check_linear_solver(linear_solver):
+    if linear_solver not in ("dense", "sparse"):
+        raise ValueError(f"unknown linear_solver {linear_solver!r}; expected 'dense' or 'sparse'")
+
+
 class IterationMatrix(NamedTuple):
     """LU of S = I - h γ J2 - h² γ² J1, the Nyström form of (I - h γ G),
     G = [[0, I], [J1, J2]] (digest negrut.md §0.3): Π = M S has the pattern of M."""
@@ -106,9 +118,7 @@ class IterationMatrix(NamedTuple):
         return self.J1 @ x
 
     def solve_first_order(self, r1, r2):
-        """(I - h γ G)^-1 [r1; r2] through S."""
-        xv = self.solve_S(r2 + self.hg * (self.J1 @ r1))
-        return r1 + self.hg * xv, xv
+        return solve_first_order(self, r1, r2)
 
 
 # --- simplified Newton with convergence control (digest §3.7) ---------------------
@@ -197,8 +207,7 @@ class SparseIterationMatrix(NamedTuple):
         return -ltdl.solve(self.model, self.HF, self.Rq_mv(x))
 
     def solve_first_order(self, r1, r2):
-        xv = self.solve_S(r2 + self.hg * self.J1mv(r1))
-        return r1 + self.hg * xv, xv
+        return solve_first_order(self, r1, r2)
 
 
 def iteration_matrix(ode, t, v0, hg, linear_solver="dense"):

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from .base import AbstractIntegrator, Attempt, iteration_matrix, newton
+from .base import AbstractIntegrator, check_linear_solver, Attempt, iteration_matrix, newton
 
 
 class Trapezoidal(AbstractIntegrator):
@@ -26,8 +26,7 @@ class Trapezoidal(AbstractIntegrator):
     linear_solver: str = "dense"
 
     def __check_init__(self):
-        if self.linear_solver not in ("dense", "sparse"):
-            raise ValueError(f"unknown linear_solver {self.linear_solver!r}; expected 'dense' or 'sparse'")
+        check_linear_solver(self.linear_solver)
 
     def attempt(self, ode, t, v0, h, scale):
         y0 = jnp.zeros_like(v0)

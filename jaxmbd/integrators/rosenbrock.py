@@ -10,7 +10,7 @@ from typing import ClassVar
 import jax.numpy as jnp
 import numpy as np
 
-from .base import AbstractIntegrator, Attempt, IterationMatrix, iteration_matrix
+from .base import AbstractIntegrator, check_linear_solver, Attempt, IterationMatrix, iteration_matrix
 
 # primary coefficients (4.70)-(4.71)
 GAMMA = 0.57281606
@@ -84,8 +84,7 @@ class RosenbrockNystrom4(AbstractIntegrator):
         _check_coefficients()
         if self.jacobian not in ("autodiff", "fd"):
             raise ValueError(f"unknown jacobian {self.jacobian!r}; expected 'autodiff' or 'fd'")
-        if self.linear_solver not in ("dense", "sparse"):
-            raise ValueError(f"unknown linear_solver {self.linear_solver!r}; expected 'dense' or 'sparse'")
+        check_linear_solver(self.linear_solver)
         if self.linear_solver == "sparse" and self.jacobian != "autodiff":
             raise ValueError("linear_solver='sparse' uses autodiff derivatives of the inverse dynamics")
 

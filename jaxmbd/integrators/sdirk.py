@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import AbstractIntegrator, Attempt, check_tableau, iteration_matrix, newton
+from .base import AbstractIntegrator, check_linear_solver, Attempt, check_tableau, iteration_matrix, newton
 
 GAMMA_FR = Fr(4, 15)
 A_FR = [
@@ -75,8 +75,7 @@ class SDIRK4(AbstractIntegrator):
 
     def __check_init__(self):
         check_tableau("SDIRK4", A, A[4], C)
-        if self.linear_solver not in ("dense", "sparse"):
-            raise ValueError(f"unknown linear_solver {self.linear_solver!r}; expected 'dense' or 'sparse'")
+        check_linear_solver(self.linear_solver)
 
     def attempt(self, ode, t, v0, h, scale):
         n = v0.shape[0]
