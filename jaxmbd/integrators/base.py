@@ -30,6 +30,7 @@ class Attempt(NamedTuple):
     jac: jax.Array
     lu: jax.Array
     newton: jax.Array
+    cache: object = None
 
 
 class AbstractIntegrator(eqx.Module):
@@ -37,16 +38,44 @@ class AbstractIntegrator(eqx.Module):
 
     Subclasses define ``order`` (of the solution), ``error_order`` (q, the
     order of the embedded estimate; the step-size exponent is 1/(q+1);
-    None for fixed-step methods) and ``attempt(ode, t, v0, h, scale)``."""
+    None for fixed-step methods) and ``attempt(ode, t, v0, h, scale, cache)``.
+
+    Methods that carry data from step to step (a reusable factorization, the
+    stages for a predictor) return it as ``Attempt.cache``; ``init_cache``
+    gives its initial value (same structure) and ``commit(cache, accepted)``
+    is called after each attempt.  ``holds_step``: the controller keeps h
+    when it would change by a factor in [1, 1.2], so that the factorization
+    can be kept (digest negrut.md §3.6)."""
     order: ClassVar[int]
     error_order: ClassVar[int | None] = None
+    holds_step: ClassVar[bool] = False
 
     @property
     def adaptive(self) -> bool:
         return self.error_order is not None and getattr(self, "adaptive_steps", True)
 
-    def attempt(self, ode, t, v0, h, scale) -> Attempt:  # pragma: no cover - interface
+    @property
+    def tolerance_factor(self) -> float:
+        """The factor simulate applies to rtol and atol (``tol_factor``; 1 if none)."""
+        return float(getattr(self, "tol_factor", 1.0))
+
+    def attempt(self, ode, t, v0, h, scale, cache=None) -> Attempt:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def init_cache(self, ode, t, v0):
+        return None
+
+    def commit(self, cache, accepted):
+        return cache
+
+
+def check_tol_factor(name, tol_factor):
+    try:
+        ok = 0.0 < float(tol_factor) <= 1.0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{name}: tol_factor must be a number in (0, 1], got {tol_factor!r}")
 
 
 def check_tableau(name, A, b, c=None, strictly_lower=False):
@@ -71,17 +100,24 @@ def rms(x):
 
 class Controller(eqx.Module):
     """h_new = h min(facmax, max(facmin, safety err^(-1/(q+1)))); facmax = 1
-    right after a rejection (Shampine-Watts); h <= h_max."""
+    right after a rejection (Shampine-Watts); h <= h_max.  With ``hold``
+    (methods that can keep their factorization) h is kept when
+    hold_low <= h_new/h <= hold_high (RADAU5's c1 = 1, c2 = 1.2)."""
     safety: float = 0.9
     facmin: float = 0.2
     facmax: float = 5.0
     h_max: float = jnp.inf
+    hold_low: float = 1.0
+    hold_high: float = 1.2
 
-    def propose(self, h, err, q, after_reject):
+    def propose(self, h, err, q, after_reject, hold=False):
         err = jnp.maximum(err, 1e-10)
         fac = self.safety * err ** (-1.0 / (q + 1))
         fmax = jnp.where(after_reject, 1.0, self.facmax)
-        return jnp.minimum(h * jnp.clip(fac, self.facmin, fmax), self.h_max)
+        fac = jnp.clip(fac, self.facmin, fmax)
+        if hold:
+            fac = jnp.where((fac >= self.hold_low) & (fac <= self.hold_high), 1.0, fac)
+        return jnp.minimum(h * fac, self.h_max)
 
 
 # --- the structured linear solve -------------------------------------------------
@@ -134,14 +170,14 @@ def newton(residual, solve, x0, scale, max_iter=NEWTON_MAX, kappa=KAPPA, eta_old
     previous solve), fails when θ >= 0.99 or when the rate predicts no
     convergence within max_iter.  The loop is a bounded scan whose finished
     iterations are skipped (reverse-differentiable).  Returns (x, converged,
-    iterations, η)."""
+    iterations, η, θ) with θ the last contraction rate (0 after one iteration)."""
     uround = jnp.finfo(x0.dtype).eps
 
     def body(c, k):
-        x, done, ok, it, eta, dn_old = c
+        x, done, ok, it, eta, dn_old, th = c
 
         def run(c):
-            x, done, ok, it, eta, dn_old = c
+            x, done, ok, it, eta, dn_old, _ = c
             d = solve(residual(x))
             dn = rms(d / scale)
             x = x - d
@@ -151,13 +187,14 @@ def newton(residual, solve, x0, scale, max_iter=NEWTON_MAX, kappa=KAPPA, eta_old
                                                  * dn > kappa))
             conv = (eta_k * dn <= kappa) | (dn <= 10 * uround)
             fin = jnp.all(jnp.isfinite(x))
-            return (x, conv | fail | ~fin, conv & fin, it + 1, eta_k, dn)
+            return (x, conv | fail | ~fin, conv & fin, it + 1, eta_k, dn, theta)
         return jax.lax.cond(done, lambda c: c, run, c), None
 
     eta0 = jnp.maximum(eta_old, uround) ** 0.8
-    init = (x0, jnp.array(False), jnp.array(False), jnp.array(0), eta0, jnp.array(1.0, x0.dtype))
-    (x, _, ok, it, eta, _), _ = jax.lax.scan(body, init, jnp.arange(max_iter))
-    return x, ok, it, eta
+    init = (x0, jnp.array(False), jnp.array(False), jnp.array(0), eta0, jnp.array(1.0, x0.dtype),
+            jnp.array(0.0, x0.dtype))
+    (x, _, ok, it, eta, _, theta), _ = jax.lax.scan(body, init, jnp.arange(max_iter))
+    return x, ok, it, eta, theta
 
 
 class SparseIterationMatrix(NamedTuple):
@@ -223,3 +260,45 @@ def iteration_matrix(ode, t, v0, hg, linear_solver="dense"):
         return g0, SparseIterationMatrix.build(ode, t, v0, g0, hg)
     g0, J1, J2 = ode.g_and_jac(t, y0, v0)
     return g0, IterationMatrix.build(J1, J2, hg)
+
+
+# --- keeping the factorization across steps (digest §3.6, H&W's SDIRK4 code) ---------
+
+THETA_KEEP = 1e-3  # H&W THET: keep J and the LU while Newton contracts at least this fast
+
+
+class Kept(NamedTuple):
+    """A dense iteration matrix carried to the next step, with the step size
+    it was built for, the slowest Newton rate seen with it, and whether it
+    may be used (False at the start)."""
+    M: IterationMatrix
+    h: jax.Array
+    theta: jax.Array
+    valid: jax.Array
+
+    @staticmethod
+    def empty(n, dtype):
+        z = jnp.zeros((n, n), dtype)
+        M = IterationMatrix((z, jnp.zeros((n,), jnp.int32)), z, jnp.zeros((), dtype))
+        return Kept(M, jnp.zeros((), dtype), jnp.array(jnp.inf, dtype), jnp.array(False))
+
+
+def kept_iteration_matrix(ode, t, v0, h, hg, kept, need_g0=False):
+    """The dense iteration matrix for this step: the kept one when it is valid,
+    was built for exactly this h and Newton converged with θ <= THETA_KEEP;
+    else a fresh Jacobian and LU.  Returns (g0 or None, M, fresh: bool array);
+    g0 = g at the step start (with need_g0; it comes free with a fresh Jacobian)."""
+    y0 = jnp.zeros_like(v0)
+
+    def fresh(_):
+        g0, J1, J2 = ode.g_and_jac(t, y0, v0)
+        return (g0 if need_g0 else None), IterationMatrix.build(J1, J2, hg)
+
+    def reuse_(_):
+        return (ode.g(t, y0, v0) if need_g0 else None), kept.M
+    if kept is None:
+        g0, M = fresh(None)
+        return g0, M, jnp.array(True)
+    reuse = kept.valid & (h == kept.h) & (kept.theta <= THETA_KEEP)
+    g0, M = jax.lax.cond(reuse, reuse_, fresh, None)
+    return g0, M, ~reuse

@@ -20,7 +20,7 @@ class SemiImplicitEuler(AbstractIntegrator):
     """v1 = v0 + h a(q0, v0); q1 = q0 ⊕ h v1.  Order 1, fixed step."""
     order: ClassVar[int] = 1
 
-    def attempt(self, ode, t, v0, h, scale):
+    def attempt(self, ode, t, v0, h, scale, cache=None):
         y0 = jnp.zeros_like(v0)
         yd1 = v0 + h * ode.g(t, y0, v0)
         y1 = h * yd1
@@ -60,7 +60,7 @@ class RK4(AbstractIntegrator):
     def __check_init__(self):
         check_tableau("RK4", _RK4[0], _RK4[1], _RK4[2], strictly_lower=True)
 
-    def attempt(self, ode, t, v0, h, scale):
+    def attempt(self, ode, t, v0, h, scale, cache=None):
         y1, d1, ey, ed, n = _explicit_rk(ode, t, v0, h, *_RK4)
         return Attempt(y1, d1, ey, ed, rhs=jnp.array(n, jnp.int32), **_zero_work(y1))
 
@@ -89,6 +89,6 @@ class Dopri5(AbstractIntegrator):
     def __check_init__(self):
         check_tableau("Dopri5", _DP_A, _DP_B, _DP_C, strictly_lower=True)
 
-    def attempt(self, ode, t, v0, h, scale):
+    def attempt(self, ode, t, v0, h, scale, cache=None):
         y1, d1, ey, ed, n = _explicit_rk(ode, t, v0, h, _DP_A, _DP_B, _DP_C, _DP_BHAT)
         return Attempt(y1, d1, ey, ed, rhs=jnp.array(n, jnp.int32), **_zero_work(y1))

@@ -8,7 +8,8 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from .base import AbstractIntegrator, check_linear_solver, Attempt, iteration_matrix, newton
+from .base import (AbstractIntegrator, Attempt, Kept, check_linear_solver, check_tol_factor, iteration_matrix,
+                   kept_iteration_matrix, newton)
 
 
 class Trapezoidal(AbstractIntegrator):
@@ -19,26 +20,46 @@ class Trapezoidal(AbstractIntegrator):
     Error estimate: the difference to backward Euler on the accelerations
     (a1 in place of (a0 + a1)/2): h/2 (a1 - a0) in velocity and h²/4 (a1 - a0)
     in position, order q = 1 (step-size exponent 1/2).  ``linear_solver="sparse"``:
-    the branch-sparse iteration matrix (see ``RosenbrockNystrom4``)."""
+    the branch-sparse iteration matrix (see ``RosenbrockNystrom4``).
+
+    ``keep_factorization``: keep J and the LU while h is unchanged and Newton
+    contracts with θ <= 1e-3 (dense linear solver; see ``SDIRK4``).
+    ``tol_factor`` (default 0.3) scales rtol and atol: with it the global
+    error of the stiff double pendulum over the thesis's protocol stays
+    within 7x the requested tolerance (19x without)."""
     order: ClassVar[int] = 2
     error_order: ClassVar[int] = 1
+    holds_step: ClassVar[bool] = True
     adaptive_steps: bool = True
     linear_solver: str = "dense"
+    keep_factorization: bool = True
+    tol_factor: float = 0.3
 
     def __check_init__(self):
         check_linear_solver(self.linear_solver)
+        check_tol_factor("Trapezoidal", self.tol_factor)
 
-    def attempt(self, ode, t, v0, h, scale):
+    def init_cache(self, ode, t, v0):
+        return Kept.empty(v0.shape[0], v0.dtype)
+
+    def attempt(self, ode, t, v0, h, scale, cache=None):
         y0 = jnp.zeros_like(v0)
-        a0, M = iteration_matrix(ode, t, v0, 0.5 * h, self.linear_solver)  # (h γ, h² β) = (h/2, h²/4)
+        keep = self.keep_factorization and self.linear_solver == "dense" and cache is not None
+        if keep:  # (h γ, h² β) = (h/2, h²/4)
+            a0, M, fresh = kept_iteration_matrix(ode, t, v0, h, 0.5 * h, cache, need_g0=True)
+        else:
+            a0, M = iteration_matrix(ode, t, v0, 0.5 * h, self.linear_solver)
+            fresh = jnp.array(True)
 
         def res(a):
             return a - ode.g(t + h, h * v0 + 0.25 * h * h * (a0 + a), v0 + 0.5 * h * (a0 + a))
 
         # Newton on a, measured in velocity units (h/2 a) against the velocity scale
         sc = scale[1] / (0.5 * h)
-        a1, ok, it, _ = newton(res, M.solve_S, a0, sc)
+        a1, ok, it, _, theta = newton(res, M.solve_S, a0, sc)
         y1 = h * v0 + 0.25 * h * h * (a0 + a1)
         yd1 = v0 + 0.5 * h * (a0 + a1)
+        new_cache = Kept(M, jnp.asarray(h, v0.dtype), jnp.where(ok, theta, jnp.inf), ok) if keep else cache
+        work = fresh.astype(jnp.int32)
         return Attempt(y1, yd1, 0.25 * h * h * (a1 - a0), 0.5 * h * (a1 - a0), ok=ok, rhs=1 + it,
-                       jac=jnp.array(1, jnp.int32), lu=jnp.array(1, jnp.int32), newton=it)
+                       jac=work, lu=work, newton=it, cache=new_cache)

@@ -10,7 +10,7 @@ from typing import ClassVar
 import jax.numpy as jnp
 import numpy as np
 
-from .base import AbstractIntegrator, check_linear_solver, Attempt, IterationMatrix, iteration_matrix
+from .base import AbstractIntegrator, Attempt, IterationMatrix, check_linear_solver, check_tol_factor, iteration_matrix
 
 # primary coefficients (4.70)-(4.71)
 GAMMA = 0.57281606
@@ -72,23 +72,32 @@ class RosenbrockNystrom4(AbstractIntegrator):
     or "sparse" (trees with scalar-coordinate joints only: the iteration
     matrix H + h e ∂ID/∂v + h² e² ∂ID/∂q factored without fill-in by the
     level-scan LU of ``jaxmbd.ltdl``, J1 applied through JVPs and LᵀDL solves;
-    see ``SparseIterationMatrix``)."""
+    see ``SparseIterationMatrix``).
+
+    ``tol_factor`` (default 0.15) scales rtol and atol.  The pair's order-4
+    error constant is large (on the stiff double pendulum its true local
+    error is 20-100x SDIRK4's at equal h, while the order-3 estimate is
+    similar), so with the requested tolerance as is, the global velocity
+    error of the thesis's protocol reaches 40-46x the tolerance (the thesis's
+    own code: 23x).  The factor brings it within 7x, at 1.5x the steps."""
     order: ClassVar[int] = 4
     error_order: ClassVar[int] = 3
     filtered: bool = True
     adaptive_steps: bool = True
     jacobian: str = "autodiff"
     linear_solver: str = "dense"
+    tol_factor: float = 0.15
 
     def __check_init__(self):
         _check_coefficients()
+        check_tol_factor("RosenbrockNystrom4", self.tol_factor)
         if self.jacobian not in ("autodiff", "fd"):
             raise ValueError(f"unknown jacobian {self.jacobian!r}; expected 'autodiff' or 'fd'")
         check_linear_solver(self.linear_solver)
         if self.linear_solver == "sparse" and self.jacobian != "autodiff":
             raise ValueError("linear_solver='sparse' uses autodiff derivatives of the inverse dynamics")
 
-    def attempt(self, ode, t, v0, h, scale):
+    def attempt(self, ode, t, v0, h, scale, cache=None):
         k = _K
         e = k["e"]
         y0 = jnp.zeros_like(v0)
