@@ -25,6 +25,7 @@ from .aba import forward_dynamics, aba  # noqa: E402
 from .coriolis import coriolis_matrix  # noqa: E402
 from . import cost, ltdl, models, integrators  # noqa: E402
 from .simulate import simulate, Solution, status_name  # noqa: E402
+from .rollout import rollout, Rollout  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -35,5 +36,5 @@ __all__ = [
     "neutral_q", "qdot", "joint_state", "inverse_dynamics", "bias_force", "passive_force", "rnea",
     "mass_matrix", "mass_matrix_compact", "compact_to_dense", "composite_inertias",
     "forward_dynamics", "aba", "coriolis_matrix", "cost", "ltdl", "models",
-    "integrators", "simulate", "Solution", "status_name",
+    "integrators", "simulate", "Solution", "status_name", "rollout", "Rollout",
 ]

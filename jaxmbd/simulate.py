@@ -63,10 +63,9 @@ def _concrete(x):
         return None
 
 
-def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator, saveat=None, dt0=None, **kw) -> "Solution":
-    """Integrate the model from (q0, v0) at t0 to t1; see :func:`_simulate` for
-    every argument.  Times known at call time are checked here: t1 > t0, and
-    saveat increasing within [t0, t1]."""
+def validate_times(t0, t1, saveat=None, dt0=None):
+    """Check the times known at call time (not tracers): t1 > t0, saveat finite,
+    non-decreasing and within [t0, t1], dt0 > 0.  Raises ValueError."""
     t0c, t1c = _concrete(t0), _concrete(t1)
     if t0c is not None and t1c is not None and not t1c > t0c:
         raise ValueError(f"t1 = {t1c} must be greater than t0 = {t0c}")
@@ -81,6 +80,13 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator, saveat=None
     dt0c = None if dt0 is None else _concrete(dt0)
     if dt0c is not None and not (dt0c > 0):
         raise ValueError(f"dt0 must be positive, got {dt0c}")
+
+
+def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator, saveat=None, dt0=None, **kw) -> "Solution":
+    """Integrate the model from (q0, v0) at t0 to t1; see :func:`_simulate` for
+    every argument.  Times known at call time are checked here: t1 > t0, and
+    saveat increasing within [t0, t1]."""
+    validate_times(t0, t1, saveat, dt0)
     return _simulate(model, q0, v0, t0, t1, integrator=integrator, saveat=saveat, dt0=dt0, **kw)
 
 

@@ -1,0 +1,128 @@
+"""``rollout``: many members simulated at once, the batch axis sharded over
+every visible device.  A thin composition of :func:`jaxmbd.simulate` with
+``vmap``; nothing here integrates."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from .simulate import Solution, _simulate, validate_times
+
+
+class Rollout(eqx.Module):
+    """Batched results, leading axis = member.  ``qs``/``vs`` (B, S, nq/nv)
+    at the save times, or None when only ``observe`` was kept; ``obs``: the
+    pytree ``observe(model, q, v)`` at the save times (B, S, ...), or None;
+    ``status`` (B,), ``stats`` dict of (B,) counters, ``t`` (B,) the time
+    each member reached."""
+    ts: jax.Array
+    qs: jax.Array | None
+    vs: jax.Array | None
+    obs: object
+    status: jax.Array
+    stats: dict
+    t: jax.Array
+
+    @property
+    def ok(self):
+        return self.status == 0
+
+
+def _batch_size(*trees):
+    sizes = {int(x.shape[0]) for t in trees for x in jax.tree_util.tree_leaves(t)}
+    if len(sizes) > 1:
+        raise ValueError(f"batched inputs disagree on the batch size: {sorted(sizes)}")
+    return sizes.pop() if sizes else None
+
+
+def _with_params(model, model_params):
+    for name, value in model_params.items():
+        model = eqx.tree_at(lambda m, name=name: getattr(m, name), model, value)
+    return model
+
+
+def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, control=None, params=None,
+            model_params=None, observe=None, keep_states=True, batch_size=None, shard=True, **simulate_kw
+            ) -> Rollout:
+    """Simulate a batch of members of one mechanism (one topology).
+
+    q0, v0: (B, nq), (B, nv), or None for the model's own initial state
+      (broadcast).  params: control parameters, a pytree whose leaves carry
+      the batch axis (passed to ``control(t, q, v, params)``).  model_params:
+      {Model field name: array with a leading batch axis}, e.g.
+      ``{"stiffness": ks}`` with ks (B, nv): each member gets its own value.
+      batch_size: needed only when nothing above is batched.
+    observe: optional ``observe(model, q, v) -> pytree`` evaluated at the
+      save times; with ``keep_states=False`` only it is kept (B, S, ...),
+      so a large batch need not hold every trajectory.
+    shard: with more than one visible device, the batch is split over all of
+      them (a 1-d ``Mesh`` named "batch"; members are padded to a multiple of
+      the device count and the padding dropped afterwards).  The result is
+      the same as on one device.
+    Every other keyword (rtol, atol, dt0, max_steps, controller, dynamics,
+    adjoint) goes to :func:`jaxmbd.simulate`; as there, failures are per
+    member in ``status``.  Works under jit and grad."""
+    model_params = {} if model_params is None else dict(model_params)
+    for name in model_params:
+        if not hasattr(model, name) or name in ("topo",):
+            raise ValueError(f"model_params: {name!r} is not a parameter field of the model")
+    batched = {k: v for k, v in dict(q0=q0, v0=v0, params=params, model_params=model_params).items()
+               if v is not None}
+    batched = jax.tree_util.tree_map(jnp.asarray, batched)
+    for leaf in jax.tree_util.tree_leaves(batched):
+        if leaf.ndim == 0:
+            raise ValueError("rollout: batched inputs need a leading batch axis (got a scalar)")
+    B = _batch_size(batched)
+    if B is None:
+        if batch_size is None:
+            raise ValueError("rollout: nothing is batched; give q0/v0/params/model_params with a batch axis "
+                             "or batch_size")
+        B = int(batch_size)
+    elif batch_size is not None and int(batch_size) != B:
+        raise ValueError(f"batch_size={batch_size} but the inputs have {B} members")
+    if B < 1:
+        raise ValueError("rollout: empty batch")
+    if "q0" not in batched:
+        batched["q0"] = jnp.broadcast_to(model.q0, (B, model.nq))
+    if "v0" not in batched:
+        batched["v0"] = jnp.broadcast_to(model.v0, (B, model.nv))
+    if batched["q0"].shape[1:] != (model.nq,) or batched["v0"].shape[1:] != (model.nv,):
+        raise ValueError(f"q0, v0 must be (B, {model.nq}), (B, {model.nv}); got {batched['q0'].shape}, "
+                         f"{batched['v0'].shape}")
+    validate_times(t0, t1, saveat, simulate_kw.get("dt0"))
+
+    devices = jax.devices()
+    n_dev = len(devices) if shard else 1
+    pad = (-B) % n_dev
+    if pad:
+        batched = jax.tree_util.tree_map(lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, 0)]), batched)
+    if n_dev > 1:
+        mesh = Mesh(np.array(devices), ("batch",))
+        spec = NamedSharding(mesh, PartitionSpec("batch"))
+        batched = jax.tree_util.tree_map(lambda x: jax.device_put(x, spec), batched)
+    out = _rollout(model, batched, t0, t1, integrator, saveat, control, observe, keep_states, simulate_kw)
+    if pad:
+        cut = lambda tree: jax.tree_util.tree_map(lambda x: x[:B], tree)
+        out = Rollout(ts=out.ts, qs=cut(out.qs), vs=cut(out.vs), obs=cut(out.obs), status=out.status[:B],
+                      stats=cut(out.stats), t=out.t[:B])
+    return out
+
+
+@eqx.filter_jit
+def _rollout(model, batched, t0, t1, integrator, saveat, control, observe, keep_states, simulate_kw):
+    def one(b):
+        m = _with_params(model, b.get("model_params", {}))
+        sol: Solution = _simulate(m, b["q0"], b["v0"], t0, t1, integrator=integrator, saveat=saveat,
+                                  control=control, params=b.get("params"), **simulate_kw)
+        obs = None if observe is None else jax.vmap(lambda q, v: observe(m, q, v))(sol.qs, sol.vs)
+        qs, vs = (sol.qs, sol.vs) if (keep_states or observe is None) else (None, None)
+        return Rollout(ts=sol.ts, qs=qs, vs=vs, obs=obs, status=sol.status, stats=sol.stats, t=sol.t)
+    out = jax.vmap(one)(batched)
+    return eqx.tree_at(lambda r: r.ts, out, out.ts[0])
+
+
+__all__ = ["rollout", "Rollout"]
