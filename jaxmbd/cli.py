@@ -1,65 +1,354 @@
-"""Command line: ``jaxmbd [model]`` prints a summary of a built-in model and
-times one forward-dynamics evaluation."""
+"""The ``jaxmbd`` command.
+
+  jaxmbd simulate [MODEL] --batch N --t1 T --integrator NAME ...   batched rollout, saved to .npz (+ .png)
+  jaxmbd info MODEL                                                topology and predicted operation counts
+  jaxmbd bench [MODEL] --batch N ...                               RK4 rollout throughput (steps/s)
+
+``jaxmbd`` alone runs ``jaxmbd simulate`` with its defaults (the humanoid,
+64 randomized initial states).  Bad input gives one line on stderr and exit
+status 2."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import os
+import shutil
+import sys
 import time
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 MODELS = {
-    "humanoid30": lambda: __import__("jaxmbd").models.humanoid30(),
-    "chain30": lambda: __import__("jaxmbd").models.chain(30),
-    "binary_tree5": lambda: __import__("jaxmbd").models.binary_tree(5),
-    "grid_tree4": lambda: __import__("jaxmbd").models.grid_tree(4),
+    "humanoid30": lambda m: m.humanoid30(),
+    "chain30": lambda m: m.chain(30),
+    "binary_tree5": lambda m: m.binary_tree(5),
+    "grid_tree4": lambda m: m.grid_tree(4),
+    "pendulum": lambda m: m.pendulum(),
+    "double_pendulum": lambda m: m.double_pendulum(),
+    "stiff_double_pendulum": lambda m: m.stiff_double_pendulum(),
+    "stiff_chain10": lambda m: m.stiff_chain(10),
+    "spinning_body": lambda m: m.spinning_body(),
 }
+INTEGRATORS = {
+    "rk4": "RK4", "euler": "SemiImplicitEuler", "dopri5": "Dopri5", "rosenbrock": "RosenbrockNystrom4",
+    "sdirk4": "SDIRK4", "trapezoidal": "Trapezoidal",
+}
+FIXED_STEP = ("rk4", "euler")
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line, exit status 2."""
+
+
+def _load_model(name):
+    import jaxmbd
+    if name in MODELS:
+        return MODELS[name](jaxmbd.models)
+    if os.path.exists(name):
+        raise UsageError(f"{name}: model files are not supported yet (MJCF/URDF import is planned); "
+                         f"built-in models: {', '.join(sorted(MODELS))}")
+    raise UsageError(f"unknown model {name!r}; built-in models: {', '.join(sorted(MODELS))}")
+
+
+def _initial_states(model, batch, seed, scale):
+    """Randomized initial states around the model's own: q0 ⊕ scale·N(0, 1), v = scale·N(0, 1)."""
+    import jax.numpy as jnp
+
+    import jaxmbd
+    rng = np.random.default_rng(seed)
+    dq = scale * rng.standard_normal((batch, model.nv))
+    v = scale * rng.standard_normal((batch, model.nv)) + np.asarray(model.v0)
+    q0 = jnp.asarray(model.q0)
+    import jax
+    q = jax.vmap(lambda d: jaxmbd.integrate_q(model, q0, d))(jnp.asarray(dq))
+    q, v = np.asarray(q), np.asarray(v)
+    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
+        raise UsageError("non-finite initial state (check --init-scale)")
+    return q, v
+
+
+# --- simulate -------------------------------------------------------------------------------
+
+def _settings(args):
+    keys = ("model", "batch", "t1", "integrator", "rtol", "atol", "dt0", "saves", "chunks", "seed", "init_scale",
+            "max_steps")
+    return {k: getattr(args, k) for k in keys}
+
+
+def _check_simulate_args(a):
+    if a.batch < 1:
+        raise UsageError(f"--batch must be >= 1, got {a.batch}")
+    if not (math.isfinite(a.t1) and a.t1 > 0):
+        raise UsageError(f"--t1 must be a positive time, got {a.t1}")
+    if not (math.isfinite(a.rtol) and math.isfinite(a.atol)) or a.rtol < 0 or a.atol < 0 or a.rtol + a.atol <= 0:
+        raise UsageError(f"impossible tolerances rtol={a.rtol}, atol={a.atol} (need rtol, atol >= 0, not both 0)")
+    if 0 < a.rtol < 1e-14 or (a.rtol == 0 and a.atol < 1e-300):
+        raise UsageError(f"rtol={a.rtol} is below what float64 can deliver (>= 1e-14)")
+    if a.dt0 is not None and not (math.isfinite(a.dt0) and 0 < a.dt0 <= a.t1):
+        raise UsageError(f"--dt0 must be in (0, t1], got {a.dt0}")
+    if a.integrator in FIXED_STEP and a.dt0 is None:
+        a.dt0 = min(1e-3, a.t1)
+    if a.saves < 1 or a.chunks < 1:
+        raise UsageError("--saves and --chunks must be >= 1")
+    if a.chunks > a.saves:
+        raise UsageError(f"--chunks ({a.chunks}) cannot exceed --saves ({a.saves})")
+    if a.max_steps < 1:
+        raise UsageError("--max-steps must be >= 1")
+    if not (math.isfinite(a.init_scale) and a.init_scale >= 0):
+        raise UsageError(f"--init-scale must be a finite number >= 0, got {a.init_scale}")
+
+
+def _atomic_savez(path, **arrays):
+    tmp = path + ".tmp.npz"
+    np.savez_compressed(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def _progress(done, total, t, t1, steps, elapsed, tty):
+    width = 30
+    fill = int(width * done / total)
+    line = (f"[{'#' * fill}{'.' * (width - fill)}] chunk {done}/{total}  t = {t:.4g}/{t1:.4g}  "
+            f"steps {steps:,}  {elapsed:.1f} s")
+    if tty:
+        sys.stderr.write("\r" + line + ("\n" if done == total else ""))
+    else:
+        sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def cmd_simulate(a):
+    import jax.numpy as jnp
+
+    import jaxmbd
+    from jaxmbd import integrators
+    from jaxmbd.integrators.base import STATUS_NAMES
+
+    _check_simulate_args(a)
+    model = _load_model(a.model)
+    method = getattr(integrators, INTEGRATORS[a.integrator])()
+    out = a.out
+    parts = out + ".parts"
+    settings = _settings(a)
+    per = int(math.ceil(a.saves / a.chunks))
+    n_save = per * a.chunks
+    ts_all = np.linspace(0.0, a.t1, n_save + 1)[1:]
+
+    q, v = _initial_states(model, a.batch, a.seed, a.init_scale)
+    status = np.zeros(a.batch, np.int32)
+    fail_chunk = np.full(a.batch, -1)
+    done_chunks = 0
+    if a.resume:
+        meta = os.path.join(parts, "settings.json")
+        if not os.path.exists(meta):
+            raise UsageError(f"--resume: no unfinished run at {parts}")
+        with open(meta) as f:
+            old = json.load(f)
+        if old != settings:
+            diff = ", ".join(f"{k}: {old.get(k)!r} -> {settings.get(k)!r}" for k in settings if old.get(k) != settings[k])
+            raise UsageError(f"--resume: settings differ from the unfinished run ({diff})")
+        while os.path.exists(os.path.join(parts, f"chunk_{done_chunks:05d}.npz")):
+            done_chunks += 1
+        if done_chunks:
+            last = np.load(os.path.join(parts, f"chunk_{done_chunks - 1:05d}.npz"))
+            q, v = last["q_end"], last["v_end"]
+            status, fail_chunk = last["status"], last["fail_chunk"]
+        print(f"resuming at chunk {done_chunks}/{a.chunks} (t = {ts_all[done_chunks * per - 1] if done_chunks else 0.0:.4g})")
+    else:
+        if os.path.exists(parts):
+            shutil.rmtree(parts)
+        os.makedirs(parts)
+        with open(os.path.join(parts, "settings.json"), "w") as f:
+            json.dump(settings, f)
+
+    print(f"jaxmbd {jaxmbd.__version__}: {a.model} ({model.summary()})")
+    print(f"{a.batch} members, t1 = {a.t1}, {INTEGRATORS[a.integrator]}, rtol = {a.rtol}, atol = {a.atol}"
+          + (f", dt0 = {a.dt0}" if a.dt0 else "") + f", {n_save} save points in {a.chunks} chunks")
+    kw = dict(integrator=method, rtol=jnp.asarray(a.rtol), atol=jnp.asarray(a.atol), max_steps=a.max_steps,
+              adjoint="none")
+    if a.dt0 is not None:
+        kw["dt0"] = jnp.asarray(a.dt0)
+    tty = sys.stderr.isatty()
+    walls, steps_total, rej_total = [], 0, 0
+    t_start = time.perf_counter()
+    for c in range(done_chunks, a.chunks):
+        ts = ts_all[c * per:(c + 1) * per]
+        ta = np.float64(0.0 if c == 0 else ts_all[c * per - 1])
+        w0 = time.perf_counter()
+        f64 = lambda x: jnp.asarray(np.asarray(x, np.float64))  # noqa: E731 - same types every chunk: one compile
+        r = jaxmbd.rollout(model, f64(q), f64(v), t0=f64(ta), t1=f64(ts[-1]), saveat=f64(ts), **kw)
+        qs, vs = np.array(r.qs), np.array(r.vs)
+        walls.append(time.perf_counter() - w0)
+        st = np.asarray(r.status)
+        alive = status == 0
+        newly = alive & (st != 0)
+        fail_chunk = np.where(newly, c, fail_chunk)
+        status = np.where(alive, st, status).astype(np.int32)
+        dead = status != 0
+        # saves a failed member did not reach (all of them if it failed in an earlier chunk) are NaN; see status
+        reached = (ts[None, :] <= np.asarray(r.t)[:, None]) & (alive & (st == 0) | newly)[:, None]
+        qs[~reached], vs[~reached] = np.nan, np.nan
+        acc, rej = np.asarray(r.stats["accepted"]), np.asarray(r.stats["rejected"])
+        steps_total += int(acc[alive].sum())
+        rej_total += int(rej[alive].sum())
+        q = np.where(dead[:, None], q, qs[:, -1]) if qs.shape[1] else q
+        v = np.where(dead[:, None], v, vs[:, -1]) if vs.shape[1] else v
+        _atomic_savez(os.path.join(parts, f"chunk_{c:05d}.npz"), ts=ts, qs=qs, vs=vs, q_end=q, v_end=v,
+                      status=status, fail_chunk=fail_chunk, accepted=acc, rejected=rej)
+        _progress(c + 1, a.chunks, float(ts[-1]), a.t1, steps_total, time.perf_counter() - t_start, tty)
+
+    # assemble
+    chunks = [np.load(os.path.join(parts, f"chunk_{c:05d}.npz")) for c in range(a.chunks)]
+    ts = np.concatenate([ch["ts"] for ch in chunks])
+    qs = np.concatenate([ch["qs"] for ch in chunks], axis=1)
+    vs = np.concatenate([ch["vs"] for ch in chunks], axis=1)
+    accepted = np.sum([ch["accepted"] for ch in chunks], axis=0)
+    rejected = np.sum([ch["rejected"] for ch in chunks], axis=0)
+    status, fail_chunk = chunks[-1]["status"], chunks[-1]["fail_chunk"]
+    assert np.all(np.diff(ts) > 0) and ts.size == n_save
+    _atomic_savez(out, ts=ts, qs=qs, vs=vs, status=status, accepted=accepted, rejected=rejected,
+                  settings=np.array(json.dumps(settings)), nq=np.array(model.nq), nv=np.array(model.nv))
+    shutil.rmtree(parts)
+
+    # summary
+    print(f"members: {a.batch}; accepted steps: {int(accepted.sum()):,} (mean {accepted.mean():.1f} per member); "
+          f"rejected: {int(rejected.sum()):,}")
+    fails = {STATUS_NAMES[int(s)]: int(np.sum(status == s)) for s in np.unique(status) if s != 0}
+    if fails:
+        bad = np.flatnonzero(status != 0)
+        print("failures: " + ", ".join(f"{k}: {v}" for k, v in fails.items())
+              + f" (members {bad[:10].tolist()}{'...' if bad.size > 10 else ''}; their saves after the failure are NaN)")
+    else:
+        print("failures: none")
+    print("constraint drift: n/a (kinematic tree, no loop constraints)")
+    if walls:
+        # the first chunk includes compilation; estimate it as the excess over the later chunks' mean
+        run = sum(walls[1:]) if len(walls) > 1 else walls[0]
+        compile_s = walls[0] - (np.mean(walls[1:]) if len(walls) > 1 else 0.0)
+        this_steps = steps_total
+        sps = this_steps / max(sum(walls) - max(compile_s, 0.0), 1e-9)
+        print(f"throughput: {sps:,.0f} member-steps/s; compile (first chunk minus a typical chunk): "
+              f"{max(compile_s, 0.0):.2f} s; wall {sum(walls):.2f} s")
+        del run
+    print(f"wrote {out}")
+    if not a.no_plot:
+        png = os.path.splitext(out)[0] + ".png"
+        _plot(png, ts, qs, a.model)
+        print(f"wrote {png}")
+    return 0
+
+
+def _plot(path, ts, qs, title):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    k = min(qs.shape[2], 6)
+    fig, axes = plt.subplots(k, 1, figsize=(7, 1.6 * k + 0.6), sharex=True, squeeze=False)
+    for i in range(k):
+        ax = axes[i, 0]
+        for b in range(min(qs.shape[0], 8)):
+            ax.plot(ts, qs[b, :, i], lw=0.8)
+        ax.set_ylabel(f"q[{i}]")
+    axes[-1, 0].set_xlabel("t (s)")
+    fig.suptitle(f"{title}: first {k} coordinates, first {min(qs.shape[0], 8)} members")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+# --- info, bench ---------------------------------------------------------------------------
+
+def cmd_info(a):
+    from jaxmbd import cost
+    model = _load_model(a.model)
+    r = cost.analyze(model)
+    print(f"{a.model}: {model.summary()}")
+    print(f"D0 = {r.D0}, D1 = {r.D1}, D2 = {r.D2} (expanded graph), nnz(H) = {r.nnz}")
+    fmt = lambda c: f"{c[0]}m + {c[1]}a"  # noqa: E731
+    print(f"predicted operations: CRBA {fmt(r.crba)}, LTDL factor {fmt(r.factor_ltdl)}, solve {fmt(r.solve_ltdl)}, "
+          f"dense factor {fmt(r.factor_dense)}, RNEA {fmt(r.rnea)}, ABA {fmt(r.aba)}")
+    print(f"predicted factor+solve speed-up sparse over dense: {cost.predicted_factor_solve_speedup(model):.2f}x")
+    return 0
+
+
+def cmd_bench(a):
+    import jax
+    import jax.numpy as jnp
+
+    import jaxmbd
+    from jaxmbd import integrators
+    model = _load_model(a.model)
+    print(f"jaxmbd {jaxmbd.__version__} on {jax.devices()[0]}: {a.model}, RK4, dt = {a.dt0}, "
+          f"{a.steps} steps per member")
+    for B in a.batch:
+        if B < 1:
+            raise UsageError(f"--batch must be >= 1, got {B}")
+        q, v = _initial_states(model, B, 0, 0.1)
+        for method in ("aba", "crba"):
+            f = jax.jit(lambda q, v, m=method: jaxmbd.rollout(
+                model, q, v, t1=a.dt0 * a.steps, integrator=integrators.RK4(), dt0=a.dt0,
+                max_steps=a.steps + 1, adjoint="none", dynamics=m, shard=False).qs)
+            t0 = time.perf_counter()
+            f(jnp.asarray(q), jnp.asarray(v)).block_until_ready()
+            comp = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            f(jnp.asarray(q), jnp.asarray(v)).block_until_ready()
+            wall = time.perf_counter() - t0
+            print(f"batch {B:6d} {method:4s}: {B * a.steps / wall:12,.0f} steps/s  (first call incl. compile "
+                  f"{comp:.2f} s)")
+    print("for the comparison with MuJoCo, see bench/throughput.py")
+    return 0
+
+
+# --- entry point -------------------------------------------------------------------------------
+
+def _parser():
+    p = argparse.ArgumentParser(prog="jaxmbd", description="Differentiable, batched multibody dynamics in JAX.")
+    sub = p.add_subparsers(dest="cmd", metavar="{simulate,info,bench}")
+    s = sub.add_parser("simulate", help="batched rollout of a model, saved to .npz (and a .png plot)")
+    s.add_argument("model", nargs="?", default="humanoid30", help=f"built-in model ({', '.join(sorted(MODELS))})")
+    s.add_argument("--batch", type=int, default=64, help="members (randomized initial states)")
+    s.add_argument("--t1", type=float, default=1.0, help="end time (s)")
+    s.add_argument("--integrator", default="rk4", choices=sorted(INTEGRATORS))
+    s.add_argument("--rtol", type=float, default=1e-6)
+    s.add_argument("--atol", type=float, default=1e-6)
+    s.add_argument("--dt0", type=float, default=None, help="step (fixed-step methods; default 1e-3) or first step")
+    s.add_argument("--saves", type=int, default=100, help="save points, uniform in (0, t1]")
+    s.add_argument("--chunks", type=int, default=10, help="time chunks; each is written when done")
+    s.add_argument("--max-steps", type=int, default=100_000, help="step attempts per member and chunk")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--init-scale", type=float, default=0.3, help="spread of the random initial states")
+    s.add_argument("--out", default="jaxmbd_run.npz")
+    s.add_argument("--resume", action="store_true", help="continue an interrupted run with the same settings")
+    s.add_argument("--no-plot", action="store_true")
+    s.set_defaults(func=cmd_simulate)
+    i = sub.add_parser("info", help="topology and predicted operation counts of a model")
+    i.add_argument("model", help=f"built-in model ({', '.join(sorted(MODELS))})")
+    i.set_defaults(func=cmd_info)
+    b = sub.add_parser("bench", help="RK4 rollout throughput (steps/s) at several batch sizes")
+    b.add_argument("model", nargs="?", default="humanoid30")
+    b.add_argument("--batch", type=int, nargs="+", default=[1, 64, 1024])
+    b.add_argument("--steps", type=int, default=100)
+    b.add_argument("--dt0", type=float, default=1e-3)
+    b.set_defaults(func=cmd_bench)
+    return p
 
 
 def main(argv=None):
-    import jaxmbd
-
-    p = argparse.ArgumentParser(prog="jaxmbd", description=__doc__)
-    p.add_argument("model", nargs="?", default="humanoid30", choices=sorted(MODELS))
-    p.add_argument("--batch", type=int, default=1024, help="batch size for the vmapped timing")
+    p = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in ("simulate", "info", "bench", "-h", "--help"):
+        argv = ["simulate"] + argv
     args = p.parse_args(argv)
-
-    model = MODELS[args.model]()
-    print(f"jaxmbd {jaxmbd.__version__}  model {args.model}: {model.summary()}")
-    print(f"device: {jax.devices()[0]}  dtype: {jnp.zeros(()).dtype}")
-    rng = np.random.default_rng(0)
-    q = jaxmbd.normalize_q(model, jaxmbd.neutral_q(model) + 0.3 * jnp.asarray(rng.normal(size=model.nq)))
-    v = jnp.asarray(rng.normal(size=model.nv))
-    tau = jnp.zeros(model.nv)
-    for method in ("aba", "crba"):
-        fd = jax.jit(lambda q, v, t, m=method: jaxmbd.forward_dynamics(model, q, v, t, method=m))
-        t0 = time.perf_counter()
-        qdd = fd(q, v, tau).block_until_ready()
-        t_compile = time.perf_counter() - t0
-        reps = 200
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            qdd = fd(q, v, tau)
-        qdd.block_until_ready()
-        t_run = (time.perf_counter() - t0) / reps
-        bfd = jax.jit(jax.vmap(fd))
-        Q = jnp.broadcast_to(q, (args.batch, model.nq))
-        V = jnp.broadcast_to(v, (args.batch, model.nv))
-        T = jnp.zeros((args.batch, model.nv))
-        bfd(Q, V, T).block_until_ready()
-        t0 = time.perf_counter()
-        for _ in range(10):
-            out = bfd(Q, V, T)
-        out.block_until_ready()
-        t_batch = (time.perf_counter() - t0) / 10
-        res = jnp.abs(jaxmbd.inverse_dynamics(model, q, v, qdd) - tau).max()
-        print(f"forward_dynamics[{method}]: compile {t_compile:.2f} s, one call {t_run * 1e6:.1f} us, "
-              f"batch {args.batch}: {t_batch * 1e3:.2f} ms ({args.batch / t_batch:,.0f} evals/s); "
-              f"|ID(FD(tau)) - tau| = {float(res):.1e}")
-    print(f"qdd[:6] = {np.array2string(np.asarray(qdd[:6]), precision=4)}")
-    return 0
+    try:
+        return args.func(args)
+    except UsageError as e:
+        print(f"jaxmbd: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\njaxmbd: interrupted; finished chunks are kept, continue with --resume", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -351,7 +351,8 @@ class ModelBuilder:
     def _initial_q(self, topo):
         q0 = getattr(self, "_init", (None, None))[0]
         if q0 is None:
-            return np.concatenate([np.asarray(joints.neutral(jt)) for jt in topo.jtype])
+            with jax.ensure_compile_time_eval():  # a model may be built inside jit
+                return np.concatenate([np.asarray(joints.neutral(jt)) for jt in topo.jtype])
         if q0.shape != (topo.nq,) or not np.all(np.isfinite(q0)):
             raise ValueError(f"initial q0: expected {topo.nq} finite numbers, got shape {q0.shape}")
         for jt, a in zip(topo.jtype, topo.q_adr):
