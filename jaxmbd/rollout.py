@@ -56,9 +56,10 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
       {Model field name: array with a leading batch axis}, e.g.
       ``{"stiffness": ks}`` with ks (B, nv): each member gets its own value.
       batch_size: needed only when nothing above is batched.
-    observe: optional ``observe(model, q, v) -> pytree`` evaluated at the
-      save times; with ``keep_states=False`` only it is kept (B, S, ...),
-      so a large batch need not hold every trajectory.
+    observe: optional ``observe(model, q, v) -> pytree`` recorded at the
+      save times inside the integration loop; with ``keep_states=False`` only
+      it is kept (B, S, ...): no member carries its (S, nq) trajectory, so a
+      large batch need not hold every trajectory.
     shard: with more than one visible device, the batch is split over all of
       them (a 1-d ``Mesh`` named "batch"; members are padded to a multiple of
       the device count and the padding dropped afterwards).  The result is
@@ -117,10 +118,9 @@ def _rollout(model, batched, t0, t1, integrator, saveat, control, observe, keep_
     def one(b):
         m = _with_params(model, b.get("model_params", {}))
         sol: Solution = _simulate(m, b["q0"], b["v0"], t0, t1, integrator=integrator, saveat=saveat,
-                                  control=control, params=b.get("params"), **simulate_kw)
-        obs = None if observe is None else jax.vmap(lambda q, v: observe(m, q, v))(sol.qs, sol.vs)
-        qs, vs = (sol.qs, sol.vs) if (keep_states or observe is None) else (None, None)
-        return Rollout(ts=sol.ts, qs=qs, vs=vs, obs=obs, status=sol.status, stats=sol.stats, t=sol.t)
+                                  control=control, params=b.get("params"), observe=observe,
+                                  keep_states=keep_states or observe is None, **simulate_kw)
+        return Rollout(ts=sol.ts, qs=sol.qs, vs=sol.vs, obs=sol.obs, status=sol.status, stats=sol.stats, t=sol.t)
     out = jax.vmap(one)(batched)
     return eqx.tree_at(lambda r: r.ts, out, out.ts[0])
 

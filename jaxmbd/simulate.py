@@ -19,16 +19,19 @@ STAT_KEYS = ("accepted", "rejected", "rhs_evals", "jacobian_evals", "lu_factoriz
 
 
 class Solution(eqx.Module):
-    """ts (S,), qs (S, nq), vs (S, nv) at the save times; status (int: 0
+    """ts (S,), qs (S, nq), vs (S, nv) at the save times (None with
+    ``keep_states=False``); obs: the pytree ``observe(model, q, v)`` at the
+    save times, leading axis S (None without ``observe``); status (int: 0
     success, 1 max_steps reached, 2 step size underflow, 3 Newton failure,
     4 non-finite state; see ``status_name``); stats: dict of counters; t: the
     time reached.  Save times not reached (status != 0) hold the last state."""
     ts: jax.Array
-    qs: jax.Array
-    vs: jax.Array
+    qs: jax.Array | None
+    vs: jax.Array | None
     status: jax.Array
     stats: dict
     t: jax.Array
+    obs: object = None
 
     @property
     def ok(self):
@@ -93,7 +96,8 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator, saveat=None
 @eqx.filter_jit
 def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIntegrator, dt0=None,
              rtol=1e-6, atol=1e-6, saveat=None, control=None, params=None, max_steps=4096,
-             controller: Controller = Controller(), dynamics="aba", adjoint="checkpoint") -> Solution:
+             controller: Controller = Controller(), dynamics="aba", adjoint="checkpoint", observe=None,
+             keep_states=True) -> Solution:
     """Integrate the model from (q0, v0) at t0 to t1 (default: the model's own
     initial state ``model.q0``, ``model.v0``).
 
@@ -116,6 +120,10 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
       differentiation); finished iterations are skipped, except under vmap,
       where every member runs max_steps masked iterations.
     dynamics: "aba" or "crba" (forward-dynamics method).
+    observe: optional ``observe(model, q, v) -> pytree``, recorded at the save
+      times inside the loop (evaluated after every step); with
+      ``keep_states=False`` only it is kept, so the loop carries no (S, nq)
+      trajectory buffer (large batches, many save times).
     adjoint: "checkpoint" (default; the bounded scan above, reverse-mode
       differentiable) or "none": a ``lax.while_loop`` that stops when every
       member is done (the fastest batched forward runs; forward-mode only,
@@ -159,12 +167,22 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         h0 = _initial_step(ode0, integrator, t0, q0, v0, sy0, sv0, jnp.maximum(span, 1e-12))
     h0 = jnp.minimum(h0, controller.h_max)
 
+    if not keep_states and observe is None:
+        raise ValueError("keep_states=False needs an observe function (nothing would be saved)")
+
+    def record(q, v):
+        out = {}
+        if keep_states:
+            out["q"], out["v"] = q, v
+        if observe is not None:
+            out["obs"] = observe(model, q, v)
+        return out
+
     k0 = jnp.sum(ts <= t0).astype(jnp.int32)
-    qs = jnp.broadcast_to(q0, (n_save, model.nq))
-    vs = jnp.broadcast_to(v0, (n_save, model.nv))
+    saved0 = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n_save,) + jnp.shape(x)), record(q0, v0))
     zero = jnp.zeros((), jnp.int32)
     bad0 = ~(jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(v0)) & jnp.isfinite(h0))
-    state = dict(t=t0, q=q0, v=v0, h=h0, k=k0, qs=qs, vs=vs, done=(k0 >= n_save) | bad0, n=zero,
+    state = dict(t=t0, q=q0, v=v0, h=h0, k=k0, saved=saved0, done=(k0 >= n_save) | bad0, n=zero,
                  status=jnp.where(bad0, NONFINITE, SUCCESS).astype(jnp.int32),
                  after_reject=jnp.array(False), stats={k: zero for k in STAT_KEYS},
                  cache=integrator.init_cache(ode0, t0, v0))
@@ -198,8 +216,8 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         t_new = jnp.where(clipped, target, s["t"] + h)
         reached = accept & clipped
         k = s["k"]
-        qs = jnp.where(reached, s["qs"].at[k].set(q1), s["qs"])
-        vs = jnp.where(reached, s["vs"].at[k].set(v1), s["vs"])
+        saved = jax.tree_util.tree_map(lambda b, x: jnp.where(reached, b.at[k].set(x), b), s["saved"],
+                                       record(q1, v1))
         k_new = jnp.where(reached, k + 1, k)
         h_min = 16 * jnp.finfo(dt).eps * jnp.maximum(jnp.abs(s["t"]), 1.0)
         fixed_fail = (not adaptive) & ~accept & ~retry
@@ -213,7 +231,7 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
                      lu_factorizations=st["lu_factorizations"] + att.lu,
                      newton_iterations=st["newton_iterations"] + att.newton)
         return dict(t=jnp.where(accept, t_new, s["t"]), q=jnp.where(accept, q1, s["q"]),
-                    v=jnp.where(accept, v1, s["v"]), h=h_new, k=k_new, qs=qs, vs=vs,
+                    v=jnp.where(accept, v1, s["v"]), h=h_new, k=k_new, saved=saved,
                     done=finished | failed, n=s["n"] + 1,
                     status=jnp.where(failed, fail_status, SUCCESS).astype(jnp.int32),
                     after_reject=~accept, stats={k_: v.astype(jnp.int32) for k_, v in stats.items()},
@@ -226,7 +244,7 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         raise ValueError(f"unknown adjoint {adjoint!r}; expected 'checkpoint' or 'none'")
     if adjoint == "none":
         s = jax.lax.while_loop(lambda s: ~s["done"] & (s["n"] < max_steps), step, state)
-        return _solution(ts, s, n_save)
+        return _solution(ts, s, n_save, record)
     n_inner = max(1, int(math.ceil(math.sqrt(int(max_steps)))))
     n_outer = int(math.ceil(int(max_steps) / n_inner))
 
@@ -238,15 +256,16 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         return jax.lax.cond(s["done"] | (s["n"] >= max_steps), lambda s: s, block, s), None
 
     s, _ = jax.lax.scan(outer, state, None, length=n_outer)
-    return _solution(ts, s, n_save)
+    return _solution(ts, s, n_save, record)
 
 
-def _solution(ts, s, n_save):
+def _solution(ts, s, n_save, record):
     status = jnp.where(s["done"], s["status"], MAX_STEPS).astype(jnp.int32)
     filled = jnp.arange(n_save) < s["k"]
-    qs = jnp.where(filled[:, None], s["qs"], s["q"][None, :])
-    vs = jnp.where(filled[:, None], s["vs"], s["v"][None, :])
-    return Solution(ts=ts, qs=qs, vs=vs, status=status, stats=s["stats"], t=s["t"])
+    fill = lambda b, x: jnp.where(filled.reshape((-1,) + (1,) * jnp.ndim(x)), b, x[None])  # noqa: E731
+    saved = jax.tree_util.tree_map(fill, s["saved"], record(s["q"], s["v"]))
+    return Solution(ts=ts, qs=saved.get("q"), vs=saved.get("v"), status=status, stats=s["stats"], t=s["t"],
+                    obs=saved.get("obs"))
 
 
 simulate.__doc__ = _simulate.__doc__ + """

@@ -142,3 +142,21 @@ def test_batch_gradients_wrt_mass_damping_and_control_parameters():
         dn = list(args); dn[i] = args[i].at[idx].add(-eps)
         fd = (loss(*up) - loss(*dn)) / (2 * eps)
         np.testing.assert_allclose(grads[i][idx], fd, rtol=1e-5, atol=1e-10)
+
+
+def test_observe_inside_the_loop_carries_no_trajectory_buffer():
+    """simulate(observe=..., keep_states=False): the observation at the save
+    times equals the observed full states, and the compiled loop carries no
+    (S, nq) trajectory."""
+    m, _, q0, v0, _ = _setup()
+    tip = lambda model, q, v: jaxmbd.forward_kinematics(model, q).pos[-1]  # noqa: E731
+    ts = jnp.linspace(0.01, 0.37, 37)
+    kw = dict(t1=0.37, integrator=I.RK4(), dt0=0.01, saveat=ts, adjoint="none")
+    full = simulate(m, q0[0], v0[0], **kw)
+    obs = simulate(m, q0[0], v0[0], observe=tip, keep_states=False, **kw)
+    assert obs.qs is None and obs.vs is None and obs.obs.shape == (37, 3)
+    np.testing.assert_allclose(obs.obs, jax.vmap(lambda q: tip(m, q, None))(full.qs), rtol=1e-13, atol=1e-14)
+    text = str(jax.make_jaxpr(lambda q, v: simulate(m, q, v, observe=tip, keep_states=False, **kw).obs)(q0[0], v0[0]))
+    assert "f64[37,3]" in text and "f64[37,2]" not in text
+    with pytest.raises(ValueError, match="keep_states=False needs an observe"):
+        simulate(m, q0[0], v0[0], keep_states=False, **kw)
