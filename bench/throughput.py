@@ -21,7 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbd
-from jaxmbd import integrators, models
+from jaxmbd import models
+from jaxmbd.cli import rk4_rollout_rate
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -33,24 +34,6 @@ import mujoco  # noqa: E402
 from mujoco import rollout as mj_rollout  # noqa: E402
 
 DT = 1e-3
-
-
-def jaxmbd_rate(model, q, v, steps, dynamics):
-    B = q.shape[0]
-    f = jax.jit(lambda q, v: jaxmbd.rollout(model, q, v, t1=DT * steps, integrator=integrators.RK4(), dt0=DT,
-                                            max_steps=steps + 1, adjoint="none", dynamics=dynamics,
-                                            shard=False).qs)
-    t0 = time.perf_counter()
-    c = f.lower(q, v).compile()
-    t_compile = time.perf_counter() - t0
-    c(q, v).block_until_ready()
-    best = np.inf
-    for _ in range(2):
-        t0 = time.perf_counter()
-        out = c(q, v)
-        out.block_until_ready()
-        best = min(best, time.perf_counter() - t0)
-    return B * steps / best, t_compile, np.asarray(out)
 
 
 def mujoco_rate(mj, q, v, steps, nthread):
@@ -103,7 +86,7 @@ def main(argv=None):
         r_mj, q_mj = mujoco_rate(mj, q, v, steps, nthread)
         row = dict(B=B, mujoco=r_mj)
         for dyn in ("aba", "crba"):
-            r, t_c, qs = jaxmbd_rate(model, jnp.asarray(q), jnp.asarray(v), steps, dyn)
+            r, t_c, qs = rk4_rollout_rate(model, jnp.asarray(q), jnp.asarray(v), steps, DT, dyn)
             dev = float(np.abs(qs[:, -1] - q_mj).max())  # same states after `steps` RK4 steps (sanity check)
             row[dyn], row[dyn + "_compile"], row[dyn + "_dev"] = r, t_c, dev
         rows.append(row)

@@ -36,18 +36,17 @@ def optimize(loss: Callable, params0, optimizer, steps: int = 200) -> OptimizeRe
     one jitted ``lax.scan``.  Optimizers with a line search (``optax.lbfgs``)
     get the value and ``value_fn`` they need.  (L-BFGS converges in fewer
     steps but compiles the loss's gradient again inside its line search.)"""
-    opt = optimizer
     value_and_grad = jax.value_and_grad(loss)
 
     def step(carry, _):
         params, state = carry
         value, grad = value_and_grad(params)
-        updates, state = opt.update(grad, state, params, value=value, grad=grad, value_fn=loss)
+        updates, state = optimizer.update(grad, state, params, value=value, grad=grad, value_fn=loss)
         return (optax.apply_updates(params, updates), state), value
 
     @jax.jit
     def run(params0):
-        (params, _), hist = jax.lax.scan(step, (params0, opt.init(params0)), None, length=steps)
+        (params, _), hist = jax.lax.scan(step, (params0, optimizer.init(params0)), None, length=steps)
         value, grad = value_and_grad(params)
         gn = optax.tree.norm(grad)
         return params, value, hist, gn

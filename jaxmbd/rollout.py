@@ -13,27 +13,14 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from .simulate import Solution, _simulate, validate_times
 
 
-class Rollout(eqx.Module):
-    """Batched results, leading axis = member.  ``qs``/``vs`` (B, S, nq/nv)
-    at the save times, or None when only ``observe`` was kept; ``obs``: the
-    pytree ``observe(model, q, v)`` at the save times (B, S, ...), or None;
-    ``status`` (B,), ``stats`` dict of (B,) counters, ``t`` (B,) the time
-    each member reached."""
-    ts: jax.Array
-    qs: jax.Array | None
-    vs: jax.Array | None
-    obs: object
-    status: jax.Array
-    stats: dict
-    t: jax.Array
-
-    @property
-    def ok(self):
-        return self.status == 0
+Rollout = Solution
+"""A rollout's result is a :class:`Solution` whose fields (all but ``ts``)
+carry a leading batch axis: qs/vs (B, S, nq/nv) or None, obs (B, S, ...),
+status (B,), stats dict of (B,) counters, t (B,)."""
 
 
-def _batch_size(*trees):
-    sizes = {int(x.shape[0]) for t in trees for x in jax.tree_util.tree_leaves(t)}
+def _batch_size(tree):
+    sizes = {int(x.shape[0]) for x in jax.tree_util.tree_leaves(tree)}
     if len(sizes) > 1:
         raise ValueError(f"batched inputs disagree on the batch size: {sorted(sizes)}")
     return sizes.pop() if sizes else None
@@ -47,7 +34,7 @@ def _with_params(model, model_params):
 
 def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, control=None, params=None,
             model_params=None, observe=None, keep_states=True, batch_size=None, shard=True, **simulate_kw
-            ) -> Rollout:
+            ) -> Solution:
     """Simulate a batch of members of one mechanism (one topology).
 
     q0, v0: (B, nq), (B, nv), or None for the model's own initial state
@@ -69,7 +56,7 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
     member in ``status``.  Works under jit and grad."""
     model_params = {} if model_params is None else dict(model_params)
     for name in model_params:
-        if not hasattr(model, name) or name in ("topo",):
+        if not isinstance(getattr(model, name, None), jax.Array):
             raise ValueError(f"model_params: {name!r} is not a parameter field of the model")
     batched = {k: v for k, v in dict(q0=q0, v0=v0, params=params, model_params=model_params).items()
                if v is not None}
@@ -107,22 +94,18 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
         batched = jax.tree_util.tree_map(lambda x: jax.device_put(x, spec), batched)
     out = _rollout(model, batched, t0, t1, integrator, saveat, control, observe, keep_states, simulate_kw)
     if pad:
-        cut = lambda tree: jax.tree_util.tree_map(lambda x: x[:B], tree)
-        out = Rollout(ts=out.ts, qs=cut(out.qs), vs=cut(out.vs), obs=cut(out.obs), status=out.status[:B],
-                      stats=cut(out.stats), t=out.t[:B])
-    return out
+        out = jax.tree_util.tree_map(lambda x: x[:B], out)
+    return eqx.tree_at(lambda r: r.ts, out, out.ts[0])
 
 
 @eqx.filter_jit
 def _rollout(model, batched, t0, t1, integrator, saveat, control, observe, keep_states, simulate_kw):
     def one(b):
         m = _with_params(model, b.get("model_params", {}))
-        sol: Solution = _simulate(m, b["q0"], b["v0"], t0, t1, integrator=integrator, saveat=saveat,
-                                  control=control, params=b.get("params"), observe=observe,
-                                  keep_states=keep_states or observe is None, **simulate_kw)
-        return Rollout(ts=sol.ts, qs=sol.qs, vs=sol.vs, obs=sol.obs, status=sol.status, stats=sol.stats, t=sol.t)
-    out = jax.vmap(one)(batched)
-    return eqx.tree_at(lambda r: r.ts, out, out.ts[0])
+        return _simulate(m, b["q0"], b["v0"], t0, t1, integrator=integrator, saveat=saveat, control=control,
+                         params=b.get("params"), observe=observe, keep_states=keep_states or observe is None,
+                         **simulate_kw)
+    return jax.vmap(one)(batched)
 
 
 __all__ = ["rollout", "Rollout"]

@@ -205,8 +205,8 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
             err = rms(jnp.concatenate([att.err_y / jnp.maximum(sy, sy1), att.err_yd / jnp.maximum(sv, sv1)]))
             finite = finite & jnp.isfinite(err)
             accept = att.ok & finite & (err <= 1.0)
-            h_new = jnp.where(att.ok & finite, controller.propose(h, err, q_err, s["after_reject"], integrator.holds_step),
-                              jnp.where(finite, 0.5 * h, 0.25 * h))
+            proposed = controller.propose(h, err, q_err, s["after_reject"], integrator.holds_step)
+            h_new = jnp.where(att.ok & finite, proposed, jnp.where(finite, 0.5 * h, 0.25 * h))
             h_new = jnp.where(accept & clipped, jnp.maximum(h_new, s["h"]), h_new)
             h_new = jnp.where(~accept & (h_new > h), h, h_new)  # after a rejection h never grows
             h_new = jnp.where(retry, h, h_new)
@@ -216,7 +216,8 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         t_new = jnp.where(clipped, target, s["t"] + h)
         reached = accept & clipped
         k = s["k"]
-        saved = jax.tree_util.tree_map(lambda b, x: jnp.where(reached, b.at[k].set(x), b), s["saved"],
+        # write row k only (kept as it was unless this step reached its save time)
+        saved = jax.tree_util.tree_map(lambda b, x: b.at[k].set(jnp.where(reached, x, b[k])), s["saved"],
                                        record(q1, v1))
         k_new = jnp.where(reached, k + 1, k)
         h_min = 16 * jnp.finfo(dt).eps * jnp.maximum(jnp.abs(s["t"]), 1.0)

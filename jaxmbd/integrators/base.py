@@ -282,23 +282,32 @@ class Kept(NamedTuple):
         M = IterationMatrix((z, jnp.zeros((n,), jnp.int32)), z, jnp.zeros((), dtype))
         return Kept(M, jnp.zeros((), dtype), jnp.array(jnp.inf, dtype), jnp.array(False))
 
+    @staticmethod
+    def after(M, h, ok, theta):
+        """The record of a step just attempted with M: usable next if Newton converged."""
+        h = jnp.asarray(h, theta.dtype)
+        return Kept(M, h, jnp.where(ok, theta, jnp.inf), ok)
 
-def kept_iteration_matrix(ode, t, v0, h, hg, kept, need_g0=False):
-    """The dense iteration matrix for this step: the kept one when it is valid,
-    was built for exactly this h and Newton converged with θ <= THETA_KEEP;
-    else a fresh Jacobian and LU.  Returns (g0 or None, M, fresh: bool array);
-    g0 = g at the step start (with need_g0; it comes free with a fresh Jacobian)."""
+
+def step_iteration_matrix(ode, t, v0, h, hg, linear_solver, kept=None, need_g0=False):
+    """The iteration matrix for this step, and whether it is fresh.
+
+    With ``kept`` (dense solver only) the kept matrix is reused when it is
+    valid, was built for exactly this h and Newton converged with
+    θ <= THETA_KEEP; else (and without ``kept``) a fresh Jacobian and LU.
+    Returns (g0, M, fresh: bool array); g0 = g at the step start, or None
+    when it is not needed and the kept matrix is reused."""
+    if kept is None:
+        g0, M = iteration_matrix(ode, t, v0, hg, linear_solver)
+        return g0, M, jnp.array(True)
     y0 = jnp.zeros_like(v0)
 
     def fresh(_):
         g0, J1, J2 = ode.g_and_jac(t, y0, v0)
         return (g0 if need_g0 else None), IterationMatrix.build(J1, J2, hg)
 
-    def reuse_(_):
+    def reuse(_):
         return (ode.g(t, y0, v0) if need_g0 else None), kept.M
-    if kept is None:
-        g0, M = fresh(None)
-        return g0, M, jnp.array(True)
-    reuse = kept.valid & (h == kept.h) & (kept.theta <= THETA_KEEP)
-    g0, M = jax.lax.cond(reuse, reuse_, fresh, None)
-    return g0, M, ~reuse
+    use = kept.valid & (h == kept.h) & (kept.theta <= THETA_KEEP)
+    g0, M = jax.lax.cond(use, reuse, fresh, None)
+    return g0, M, ~use

@@ -8,8 +8,7 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from .base import (AbstractIntegrator, Attempt, Kept, check_linear_solver, check_tol_factor, iteration_matrix,
-                   kept_iteration_matrix, newton)
+from .base import AbstractIntegrator, Attempt, Kept, check_linear_solver, check_tol_factor, newton, step_iteration_matrix
 
 
 class Trapezoidal(AbstractIntegrator):
@@ -43,13 +42,10 @@ class Trapezoidal(AbstractIntegrator):
         return Kept.empty(v0.shape[0], v0.dtype)
 
     def attempt(self, ode, t, v0, h, scale, cache=None):
-        y0 = jnp.zeros_like(v0)
         keep = self.keep_factorization and self.linear_solver == "dense" and cache is not None
-        if keep:  # (h γ, h² β) = (h/2, h²/4)
-            a0, M, fresh = kept_iteration_matrix(ode, t, v0, h, 0.5 * h, cache, need_g0=True)
-        else:
-            a0, M = iteration_matrix(ode, t, v0, 0.5 * h, self.linear_solver)
-            fresh = jnp.array(True)
+        # (h γ, h² β) = (h/2, h²/4)
+        a0, M, fresh = step_iteration_matrix(ode, t, v0, h, 0.5 * h, self.linear_solver, cache if keep else None,
+                                             need_g0=True)
 
         def res(a):
             return a - ode.g(t + h, h * v0 + 0.25 * h * h * (a0 + a), v0 + 0.5 * h * (a0 + a))
@@ -59,7 +55,7 @@ class Trapezoidal(AbstractIntegrator):
         a1, ok, it, _, theta = newton(res, M.solve_S, a0, sc)
         y1 = h * v0 + 0.25 * h * h * (a0 + a1)
         yd1 = v0 + 0.5 * h * (a0 + a1)
-        new_cache = Kept(M, jnp.asarray(h, v0.dtype), jnp.where(ok, theta, jnp.inf), ok) if keep else cache
+        new_cache = Kept.after(M, h, ok, theta) if keep else cache
         work = fresh.astype(jnp.int32)
         return Attempt(y1, yd1, 0.25 * h * h * (a1 - a0), 0.5 * h * (a1 - a0), ok=ok, rhs=1 + it,
                        jac=work, lu=work, newton=it, cache=new_cache)

@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import (AbstractIntegrator, Attempt, Kept, check_linear_solver, check_tableau, check_tol_factor,
-                   iteration_matrix, kept_iteration_matrix, newton)
+from .base import (AbstractIntegrator, Attempt, Kept, check_linear_solver, check_tableau, check_tol_factor, newton,
+                   step_iteration_matrix)
 
 GAMMA_FR = Fr(4, 15)
 A_FR = [
@@ -133,13 +133,8 @@ class SDIRK4(AbstractIntegrator):
 
     def attempt(self, ode, t, v0, h, scale, cache=None):
         n = v0.shape[0]
-        y0 = jnp.zeros_like(v0)
         keep = self.keep_factorization and self.linear_solver == "dense" and cache is not None
-        if keep:
-            _, M, fresh = kept_iteration_matrix(ode, t, v0, h, h * GAMMA, cache.kept)
-        else:
-            _, M = iteration_matrix(ode, t, v0, h * GAMMA, self.linear_solver)
-            fresh = jnp.array(True)
+        _, M, fresh = step_iteration_matrix(ode, t, v0, h, h * GAMMA, self.linear_solver, cache.kept if keep else None)
         sc = jnp.concatenate(scale)
 
         def F(ti, z):
@@ -170,9 +165,7 @@ class SDIRK4(AbstractIntegrator):
             ey, ed = M.solve_first_order(ey, ed)
         new_cache = None
         if cache is not None:
-            kept = cache.kept
-            if keep:
-                kept = Kept(M, jnp.asarray(h, v0.dtype), jnp.where(ok, theta, jnp.inf), ok)
+            kept = Kept.after(M, h, ok, theta) if keep else cache.kept
             new_cache = SDIRKCache(kept, jnp.stack(zs), jnp.asarray(h, v0.dtype), jnp.array(False))
         work = fresh.astype(jnp.int32)
         return Attempt(w1[:n], v0 + w1[n:], ey, ed, ok=ok, rhs=work + iters, jac=work, lu=work,
