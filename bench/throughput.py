@@ -6,15 +6,29 @@ Writes bench/results/throughput_<backend>.md.
 
     python bench/throughput.py [--quick] [--batches 1 64 1024 4096] [--steps 50]
 
-MJX is not measured here (not installed in this environment)."""
+MJX (mujoco-mjx 3.17, which needs mujoco 3.17) runs in its own virtual
+environment as a subprocess (bench/mjx_rollout.py; set MJX_PYTHON to its
+interpreter, default .venv-mjx/bin/python); it is skipped when absent.
+
+``--devices N`` additionally runs the jaxmbd ABA rollout with the batch
+sharded over N XLA CPU devices (rollout's ``shard=True``; the flag
+``--xla_force_host_platform_device_count`` is set before JAX starts), the
+way the batch is spread over the cores that MuJoCo's threads use."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+if "--devices" in sys.argv:  # must precede the first JAX import
+    _n = sys.argv[sys.argv.index("--devices") + 1]
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={_n}").strip()
 
 import jax
 import jax.numpy as jnp
@@ -58,11 +72,30 @@ def mujoco_rate(mj, q, v, steps, nthread):
     return B * steps / best, qpos
 
 
+def mjx_rate(xml, q, v, steps):
+    """(rate, compile seconds, final qpos, description) from MJX, or None when MJX is absent."""
+    py = os.environ.get("MJX_PYTHON", str(HERE.parent / ".venv-mjx" / "bin" / "python"))
+    if not Path(py).exists():
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        xp, sp, op = (os.path.join(tmp, n) for n in ("m.xml", "s.npz", "o.json"))
+        Path(xp).write_text(xml)
+        np.savez(sp, q=q, v=v)
+        r = subprocess.run([py, str(HERE / "mjx_rollout.py"), xp, sp, str(steps), op], capture_output=True, text=True)
+        if r.returncode != 0:
+            print("MJX failed:\n" + r.stderr[-2000:], flush=True)
+            return None
+        out = json.loads(Path(op).read_text())
+    return out["rate"], out["compile"], np.asarray(out["qpos"]), f"mjx {out['mjx']} ({out['dtype']}, {out['device']})"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="batches 1 and 64, 20 steps")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 64, 1024, 4096])
     p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--devices", type=int, default=0,
+                   help="also run jaxmbd ABA sharded over this many XLA CPU devices")
     args = p.parse_args(argv)
     batches, steps = ([1, 64], 20) if args.quick else (args.batches, args.steps)
     nthread = len(os.sched_getaffinity(0))
@@ -72,34 +105,54 @@ def main(argv=None):
     xml = builder_to_mjcf(b).replace('integrator="Euler"', 'integrator="RK4"')
     mj = mujoco.MjModel.from_xml_string(xml)
     mj.opt.timestep = DT
+    assert f'timestep="{DT}"' in xml
     assert (mj.nq, mj.nv) == (model.nq, model.nv)
     desc = machine(f", mujoco {mujoco.__version__}") + [
         f"humanoid30 ({model.summary()}), RK4, dt = {DT}, {steps} steps per member, no contacts; "
         f"MuJoCo rollout with {nthread} threads; rate = members x steps / best of 2 wall times after a warm-up"]
     print("\n".join(desc), flush=True)
+    ndev = len(jax.devices())
     rows = []
     rng = np.random.default_rng(0)
+    mjx_desc = "MJX: not installed (see bench/mjx_rollout.py)"
     for B in batches:
         dq = 0.3 * rng.standard_normal((B, model.nv))
         q = np.asarray(jax.vmap(lambda d: jaxmbd.integrate_q(model, model.q0, d))(jnp.asarray(dq)))
         v = 0.3 * rng.standard_normal((B, model.nv))
         r_mj, q_mj = mujoco_rate(mj, q, v, steps, nthread)
-        row = dict(B=B, mujoco=r_mj)
-        for dyn in ("aba", "crba"):
-            r, t_c, qs = rk4_rollout_rate(model, jnp.asarray(q), jnp.asarray(v), steps, DT, dyn)
-            dev = float(np.abs(qs[:, -1] - q_mj).max())  # same states after `steps` RK4 steps (sanity check)
-            row[dyn], row[dyn + "_compile"], row[dyn + "_dev"] = r, t_c, dev
+        row = dict(B=B, mujoco=r_mj, dev=0.0)
+        runs = [("aba", "aba", False), ("crba", "crba", False)]
+        if ndev > 1:
+            runs.append(("aba_sh", "aba", True))
+        for key, dyn, shard in runs:
+            r, t_c, qs = rk4_rollout_rate(model, jnp.asarray(q), jnp.asarray(v), steps, DT, dyn, shard=shard)
+            row[key], row[key + "_compile"] = r, t_c
+            row["dev"] = max(row["dev"], float(np.abs(qs[:, -1] - q_mj).max()))  # same states as MuJoCo's
+        mx = mjx_rate(xml, q, v, steps)  # the XML carries RK4 and dt = 1 ms
+        if mx is not None:
+            row["mjx"], row["mjx_compile"], q_mjx, mjx_desc = mx
+            row["mjx_dev"] = float(np.abs(q_mjx - q_mj).max())
         rows.append(row)
-        print(f"B={B:6d} mujoco {r_mj:12,.0f}  aba {row['aba']:12,.0f} (compile {row['aba_compile']:.1f} s, "
-              f"|dq| {row['aba_dev']:.1e})  crba {row['crba']:12,.0f} (compile {row['crba_compile']:.1f} s)",
-              flush=True)
-    head = ("| batch | MuJoCo rollout (steps/s) | jaxmbd ABA | jaxmbd CRBA+LTDL | ABA / MuJoCo | CRBA / MuJoCo | "
-            "compile ABA (s) | compile CRBA (s) | max |q - q_MuJoCo| after the run |")
-    lines = [head, "|" + "---|" * 9]
+        print(f"B={B:6d} " + "  ".join(f"{k} {row[k]:,.0f}" for k in ("mujoco", "mjx", "aba", "aba_sh", "crba")
+                                        if k in row), flush=True)
+    sh = ndev > 1
+    head = ("| batch | MuJoCo rollout (steps/s) | MJX | jaxmbd ABA | " + (f"jaxmbd ABA, {ndev} devices | " if sh else "")
+            + "jaxmbd CRBA+LTDL | best jaxmbd / MuJoCo | best jaxmbd / MJX | compile ABA (s) | compile CRBA (s) | "
+            "compile MJX (s) | max |q - q_MuJoCo| (jaxmbd; MJX) |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    fmt = lambda r, k, f="{:,.0f}": f.format(r[k]) if k in r else "–"
     for r in rows:
-        lines.append(f"| {r['B']} | {r['mujoco']:,.0f} | {r['aba']:,.0f} | {r['crba']:,.0f} | "
-                     f"{r['aba'] / r['mujoco']:.3f} | {r['crba'] / r['mujoco']:.3f} | {r['aba_compile']:.1f} | "
-                     f"{r['crba_compile']:.1f} | {max(r['aba_dev'], r['crba_dev']):.1e} |")
+        best = max(r["aba"], r["crba"], r.get("aba_sh", 0.0))
+        lines.append(f"| {r['B']} | {r['mujoco']:,.0f} | {fmt(r, 'mjx')} | {r['aba']:,.0f} | "
+                     + (f"{r['aba_sh']:,.0f} | " if sh else "") +
+                     f"{r['crba']:,.0f} | {best / r['mujoco']:.3f} | "
+                     + (f"{best / r['mjx']:.2f}" if "mjx" in r else "–") +
+                     f" | {r['aba_compile']:.1f} | {r['crba_compile']:.1f} | {fmt(r, 'mjx_compile', '{:.1f}')} | "
+                     f"{r['dev']:.1e}; {fmt(r, 'mjx_dev', '{:.1e}')} |")
+    desc.append(mjx_desc + (f"; MJX runs single-device (one XLA CPU device)" if "mjx" in rows[0] else ""))
+    if sh:
+        desc.append(f"{ndev} XLA CPU devices (--xla_force_host_platform_device_count); the unsharded jaxmbd "
+                    "columns and MJX use one of them")
     text = "# Rollout throughput, humanoid30, RK4 (" + jax.default_backend() + ")\n\n" + \
         "\n".join(f"- {x}" for x in desc) + "\n\n" + "\n".join(lines) + "\n"
     out = HERE / "results" / f"throughput_{jax.default_backend()}{'_quick' if args.quick else ''}.md"

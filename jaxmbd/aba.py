@@ -25,12 +25,14 @@ def aba(model, q, v, tau, f_ext=None):
     js = joint_state(model, q, v)
     dt = js.X_up.dtype
 
-    # pass 1: velocities, velocity-product accelerations c and bias forces pA
+    # pass 1: velocities, velocity-product accelerations c and bias forces pA.
+    # Transforms are applied from (R, p) without forming the 6x6 X (spatial.py):
+    # about 1.8x faster batched (humanoid30, B = 1024, 2-core CPU, ad hoc timing).
     def fwd_v(v_p, inp):
-        X, vJ = inp
-        return X @ v_p + vJ
+        R, p, vJ = inp
+        return spatial.apply_motion(R, p, v_p) + vJ
 
-    vel = tree_forward(topo, fwd_v, jnp.zeros(6, dt), (js.X_up, js.vJ))
+    vel = tree_forward(topo, fwd_v, jnp.zeros(6, dt), (js.R_up, js.p_up, js.vJ))
     c = js.cJ + jax.vmap(spatial.cross_motion)(vel, js.vJ)
     I = node_inertias(model)
     pA = jax.vmap(spatial.cross_force)(vel, jnp.einsum("nij,nj->ni", I, vel))
@@ -40,26 +42,26 @@ def aba(model, q, v, tau, f_ext=None):
     # pass 2: articulated inertias, leaves to root (one axis per node: D is a scalar)
     def bwd(acc, inp):
         IA, pa = acc
-        X, s, c_k, tau_k, arm = inp
+        R, p, s, c_k, tau_k, arm = inp
         U = IA @ s
         D = s @ U + arm
         u = tau_k - s @ pa
         Ia = IA - U[:, None] * U[None, :] / D
         pa_k = pa + Ia @ c_k + U * (u / D)
-        return (spatial.mm(X.T, spatial.mm(Ia, X)), X.T @ pa_k), (U, D, u)
+        return (spatial.inertia_up(R, p, Ia), spatial.apply_force_up(R, p, pa_k)), (U, D, u)
 
-    U, D, u = tree_backward(topo, bwd, (I, pA), (js.X_up, js.s, c, tau, model.armature))
+    U, D, u = tree_backward(topo, bwd, (I, pA), (js.R_up, js.p_up, js.s, c, tau, model.armature))
 
     # pass 3: accelerations, root to leaves; the base accelerates at -g
     def fwd_a(par, inp):
         a_p, _ = par
-        X, s, c_k, U_k, D_k, u_k = inp
-        a1 = X @ a_p + c_k
+        R, p, s, c_k, U_k, D_k, u_k = inp
+        a1 = spatial.apply_motion(R, p, a_p) + c_k
         qdd = (u_k - U_k @ a1) / D_k
         return a1 + s * qdd, qdd
 
     a0 = jnp.concatenate([jnp.zeros(3, dt), -model.gravity])
-    _, qdd = tree_forward(topo, fwd_a, (a0, jnp.zeros((), dt)), (js.X_up, js.s, c, U, D, u))
+    _, qdd = tree_forward(topo, fwd_a, (a0, jnp.zeros((), dt)), (js.R_up, js.p_up, js.s, c, U, D, u))
     return qdd
 
 

@@ -265,16 +265,17 @@ def cmd_info(a):
     return 0
 
 
-def rk4_rollout_rate(model, q, v, steps, dt, dynamics):
+def rk4_rollout_rate(model, q, v, steps, dt, dynamics, shard=False):
     """RK4 rollout throughput of a batch (q, v): (member-steps per second, best
-    of 2 timed runs after a warm-up; seconds to compile; final positions)."""
+    of 2 timed runs after a warm-up; seconds to compile; final positions).
+    shard: spread the batch over every JAX device (rollout's ``shard``)."""
     import jax
 
     import jaxmbd
     from jaxmbd import integrators
     f = jax.jit(lambda q, v: jaxmbd.rollout(model, q, v, t1=dt * steps, integrator=integrators.RK4(), dt0=dt,
                                             max_steps=steps + 1, adjoint="none", dynamics=dynamics,
-                                            shard=False).qs)
+                                            shard=shard).qs)
     t0 = time.perf_counter()
     c = f.lower(q, v).compile()
     t_compile = time.perf_counter() - t0

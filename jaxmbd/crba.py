@@ -21,18 +21,19 @@ from .topology import tree_backward
 
 def composite_inertias(model, js):
     """(nv,6,6) composite inertia of the subtree below each node, in its body's coordinates."""
-    def bwd(Ic, X):
-        return spatial.mm(X.T, spatial.mm(Ic, X)), Ic
-    return tree_backward(model.topo, bwd, node_inertias(model), js.X_up)
+    def bwd(Ic, inp):
+        R, p = inp
+        return spatial.inertia_up(R, p, Ic), Ic
+    return tree_backward(model.topo, bwd, node_inertias(model), (js.R_up, js.p_up))
 
 
 def composite_forces(model, js):
     """(nv,6) F_k = Ic_k s_k: the force that gives the subtree below node k a unit
     acceleration about its axis (kept instead of Ic_k: a vector per node)."""
     def bwd(Ic, inp):
-        X, s = inp
-        return spatial.mm(X.T, spatial.mm(Ic, X)), Ic @ s
-    return tree_backward(model.topo, bwd, node_inertias(model), (js.X_up, js.s))
+        R, p, s = inp
+        return spatial.inertia_up(R, p, Ic), Ic @ s
+    return tree_backward(model.topo, bwd, node_inertias(model), (js.R_up, js.p_up, js.s))
 
 
 def _axes_and_forces(model, q):

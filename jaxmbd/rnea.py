@@ -44,13 +44,13 @@ def rnea(model, q, v, a, f_ext=None):
     # so that gravity appears in every body force (RBDA §5.3).
     def fwd(par, inp):
         v_p, a_p = par
-        X, vJ, aJ_k = inp
-        vk = X @ v_p + vJ
-        return vk, X @ a_p + aJ_k + spatial.cross_motion(vk, vJ)
+        R, p, vJ, aJ_k = inp
+        vk = spatial.apply_motion(R, p, v_p) + vJ
+        return vk, spatial.apply_motion(R, p, a_p) + aJ_k + spatial.cross_motion(vk, vJ)
 
     dt = js.X_up.dtype
     a0 = jnp.concatenate([jnp.zeros(3, dt), -model.gravity])
-    vel, acc = tree_forward(model.topo, fwd, (jnp.zeros(6, dt), a0), (js.X_up, js.vJ, aJ))
+    vel, acc = tree_forward(model.topo, fwd, (jnp.zeros(6, dt), a0), (js.R_up, js.p_up, js.vJ, aJ))
     I = node_inertias(model)
     f = jnp.einsum("nij,nj->ni", I, acc) + jax.vmap(spatial.cross_force)(
         vel, jnp.einsum("nij,nj->ni", I, vel))
@@ -59,10 +59,10 @@ def rnea(model, q, v, a, f_ext=None):
 
     # backward pass: joint forces tau_k = s_k . f_k, f_parent += X_up^T f_k
     def bwd(f_k, inp):
-        X, s = inp
-        return X.T @ f_k, s @ f_k
+        R, p, s = inp
+        return spatial.apply_force_up(R, p, f_k), s @ f_k
 
-    return tree_backward(model.topo, bwd, f, (js.X_up, js.s))
+    return tree_backward(model.topo, bwd, f, (js.R_up, js.p_up, js.s))
 
 
 @jax.jit

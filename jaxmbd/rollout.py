@@ -33,8 +33,8 @@ def _with_params(model, model_params):
 
 
 def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, control=None, params=None,
-            model_params=None, observe=None, keep_states=True, batch_size=None, shard=True, **simulate_kw
-            ) -> Solution:
+            model_params=None, observe=None, keep_states=True, batch_size=None, chunk_size=None, shard=True,
+            **simulate_kw) -> Solution:
     """Simulate a batch of members of one mechanism (one topology).
 
     q0, v0: (B, nq), (B, nv), or None for the model's own initial state
@@ -47,6 +47,12 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
       save times inside the integration loop; with ``keep_states=False`` only
       it is kept (B, S, ...): no member carries its (S, nq) trajectory, so a
       large batch need not hold every trajectory.
+    chunk_size: run the members (of each device's share) this many at a
+      time, one chunk after another (``jax.lax.map``), instead of all at
+      once.  It bounds the memory the integrator's intermediates take
+      (they grow with the number of members integrated together: needed
+      for batches of ~10^5), and with adaptive steps a member waits only
+      for the slowest member of its chunk.  Results are the same.
     shard: with more than one visible device, the batch is split over all of
       them (a 1-d ``Mesh`` named "batch"; members are padded to a multiple of
       the device count and the padding dropped afterwards).  The result is
@@ -82,30 +88,47 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
         raise ValueError(f"q0, v0 must be (B, {model.nq}), (B, {model.nv}); got {batched['q0'].shape}, "
                          f"{batched['v0'].shape}")
     validate_times(t0, t1, saveat, simulate_kw.get("dt0"))
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
+                                   or chunk_size < 1):
+        raise ValueError(f"rollout: chunk_size must be a positive integer, got {chunk_size!r}")
 
     devices = jax.devices()
     n_dev = len(devices) if shard else 1
-    pad = (-B) % n_dev
-    if pad:
+    chunk = None
+    if chunk_size is not None and chunk_size < B:
+        chunk = -(-int(chunk_size) // n_dev) * n_dev  # each device takes an equal share of a chunk
+        size = -(-B // chunk) * chunk
+    else:
+        size = -(-B // n_dev) * n_dev
+    pad = size - B
+    if pad:  # repeat the last member; the copies are dropped below
         batched = jax.tree_util.tree_map(lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, 0)]), batched)
     if n_dev > 1:
         mesh = Mesh(np.array(devices), ("batch",))
         spec = NamedSharding(mesh, PartitionSpec("batch"))
         batched = jax.tree_util.tree_map(lambda x: jax.device_put(x, spec), batched)
-    out = _rollout(model, batched, t0, t1, integrator, saveat, control, observe, keep_states, simulate_kw)
+    out = _rollout(model, batched, t0, t1, integrator, saveat, control, observe, keep_states, chunk, simulate_kw)
     if pad:
         out = jax.tree_util.tree_map(lambda x: x[:B], out)
     return eqx.tree_at(lambda r: r.ts, out, out.ts[0])
 
 
 @eqx.filter_jit
-def _rollout(model, batched, t0, t1, integrator, saveat, control, observe, keep_states, simulate_kw):
+def _rollout(model, batched, t0, t1, integrator, saveat, control, observe, keep_states, chunk, simulate_kw):
     def one(b):
         m = _with_params(model, b.get("model_params", {}))
         return _simulate(m, b["q0"], b["v0"], t0, t1, integrator=integrator, saveat=saveat, control=control,
                          params=b.get("params"), observe=observe, keep_states=keep_states or observe is None,
                          **simulate_kw)
-    return jax.vmap(one)(batched)
+    if chunk is None:
+        return jax.vmap(one)(batched)
+    # members m = c * n + i, chunk i = {c * n + i}: the chunk axis c stays the
+    # leading (sharded) one, so each device runs its own share of every chunk.
+    n = jax.tree_util.tree_leaves(batched)[0].shape[0] // chunk
+    split = lambda x: jnp.swapaxes(x.reshape((chunk, n) + x.shape[1:]), 0, 1)
+    join = lambda y: jnp.swapaxes(y, 0, 1).reshape((chunk * n,) + y.shape[2:])
+    out = jax.lax.map(jax.vmap(one), jax.tree_util.tree_map(split, batched))
+    return jax.tree_util.tree_map(join, out)
 
 
 __all__ = ["rollout", "Rollout"]

@@ -56,6 +56,39 @@ def plucker(R, p):
     return jnp.concatenate([top, bot], axis=0)
 
 
+def apply_motion(R, p, m):
+    """X m for the motion transform X = plucker(R, p), without forming X
+    (E = Rᵀ: [E w; E (u - p x w)])."""
+    w, u = m[:3], m[3:]
+    Rt = R.T
+    return jnp.concatenate([Rt @ w, Rt @ (u - cross(p, w))])
+
+
+def apply_force_up(R, p, f):
+    """Xᵀ f for X = plucker(R, p): a child-frame force in parent coordinates
+    ([R n + p x (R f); R f])."""
+    Rf = R @ f[3:]
+    return jnp.concatenate([R @ f[:3] + cross(p, Rf), Rf])
+
+
+def inertia_up(R, p, I):
+    """Xᵀ I X for X = plucker(R, p) and a symmetric 6x6 I given in child
+    coordinates: the same inertia in parent coordinates.
+
+    Written with 3x3 blocks (rotate each block, then shift by p), about half
+    the multiply-adds of two 6x6 products.  With blocks A, B, C of R-rotated I
+    and P = [p]x:  A' = A - B P + P (Bᵀ - C P),  B' = B + P C,  C' = C.
+    """
+    Rt = R.T
+    A = mm(mm(R, I[:3, :3]), Rt)
+    B = mm(mm(R, I[:3, 3:]), Rt)
+    C = mm(mm(R, I[3:, 3:]), Rt)
+    P = skew(p)
+    B2 = B + mm(P, C)
+    A2 = A - mm(B, P) + mm(P, B.T - mm(C, P))
+    return jnp.concatenate([jnp.concatenate([A2, B2], axis=1), jnp.concatenate([B2.T, C], axis=1)], axis=0)
+
+
 def crm(v):
     """Motion cross-product matrix: crm(v) @ m = v x m (RBDA eq. 2.31)."""
     w, u = v[:3], v[3:]

@@ -186,6 +186,13 @@ class Topology:
             vi = self.v_adr[bodies][:, None] + np.arange(joints.NV[t])[None, :]
             groups.append((t, bodies, qi, vi))
         self.joint_groups = tuple(groups)
+        # group order -> body order and DoF order (inverse permutations)
+        if groups:
+            b_order = np.concatenate([g[1] for g in groups])
+            v_order = np.concatenate([g[3].reshape(-1) for g in groups])
+        else:
+            b_order = v_order = np.zeros(0, np.int64)
+        self.joint_group_perm = (np.argsort(b_order), np.argsort(v_order))
 
 
 # --- generic level-parallel traversals ---------------------------------------

@@ -142,3 +142,19 @@ def test_energy_conserved_by_accurate_integration():
     for _ in range(20):
         qn, vn = _rk4_step(damped, qn, vn, 1e-3)
     assert E(damped, qn, vn) < E(damped, q, v)
+
+
+@given(seeds)
+def test_structured_transforms_equal_the_plucker_matrix(seed):
+    """apply_motion / apply_force_up / inertia_up (3x3 blocks) = products with the 6x6 X."""
+    from jaxmbd import spatial
+    rng = np.random.default_rng(seed)
+    R = jnp.asarray(np.linalg.qr(rng.standard_normal((3, 3)))[0])
+    p = jnp.asarray(rng.standard_normal(3))
+    m, f = jnp.asarray(rng.standard_normal(6)), jnp.asarray(rng.standard_normal(6))
+    A = rng.standard_normal((6, 6))
+    I = jnp.asarray(A @ A.T)  # any symmetric matrix (articulated inertias are not rigid-body ones)
+    X = spatial.plucker(R, p)
+    np.testing.assert_allclose(spatial.apply_motion(R, p, m), X @ m, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(spatial.apply_force_up(R, p, f), X.T @ f, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(spatial.inertia_up(R, p, I), X.T @ I @ X, rtol=0, atol=1e-12 * float(jnp.max(jnp.abs(X.T @ I @ X))))

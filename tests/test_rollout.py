@@ -40,6 +40,10 @@ def test_rollout_equals_a_loop_of_simulate(method, kw):
         np.testing.assert_allclose(r.vs[b], s.vs, rtol=1e-12, atol=1e-13)
         assert int(r.status[b]) == int(s.status) == 0
         assert int(r.stats["accepted"][b]) == int(s.stats["accepted"])
+    # two members at a time (the last chunk padded): the same members
+    c = rollout(m, q0, v0, t1=0.5, integrator=method, saveat=ts, model_params={"stiffness": ks}, chunk_size=2, **kw)
+    np.testing.assert_allclose(c.qs, r.qs, rtol=1e-13, atol=1e-14)
+    np.testing.assert_array_equal(c.stats["accepted"], r.stats["accepted"])
 
 
 def test_observe_keeps_only_what_is_asked():
@@ -89,6 +93,9 @@ def test_bad_input():
         rollout(m, q0[:, :1], v0, t1=0.1, integrator=I.RK4(), dt0=0.01)
     with pytest.raises(ValueError, match="must be greater than t0"):
         rollout(m, q0, v0, t0=1.0, t1=0.5, integrator=I.RK4(), dt0=0.01)
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
+            rollout(m, q0, v0, t1=0.1, integrator=I.RK4(), dt0=0.01, chunk_size=bad)
 
 
 SHARDED = textwrap.dedent("""
@@ -110,6 +117,8 @@ SHARDED = textwrap.dedent("""
     np.testing.assert_array_equal(np.asarray(a.vs), np.asarray(b.vs))
     np.testing.assert_array_equal(np.asarray(a.stats["accepted"]), np.asarray(b.stats["accepted"]))
     assert np.all(np.asarray(a.status) == 0)
+    c = rollout(m, q0, v0, shard=True, chunk_size=3, **kw)  # chunks of 4 (2 per device), 3 padded members
+    np.testing.assert_allclose(np.asarray(c.qs), np.asarray(b.qs), rtol=1e-13, atol=1e-14)
     print("SHARDED-OK", len(a.qs.sharding.device_set) if hasattr(a.qs, "sharding") else "?")
 """)
 
