@@ -81,7 +81,11 @@ def mjx_rate(xml, q, v, steps):
         xp, sp, op = (os.path.join(tmp, n) for n in ("m.xml", "s.npz", "o.json"))
         Path(xp).write_text(xml)
         np.savez(sp, q=q, v=v)
-        r = subprocess.run([py, str(HERE / "mjx_rollout.py"), xp, sp, str(steps), op], capture_output=True, text=True)
+        env = dict(os.environ)  # MJX on XLA's default CPU setup (one device), whatever --devices says
+        env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
+                                    if not f.startswith("--xla_force_host_platform_device_count"))
+        r = subprocess.run([py, str(HERE / "mjx_rollout.py"), xp, sp, str(steps), op], capture_output=True,
+                           text=True, env=env)
         if r.returncode != 0:
             print("MJX failed:\n" + r.stderr[-2000:], flush=True)
             return None

