@@ -79,7 +79,7 @@ def main(argv=None):
         f"observe = root body position (3 numbers per save), keep_states=False, chunk_size={a.chunk}, one device"]
     rows = [
         "| members | compile (s) | run (s) | member-steps/s | peak RSS (GiB) | RSS before the run (GiB) | "
-        "full trajectories would take (GiB) | failed members | max |obs - simulate| (8 members) |",
+        "full trajectories would take (GiB) | failed members | max abs(obs - simulate) (8 members) |",
         "|---|---|---|---|---|---|---|---|---|",
         f"| {a.batch:,} | {t_compile:.1f} | {wall:.1f} | {a.batch * a.steps / wall:,.0f} | {rss:.2f} | {rss0:.2f} | "
         f"{full_gib:.3f} | {n_fail} | {dev:.1e} |",

@@ -48,6 +48,7 @@ import mujoco  # noqa: E402
 from mujoco import rollout as mj_rollout  # noqa: E402
 
 DT = 1e-3
+MJX_TIMEOUT = 300  # s; mujoco-mjx 3.17 under jax 0.10.2 sat idle (no CPU) at batch 1024 here
 
 
 def mujoco_rate(mj, q, v, steps, nthread):
@@ -84,8 +85,12 @@ def mjx_rate(xml, q, v, steps):
         env = dict(os.environ)  # MJX on XLA's default CPU setup (one device), whatever --devices says
         env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
                                     if not f.startswith("--xla_force_host_platform_device_count"))
-        r = subprocess.run([py, str(HERE / "mjx_rollout.py"), xp, sp, str(steps), op], capture_output=True,
-                           text=True, env=env)
+        try:
+            r = subprocess.run([py, str(HERE / "mjx_rollout.py"), xp, sp, str(steps), op], capture_output=True,
+                               text=True, env=env, timeout=MJX_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            print(f"MJX: no result within {MJX_TIMEOUT} s at batch {q.shape[0]}", flush=True)
+            return None
         if r.returncode != 0:
             print("MJX failed:\n" + r.stderr[-2000:], flush=True)
             return None
@@ -142,7 +147,7 @@ def main(argv=None):
     sh = ndev > 1
     head = ("| batch | MuJoCo rollout (steps/s) | MJX | jaxmbd ABA | " + (f"jaxmbd ABA, {ndev} devices | " if sh else "")
             + "jaxmbd CRBA+LTDL | best jaxmbd / MuJoCo | best jaxmbd / MJX | compile ABA (s) | compile CRBA (s) | "
-            "compile MJX (s) | max |q - q_MuJoCo| (jaxmbd; MJX) |")
+            "compile MJX (s) | max abs(q - q_MuJoCo) (jaxmbd; MJX) |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     fmt = lambda r, k, f="{:,.0f}": f.format(r[k]) if k in r else "–"
     for r in rows:
