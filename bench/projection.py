@@ -10,9 +10,15 @@ bench/results/projection_<backend>.md.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
+
+# XLA:CPU's multithreaded Eigen pool wedged twice here in a batched solve
+# (every thread in a futex wait, no CPU; a known XLA:CPU problem on vmapped
+# graphs); single-threaded Eigen avoids it.  Set before JAX starts.
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
 
 import jax
 import jax.numpy as jnp
