@@ -26,6 +26,7 @@ from .coriolis import coriolis_matrix  # noqa: E402
 from . import cost, ltdl, linalg, models, integrators  # noqa: E402
 from .simulate import simulate, Solution, status_name  # noqa: E402
 from .rollout import rollout, Rollout  # noqa: E402
+from .io import load_mjcf, load_urdf  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -37,4 +38,5 @@ __all__ = [
     "mass_matrix", "mass_matrix_compact", "compact_to_dense", "composite_inertias",
     "forward_dynamics", "aba", "coriolis_matrix", "cost", "ltdl", "linalg", "models",
     "integrators", "simulate", "Solution", "status_name", "rollout", "Rollout",
+    "load_mjcf", "load_urdf",
 ]

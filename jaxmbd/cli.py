@@ -4,7 +4,9 @@
   jaxmbd info MODEL                                                topology and predicted operation counts
   jaxmbd bench [MODEL] --batch N ...                               RK4 rollout throughput (steps/s)
 
-``jaxmbd`` alone runs ``jaxmbd simulate`` with its defaults (the humanoid,
+MODEL is a built-in model's name or an MJCF (.xml) or URDF (.urdf) file
+(``--floating-base`` puts a URDF robot on a free joint).  ``jaxmbd`` alone
+runs ``jaxmbd simulate`` with its defaults (the humanoid,
 64 randomized initial states).  Bad input gives one line on stderr and exit
 status 2."""
 
@@ -36,20 +38,39 @@ INTEGRATORS = {
     "sdirk4": "SDIRK4", "trapezoidal": "Trapezoidal",
 }
 FIXED_STEP = ("rk4", "euler")
+MODEL_HELP = f"built-in model ({', '.join(sorted(MODELS))}) or an MJCF (.xml) / URDF (.urdf) file"
 
 
 class UsageError(Exception):
     """Bad input: reported as one line, exit status 2."""
 
 
-def _load_model(name):
+def _load_model(name, floating_base=False):
+    """A built-in model by name, or an MJCF (.xml) / URDF (.urdf) file.  The
+    loader's warning (what it does not model) is printed as one line."""
+    import warnings
+
     import jaxmbd
     if name in MODELS:
         return MODELS[name](jaxmbd.models)
+    ext = os.path.splitext(name)[1].lower()
+    if ext in (".xml", ".mjcf", ".urdf"):
+        if not os.path.isfile(name):
+            raise UsageError(f"{name}: no such model file")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                model = (jaxmbd.load_urdf(name, floating_base=floating_base) if ext == ".urdf"
+                         else jaxmbd.load_mjcf(name))
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+        for w in caught:
+            print(f"jaxmbd: warning: {w.message}", file=sys.stderr)
+        return model
     if os.path.exists(name):
-        raise UsageError(f"{name}: model files are not supported yet (MJCF/URDF import is planned); "
-                         f"built-in models: {', '.join(sorted(MODELS))}")
-    raise UsageError(f"unknown model {name!r}; built-in models: {', '.join(sorted(MODELS))}")
+        raise UsageError(f"{name}: unknown model file type (expected .xml for MJCF or .urdf)")
+    raise UsageError(f"unknown model {name!r}; built-in models: {', '.join(sorted(MODELS))}, "
+                     "or an MJCF (.xml) / URDF (.urdf) file")
 
 
 def _initial_states(model, batch, seed, scale):
@@ -72,7 +93,7 @@ def _initial_states(model, batch, seed, scale):
 # --- simulate -------------------------------------------------------------------------------
 
 def _settings(args):
-    keys = ("model", "batch", "t1", "integrator", "rtol", "atol", "dt0", "saves", "chunks", "seed", "init_scale",
+    keys = ("model", "floating_base", "batch", "t1", "integrator", "rtol", "atol", "dt0", "saves", "chunks", "seed", "init_scale",
             "max_steps")
     return {k: getattr(args, k) for k in keys}
 
@@ -126,7 +147,7 @@ def cmd_simulate(a):
     from jaxmbd.integrators.base import STATUS_NAMES
 
     _check_simulate_args(a)
-    model = _load_model(a.model)
+    model = _load_model(a.model, a.floating_base)
     method = getattr(integrators, INTEGRATORS[a.integrator])()
     out = a.out
     parts = out + ".parts"
@@ -254,7 +275,7 @@ def _plot(path, ts, qs, title):
 
 def cmd_info(a):
     from jaxmbd import cost
-    model = _load_model(a.model)
+    model = _load_model(a.model, a.floating_base)
     r = cost.analyze(model)
     print(f"{a.model}: {model.summary()}")
     print(f"D0 = {r.D0}, D1 = {r.D1}, D2 = {r.D2} (expanded graph), nnz(H) = {r.nnz}")
@@ -293,7 +314,7 @@ def cmd_bench(a):
     import jax.numpy as jnp
 
     import jaxmbd
-    model = _load_model(a.model)
+    model = _load_model(a.model, a.floating_base)
     print(f"jaxmbd {jaxmbd.__version__} on {jax.devices()[0]}: {a.model}, RK4, dt = {a.dt0}, "
           f"{a.steps} steps per member")
     for B in a.batch:
@@ -313,7 +334,7 @@ def _parser():
     p = argparse.ArgumentParser(prog="jaxmbd", description="Differentiable, batched multibody dynamics in JAX.")
     sub = p.add_subparsers(dest="cmd", metavar="{simulate,info,bench}")
     s = sub.add_parser("simulate", help="batched rollout of a model, saved to .npz (and a .png plot)")
-    s.add_argument("model", nargs="?", default="humanoid30", help=f"built-in model ({', '.join(sorted(MODELS))})")
+    s.add_argument("model", nargs="?", default="humanoid30", help=MODEL_HELP)
     s.add_argument("--batch", type=int, default=64, help="members (randomized initial states)")
     s.add_argument("--t1", type=float, default=1.0, help="end time (s)")
     s.add_argument("--integrator", default="rk4", choices=sorted(INTEGRATORS))
@@ -330,18 +351,33 @@ def _parser():
     s.add_argument("--no-plot", action="store_true")
     s.set_defaults(func=cmd_simulate)
     i = sub.add_parser("info", help="topology and predicted operation counts of a model")
-    i.add_argument("model", help=f"built-in model ({', '.join(sorted(MODELS))})")
+    i.add_argument("model", help=MODEL_HELP)
     i.set_defaults(func=cmd_info)
     b = sub.add_parser("bench", help="RK4 rollout throughput (steps/s) at several batch sizes")
-    b.add_argument("model", nargs="?", default="humanoid30")
+    b.add_argument("model", nargs="?", default="humanoid30", help=MODEL_HELP)
     b.add_argument("--batch", type=int, nargs="+", default=[1, 64, 1024])
     b.add_argument("--steps", type=int, default=100)
     b.add_argument("--dt0", type=float, default=1e-3)
     b.set_defaults(func=cmd_bench)
+    for sp in (s, i, b):
+        sp.add_argument("--floating-base", action="store_true",
+                        help="URDF files: a free joint between the world and the root link")
     return p
 
 
+def _single_threaded_eigen():
+    """XLA:CPU's multithreaded Eigen pool is reported to wedge on vmapped
+    programs (all threads parked, no progress), which single-threaded Eigen
+    avoids; a long batch run must not hang, so the command runs that way
+    unless the user's XLA_FLAGS say otherwise.  Takes effect only before JAX's backend
+    starts, which importing jaxmbd does not do."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_multi_thread_eigen" not in flags:
+        os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false").strip()
+
+
 def main(argv=None):
+    _single_threaded_eigen()
     p = _parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in ("simulate", "info", "bench", "-h", "--help"):

@@ -53,6 +53,7 @@ class Model(eqx.Module):
     frame_pos: jax.Array
     q0: jax.Array = None   # default initial state (the problem's own for test problems,
     v0: jax.Array = None   # else the neutral configuration at rest)
+    joint_names: tuple = eqx.field(static=True, default=None)  # one per moving body's joint
 
     @property
     def nq(self) -> int:
@@ -74,6 +75,22 @@ class Model(eqx.Module):
     @property
     def body_names(self) -> tuple:
         return self.topo.names
+
+    @property
+    def joint_qpos_adr(self) -> np.ndarray:
+        """First index in q of each joint (MuJoCo's jnt_qposadr), in model order."""
+        return self.topo.q_adr.copy()
+
+    @property
+    def joint_dof_adr(self) -> np.ndarray:
+        """First index in v of each joint (MuJoCo's jnt_dofadr), in model order."""
+        return self.topo.v_adr.copy()
+
+    def joint_id(self, name: str) -> int:
+        try:
+            return self.joint_names.index(name)
+        except ValueError:
+            raise KeyError(f"no joint named {name!r}") from None
 
     def body_id(self, name: str) -> int:
         try:
@@ -127,7 +144,11 @@ def _quat_rot(q):
     ])
 
 
-def _check_inertia(I, what):
+def _check_inertia(I, what, strict=True, notes=None):
+    """Validate a 3x3 rotational inertia.  strict=False (imported files):
+    positive semi-definite is enough (a point mass has zero inertia), and a
+    violated triangle inequality, common in CAD-exported URDFs that Pinocchio
+    accepts, is noted in ``notes`` instead of raised."""
     I = np.asarray(I, dtype=np.float64)
     if I.shape == (3,):
         I = np.diag(I)
@@ -143,11 +164,16 @@ def _check_inertia(I, what):
         raise ValueError(f"{what}: inertia tensor is not symmetric")
     I = 0.5 * (I + I.T)
     ev = np.linalg.eigvalsh(I)
-    if ev[0] <= 0:
+    if strict and ev[0] <= 0:
         raise ValueError(f"{what}: inertia tensor is not positive definite (principal moments {ev})")
+    if not strict and ev[0] < -1e-9 * scale:
+        raise ValueError(f"{what}: inertia tensor is not positive semi-definite (principal moments {ev})")
     if ev[0] + ev[1] < ev[2] * (1 - 1e-9):
-        raise ValueError(f"{what}: principal moments {ev} violate the triangle inequality "
-                         "(I1 + I2 >= I3); no rigid body has this inertia")
+        msg = f"principal moments {ev} violate the triangle inequality (I1 + I2 >= I3)"
+        if strict:
+            raise ValueError(f"{what}: {msg}; no rigid body has this inertia")
+        if notes is not None:
+            notes.append(what)
     return I
 
 
@@ -158,6 +184,8 @@ def _to_spatial(m, c, Ic):
 
 def _from_spatial(Is):
     m = Is[3, 3]
+    if m == 0.0:  # massless (a frame that only carries a joint): no COM, no inertia
+        return 0.0, np.zeros(3), np.zeros((3, 3))
     C = Is[:3, 3:] / m
     c = np.array([C[2, 1], C[0, 2], C[1, 0]])
     Ic = Is[:3, :3] - m * C @ C.T
@@ -184,18 +212,35 @@ class ModelBuilder:
     body frame: that is the joint frame; the joint then moves the body relative
     to it.  Bodies may be added in any order; ``build`` numbers them so that
     parents come first (keeping the given order where it already is).
+
+    ``mass=0`` (with zero or no inertia) makes a massless frame, allowed as
+    long as something with mass moves below it.  ``strict_inertia=False``
+    (used by the URDF loader) accepts a positive semi-definite inertia that
+    breaks the triangle inequality, recording the body in
+    ``builder.inertia_notes`` instead of raising.
     """
 
     def __init__(self, gravity=(0.0, 0.0, -9.81)):
         self.gravity = _vec(gravity, 3, "gravity")
         self._bodies = []
         self._names = set()
+        self.inertia_notes = []  # bodies accepted with strict_inertia=False despite a non-physical inertia
 
     def add_body(self, name: str, parent: str = "world", joint: str = "revolute", *,
                  axis: Sequence[float] | None = None, pitch: float = 0.0,
                  anchor=(0.0, 0.0, 0.0), pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0),
-                 mass: float = 1.0, com=(0.0, 0.0, 0.0), inertia=(1e-2, 1e-2, 1e-2),
-                 damping=0.0, armature=0.0, stiffness=0.0, spring_ref=None) -> "ModelBuilder":
+                 mass: float = 1.0, com=(0.0, 0.0, 0.0), inertia=None,
+                 damping=0.0, armature=0.0, stiffness=0.0, spring_ref=None, strict_inertia=True,
+                 joint_name: str | None = None) -> "ModelBuilder":
+        """Add a body and its inboard joint.
+
+        ``mass=0`` makes a massless body (its ``inertia`` must then be zero or
+        omitted): a frame that only carries a joint, e.g. one of several joints
+        that MJCF puts in one body.  ``build`` checks that something with mass
+        hangs below every massless moving body.  ``inertia`` defaults to
+        1e-2 * identity for a body with mass.  ``joint_name`` names the joint
+        (``model.joint_names``); it defaults to the body name.
+        """
         if not isinstance(name, str) or not name:
             raise ValueError(f"body name must be a non-empty string, got {name!r}")
         if name == "world":
@@ -230,10 +275,19 @@ class ModelBuilder:
             raise ValueError(f"{what}: quat is zero")
         R = _quat_rot(q / np.linalg.norm(q))
         m = _scalar(mass, f"{what}: mass")
-        if m <= 0:
-            raise ValueError(f"{what}: mass must be positive, got {m}")
+        if m < 0:
+            raise ValueError(f"{what}: mass must be positive (or 0 for a massless frame), got {m}")
         c = _vec(com, 3, f"{what}: com")
-        Ic = _check_inertia(inertia, what)
+        if m == 0:
+            if inertia is not None and np.any(np.asarray(inertia, dtype=np.float64) != 0):
+                raise ValueError(f"{what}: a massless body (mass 0) must have zero inertia")
+            Ic = np.zeros((3, 3))
+        else:
+            Ic = _check_inertia((1e-2, 1e-2, 1e-2) if inertia is None else inertia, what, strict_inertia,
+                                self.inertia_notes)
+        jname = name if joint_name is None else joint_name
+        if not isinstance(jname, str) or not jname:
+            raise ValueError(f"{what}: joint_name must be a non-empty string, got {joint_name!r}")
 
         def per_dof(x, label, nonneg=True):
             a = np.broadcast_to(np.asarray(x, dtype=np.float64), (nv,)).copy() if np.ndim(x) == 0 \
@@ -255,7 +309,7 @@ class ModelBuilder:
             raise ValueError(f"{what}: a fixed joint has no DoF for damping/armature/stiffness")
         self._bodies.append(dict(name=name, parent=parent, jtype=jt, axis=ax, pitch=pitch, anchor=anc,
                                  R=R, p=p, mass=m, com=c, inertia=Ic, damping=damp, armature=arm,
-                                 stiffness=stiff, spring_ref=ref))
+                                 stiffness=stiff, spring_ref=ref, joint_name=jname))
         self._names.add(name)
         return self
 
@@ -310,12 +364,25 @@ class ModelBuilder:
             raise ValueError("model has no moving bodies (every joint is fixed)")
         names = [b["name"] for b in moving]
         index = {n: i for i, n in enumerate(names)}
+        jnames = [b["joint_name"] for b in moving]
+        if len(set(jnames)) != len(jnames):
+            dup = sorted({n for n in jnames if jnames.count(n) > 1})
+            raise ValueError(f"duplicate joint name(s) {', '.join(map(repr, dup))}")
         parent = [-1 if b["parent"] == "world" else index[b["parent"]] for b in moving]
         topo = Topology(names, parent, [b["jtype"] for b in moving])
         mass, com, inertia = [], [], []
         for n in names:
             m, c, Ic = _from_spatial(spatial_I[n])
             mass.append(m), com.append(c), inertia.append(Ic)
+        # a massless moving body needs mass below it, else its DoFs have no inertia
+        subtree_mass = np.array(mass)
+        for i in range(len(names) - 1, -1, -1):
+            if topo.parent[i] >= 0:
+                subtree_mass[topo.parent[i]] += subtree_mass[i]
+        for i, n in enumerate(names):
+            if subtree_mass[i] <= 0:
+                raise ValueError(f"body {n!r}: massless moving body with nothing of mass below it "
+                                 "(its joint would have no inertia: the mass matrix is singular)")
         frames = [(b["name"],) + eff[b["name"]] for b in order if eff[b["name"]][0] != "world"]
         f64 = jnp.float64
         cat = lambda key: jnp.asarray(np.concatenate([b[key] for b in moving]), f64)
@@ -339,6 +406,7 @@ class ModelBuilder:
             frame_pos=jnp.asarray(np.stack([f[3] for f in frames]), f64),
             q0=jnp.asarray(self._initial_q(topo), f64),
             v0=jnp.asarray(self._initial_v(topo), f64),
+            joint_names=tuple(jnames),
         )
 
     def set_initial_state(self, q0=None, v0=None) -> "ModelBuilder":

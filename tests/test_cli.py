@@ -70,7 +70,9 @@ def test_model_file_and_resume_without_a_run(tmp_path, capsys):
     f = tmp_path / "robot.xml"
     f.write_text("<mujoco/>")
     assert cli.main(["simulate", str(f)]) == 2
-    assert "not supported yet" in capsys.readouterr().err
+    assert "robot.xml: no bodies in <worldbody>" in capsys.readouterr().err
+    assert cli.main(["simulate", str(tmp_path / "missing.urdf")]) == 2
+    assert "no such model file" in capsys.readouterr().err
     assert cli.main(["simulate", "pendulum", "--resume", "--out", str(tmp_path / "x.npz")]) == 2
     assert "no unfinished run" in capsys.readouterr().err
 
@@ -111,3 +113,30 @@ def test_bench_runs(capsys):
     assert cli.main(["bench", "pendulum", "--batch", "2", "--steps", "5"]) == 0
     out = capsys.readouterr().out
     assert out.count("steps/s") == 2
+
+
+def test_model_files_from_the_command_line(tmp_path, capsys):
+    """An MJCF shipped with gymnasium and a URDF from example-robot-data: info, then a short simulate."""
+    gym = pytest.importorskip("gymnasium")
+    import glob
+    hopper = os.path.join(os.path.dirname(gym.__file__), "envs", "mujoco", "assets", "hopper.xml")
+    ur5 = glob.glob(os.path.join(sys.prefix, "lib", "python*", "site-packages", "cmeel.prefix", "share",
+                                 "example-robot-data", "robots", "ur_description", "urdf", "ur5_robot.urdf"))
+    if not ur5:
+        pytest.skip("example-robot-data is not installed")
+    assert os.path.exists(hopper)
+    for path in (hopper, ur5[0]):
+        assert cli.main(["info", path]) == 0
+        out = capsys.readouterr().out
+        assert "DoF" in out or "nv" in out
+        npz = tmp_path / (os.path.basename(path) + ".npz")
+        assert cli.main(["simulate", path, "--batch", "2", "--t1", "0.004", "--saves", "2", "--chunks", "1",
+                         "--out", str(npz), "--no-plot"]) == 0
+        with np.load(npz) as d:
+            assert np.all(np.isfinite(d["qs"]))
+    capsys.readouterr()
+    bad = tmp_path / "broken.urdf"
+    bad.write_text("<robot><link name='a'>")
+    assert cli.main(["info", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "broken.urdf" in err[0]

@@ -16,7 +16,7 @@ def one(**kw):
 
 
 @pytest.mark.parametrize("kw,msg", [
-    (one(mass=0.0), r"'arm'.*mass must be positive"),
+    (one(mass=0.0), r"'arm'.*massless body \(mass 0\) must have zero inertia"),
     (one(mass=-1.0), r"'arm'.*mass must be positive"),
     (one(inertia=(0.1, 0.1, -0.1)), r"'arm'.*not positive definite"),
     (one(inertia=(0.1, 0.1, 0.5)), r"'arm'.*triangle inequality"),

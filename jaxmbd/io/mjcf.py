@@ -1,0 +1,601 @@
+"""MJCF (MuJoCo XML) import: the kinematic and inertial subset, compiled as MuJoCo does.
+
+Conventions (so that states move between jaxmbd and MuJoCo unchanged):
+
+* bodies are added depth-first in document order, so joints, ``qpos`` and
+  ``qvel`` come in MuJoCo's order with MuJoCo's layouts (hinge/slide: one
+  number; ball: quaternion w x y z / body-frame angular velocity; free:
+  position and quaternion / world-frame linear and body-frame angular
+  velocity);
+* a body with several joints (MuJoCo allows any number of hinges and slides
+  and one ball) becomes a chain of massless jaxmbd bodies, one per joint, that
+  coincide with the MJCF body at the reference pose; the last one carries the
+  mass and the MJCF body's name, the others are named ``"body/joint"``.  Each
+  joint acts in the frame left by the joints before it, as in MuJoCo's
+  kinematics, so the chain is exact;
+* a joint ``ref`` is folded into the placement, so ``q = ref`` is the pose
+  written in the file, as in MuJoCo (``model.q0`` is MuJoCo's ``qpos0``);
+* bodies without joints are welded to their parent; geoms of the world body
+  are ignored.
+
+Inertia: ``<inertial>`` or, per ``<compiler inertiafromgeom>``, the geoms of
+the body (sphere, capsule, cylinder, box, ellipsoid, with ``fromto``,
+``mass`` or ``density``; geoms outside ``inertiagrouprange`` are skipped), then
+``boundmass``/``boundinertia`` and ``settotalmass``.
+
+Not modelled (listed once in a warning, never dropped silently): contacts,
+actuators, tendons, sensors, joint limits, frictionloss, fluid forces,
+gravity compensation, mocap bodies, keyframes, and equality constraints (jaxmbd
+has no loop constraints yet: ``connect``/``weld`` are returned in
+``MJCFImport.equality``).  Mesh, height-field and SDF geoms cannot give an
+inertia: a body that needs one is an error (give it an ``<inertial>``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model import Model, ModelBuilder
+from . import _common as C
+
+JOINT_TYPES = {"hinge": "revolute", "slide": "prismatic", "ball": "spherical", "free": "free"}
+SOLIDS = ("sphere", "capsule", "cylinder", "box", "ellipsoid")
+TOP_LEVEL = {"compiler", "option", "size", "visual", "statistic", "default", "custom", "asset", "worldbody",
+             "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "extension", "deformable"}
+NOT_MODELLED = {"contact": "contact pairs/excludes", "tendon": "tendons", "actuator": "actuators",
+                "sensor": "sensors", "keyframe": "keyframes", "deformable": "deformables",
+                "extension": "plugins"}
+IGNORED_IN_BODY = {"site", "camera", "light"}
+
+
+class MJCFError(ValueError):
+    """A document jaxmbd cannot load (a ValueError)."""
+
+
+@dataclass
+class MJCFImport:
+    """Everything ``load_mjcf`` read besides the model itself.
+
+    equality: the ``<equality>`` constraints, as dicts (type, name, body1/2 or
+    joint1/2, anchor, relpose, active); not modelled yet.  joint_range: joint
+    name -> (lower, upper) in radians / metres for limited joints (limits are
+    not enforced).  unsupported: what the warning listed.
+    """
+
+    model: Model
+    equality: list = field(default_factory=list)
+    joint_range: dict = field(default_factory=dict)
+    unsupported: list = field(default_factory=list)
+
+
+def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = True):
+    """Load an MJCF model (a path, or the XML text itself) as a :class:`Model`.
+
+    Raises ValueError (naming the element) for anything malformed or outside
+    the subset in a way that would change the dynamics.  Elements jaxmbd does
+    not model are listed once in a ``UserWarning`` (``warn=False``: no warning;
+    the list is in ``MJCFImport.unsupported``).  ``return_info=True`` returns
+    an :class:`MJCFImport` instead of the bare model.
+    """
+    root, base, where = C.parse_xml(path_or_xml_string, "MJCF")
+    try:
+        info = _Compiler(root, base).run()
+    except MJCFError as e:
+        raise MJCFError(f"{where}: {e}") from None
+    except ValueError as e:  # from the builder: same single path of validation
+        raise MJCFError(f"{where}: {e}") from None
+    if warn and info.unsupported:
+        warnings.warn(f"{where}: not modelled by jaxmbd (ignored): {'; '.join(info.unsupported)}",
+                      UserWarning, stacklevel=2)
+    return info if return_info else info.model
+
+
+# ------------------------------------------------------------------------------------------
+
+def _expand_includes(el, base, depth=0):
+    if depth > 16:
+        raise MJCFError("<include> nested too deeply")
+    out = []
+    for child in list(el):
+        if child.tag == "include":
+            fname = child.get("file")
+            if not fname:
+                raise MJCFError("<include> without a file attribute")
+            path = fname if os.path.isabs(fname) else os.path.join(base or os.getcwd(), fname)
+            inc, _, _ = C.parse_xml(path, "MJCF")
+            _expand_includes(inc, os.path.dirname(path), depth + 1)
+            out.extend(list(inc))
+        else:
+            _expand_includes(child, base, depth)
+            out.append(child)
+    el[:] = out
+
+
+class _Compiler:
+    def __init__(self, root, base):
+        if root.tag != "mujoco":
+            raise MJCFError(f"root element is <{root.tag}>, expected <mujoco>")
+        _expand_includes(root, base)
+        self.root = root
+        self.unsupported = []
+        self.compiler = {}
+        for el in root.findall("compiler"):
+            self.compiler.update(el.attrib)
+        comp = self.compiler
+        angle = comp.get("angle", "degree")
+        if angle not in ("degree", "radian"):
+            raise MJCFError(f"<compiler angle={angle!r}>: expected 'degree' or 'radian'")
+        self.deg = angle == "degree"
+        self.eulerseq = comp.get("eulerseq", "xyz")
+        if len(self.eulerseq) != 3 or any(c not in "xyzXYZ" for c in self.eulerseq):
+            raise MJCFError(f"<compiler eulerseq={self.eulerseq!r}>: expected three of x y z X Y Z")
+        self.from_geom = comp.get("inertiafromgeom", "auto")
+        if self.from_geom not in ("auto", "true", "false"):
+            raise MJCFError(f"<compiler inertiafromgeom={self.from_geom!r}>: expected auto, true or false")
+        self.autolimits = comp.get("autolimits", "true") == "true"
+        self.group_range = C.numbers(comp.get("inertiagrouprange", "0 5"), 2, "<compiler inertiagrouprange>")
+        self.boundmass = C.number(comp.get("boundmass", "0"), "<compiler boundmass>")
+        self.boundinertia = C.number(comp.get("boundinertia", "0"), "<compiler boundinertia>")
+        self.totalmass = C.number(comp.get("settotalmass", "-1"), "<compiler settotalmass>")
+        if comp.get("coordinate", "local") != "local":
+            raise MJCFError("<compiler coordinate='global'> is not supported (MuJoCo dropped it too)")
+        if comp.get("balanceinertia", "false") == "true":
+            self.unsupported.append("compiler balanceinertia")
+        for el in root:
+            if el.tag not in TOP_LEVEL:
+                raise MJCFError(f"unknown top-level element <{el.tag}>")
+        self._read_defaults()
+
+    # -- defaults ----------------------------------------------------------------
+    def _read_defaults(self):
+        self.classes = {"main": {}}
+
+        def visit(el, name, inherited):
+            own = {tag: dict(v) for tag, v in inherited.items()}
+            for child in el:
+                if child.tag == "default":
+                    continue
+                own.setdefault(child.tag, {}).update(child.attrib)
+            if name in self.classes and name != "main":
+                raise MJCFError(f"<default class={name!r}> defined twice")
+            if name == "main":
+                for tag, v in own.items():
+                    self.classes["main"].setdefault(tag, {}).update(v)
+            else:
+                self.classes[name] = own
+            for child in el:
+                if child.tag == "default":
+                    cname = child.get("class")
+                    if not cname:
+                        raise MJCFError("nested <default> without a class name")
+                    visit(child, cname, own)
+
+        for el in self.root.findall("default"):
+            visit(el, el.get("class", "main"), self.classes["main"])
+
+    def attrs(self, el, cls):
+        """The element's attributes over its default class's (MuJoCo's inheritance)."""
+        c = el.get("class", cls)
+        if c not in self.classes:
+            raise MJCFError(f"<{el.tag} name={el.get('name')!r}>: unknown default class {c!r}")
+        out = dict(self.classes[c].get(el.tag, {}))
+        out.update(el.attrib)
+        return out
+
+    # -- numbers and orientations ------------------------------------------------------
+    def angle(self, x):
+        return math.radians(x) if self.deg else x
+
+    def orientation(self, a, what):
+        keys = [k for k in ("quat", "axisangle", "euler", "xyaxes", "zaxis") if k in a]
+        if len(keys) > 1:
+            raise MJCFError(f"{what}: more than one orientation ({', '.join(keys)})")
+        if not keys:
+            return np.array([1.0, 0.0, 0.0, 0.0])
+        k = keys[0]
+        if k == "quat":
+            q = C.numbers(a[k], 4, f"{what}: quat")
+            if np.linalg.norm(q) < 1e-12:
+                raise MJCFError(f"{what}: quat is zero")
+            return q / np.linalg.norm(q)
+        if k == "axisangle":
+            v = C.numbers(a[k], 4, f"{what}: axisangle")
+            if np.linalg.norm(v[:3]) < 1e-12:
+                raise MJCFError(f"{what}: axisangle axis is zero")
+            return C.quat_axis_angle(v[:3], self.angle(v[3]))
+        if k == "euler":
+            v = C.numbers(a[k], 3, f"{what}: euler")
+            q = np.array([1.0, 0.0, 0.0, 0.0])
+            for ch, ang in zip(self.eulerseq, v):
+                r = C.quat_axis_angle(np.eye(3)["xyz".index(ch.lower())], self.angle(ang))
+                q = C.quat_mul(q, r) if ch.islower() else C.quat_mul(r, q)  # intrinsic / extrinsic
+            return q
+        if k == "xyaxes":
+            v = C.numbers(a[k], 6, f"{what}: xyaxes")
+            x, y = v[:3], v[3:]
+            if np.linalg.norm(x) < 1e-12:
+                raise MJCFError(f"{what}: xyaxes x axis is zero")
+            x = x / np.linalg.norm(x)
+            y = y - (y @ x) * x
+            if np.linalg.norm(y) < 1e-12:
+                raise MJCFError(f"{what}: xyaxes y axis is parallel to x")
+            y = y / np.linalg.norm(y)
+            return C.rot_to_quat(np.stack([x, y, np.cross(x, y)], axis=1))
+        v = C.numbers(a[k], 3, f"{what}: zaxis")
+        if np.linalg.norm(v) < 1e-12:
+            raise MJCFError(f"{what}: zaxis is zero")
+        return C.z_to_vec(v)
+
+    # -- the body tree -----------------------------------------------------------------
+    def run(self):
+        root = self.root
+        opt = {}
+        flags = {}
+        for el in root.findall("option"):
+            opt.update(el.attrib)
+            for f in el.findall("flag"):
+                flags.update(f.attrib)
+        gravity = C.numbers(opt.get("gravity", "0 0 -9.81"), 3, "<option gravity>")
+        if flags.get("gravity") == "disable":
+            gravity = np.zeros(3)
+        if any(C.number(opt.get(k, "0"), f"<option {k}>") != 0 for k in ("density", "viscosity")) \
+                or C.numbers(opt.get("wind", "0 0 0"), 3, "<option wind>").any():
+            self.unsupported.append("fluid forces (option density/viscosity/wind)")
+        self.contacts_on = flags.get("contact") != "disable" and flags.get("constraint") != "disable"
+        self.collision_geoms = 0
+        for tag, label in NOT_MODELLED.items():
+            n = sum(len(list(el)) for el in root.findall(tag))
+            if n:
+                self.unsupported.append(f"{label} ({n})")
+        self.equality = self._read_equality()
+
+        self.builder = ModelBuilder(gravity=gravity)
+        self.q0 = []
+        self.body_names, self.joint_names = set(), set()
+        self.joint_range, self.limited = {}, []
+        self.frictionloss = []
+        self.bodies = []  # (name, mass-carrying builder kwargs) for settotalmass
+        self._name_bodies()
+        self._planned = []
+        for wb in root.findall("worldbody"):
+            for item, (R, p), cls in self._items(wb, (np.eye(3), np.zeros(3)), "main"):
+                if item.tag == "body":
+                    self._body(item, "world", R, p, cls, top=True)
+                elif item.tag in ("geom", "site", "camera", "light"):
+                    continue
+                else:
+                    raise MJCFError(f"<{item.tag}> is not allowed in <worldbody>")
+        if not self._planned:
+            raise MJCFError("no bodies in <worldbody>")
+        self._finish_masses()
+        for kw in self._planned:
+            self.builder.add_body(**kw)
+        if self.collision_geoms and self.contacts_on:
+            self.unsupported.append(f"contacts ({self.collision_geoms} collision geoms)")
+        if self.limited:
+            self.unsupported.append(f"joint limits ({len(self.limited)} limited joints; ranges in joint_range)")
+        if self.frictionloss:
+            self.unsupported.append(f"joint frictionloss ({', '.join(self.frictionloss)})")
+        self.builder.set_initial_state(q0=np.concatenate(self.q0) if self.q0 else np.zeros(0))
+        model = self.builder.build()
+        return MJCFImport(model=model, equality=self.equality, joint_range=self.joint_range,
+                          unsupported=self.unsupported)
+
+    def _read_equality(self):
+        out = []
+        for sec in self.root.findall("equality"):
+            for el in sec:
+                d = dict(type=el.tag, **el.attrib)
+                out.append(d)
+        if out:
+            kinds = sorted({d["type"] for d in out})
+            self.unsupported.append(f"equality constraints ({len(out)}: {', '.join(kinds)}; "
+                                    "recorded in MJCFImport.equality, loop constraints are not modelled yet)")
+        return out
+
+    def _name_bodies(self):
+        """MuJoCo's body ids (depth-first, world = 0) name the unnamed bodies ``body<id>``."""
+        self.auto_name = {}
+        taken = set()
+        order = []
+
+        def visit(el):
+            for item in el:
+                if item.tag == "body":
+                    order.append(item)
+                    visit(item)
+                elif item.tag == "frame":
+                    visit(item)
+
+        for wb in self.root.findall("worldbody"):
+            visit(wb)
+        for b in order:
+            n = b.get("name")
+            if n:
+                if n in taken:
+                    raise MJCFError(f"duplicate body name {n!r}")
+                if n == "world":
+                    raise MJCFError("a body may not be named 'world'")
+                taken.add(n)
+        for i, b in enumerate(order):
+            if not b.get("name"):
+                n = f"body{i + 1}"
+                while n in taken:
+                    n += "_"
+                taken.add(n)
+                self.auto_name[id(b)] = n
+        self.taken_names = taken
+
+    def _items(self, el, frame, cls):
+        """Children of a body (or of the world), with <frame>s flattened: yields
+        (element, (R, p) of the enclosing frame in the body, default class)."""
+        for child in el:
+            if child.tag == "frame":
+                a = self.attrs(child, cls)
+                what = f"<frame name={child.get('name')!r}>"
+                R = C.quat_to_rot(self.orientation(a, what))
+                p = C.numbers(a.get("pos", "0 0 0"), 3, f"{what}: pos")
+                Rf, pf = frame
+                yield from self._items(child, (Rf @ R, pf + Rf @ p), child.get("childclass", cls))
+            else:
+                yield child, frame, cls
+
+    def _body(self, el, parent, Rf, pf, cls, top=False):
+        name = el.get("name") or self.auto_name[id(el)]
+        what = f"body {name!r}"
+        a = el.attrib
+        q = self.orientation(a, what)
+        R = Rf @ C.quat_to_rot(q)
+        p = pf + Rf @ C.numbers(a.get("pos", "0 0 0"), 3, f"{what}: pos")
+        ccls = a.get("childclass", cls)
+        if ccls not in self.classes:
+            raise MJCFError(f"{what}: unknown childclass {ccls!r}")
+        if a.get("mocap", "false") == "true":
+            self.unsupported.append(f"mocap body {name!r} (welded)")
+        if C.number(a.get("gravcomp", "0"), f"{what}: gravcomp"):
+            self.unsupported.append(f"gravity compensation (body {name!r})")
+        joints, geoms, inertial, children = [], [], None, []
+        for item, frame, icls in self._items(el, (np.eye(3), np.zeros(3)), ccls):
+            t = item.tag
+            if t in ("joint", "freejoint"):
+                if not (np.allclose(frame[0], np.eye(3)) and not frame[1].any()):
+                    raise MJCFError(f"{what}: joints inside a <frame> are not supported")
+                joints.append((item, icls))
+            elif t == "geom":
+                geoms.append((item, frame, icls))
+            elif t == "inertial":
+                if inertial is not None:
+                    raise MJCFError(f"{what}: more than one <inertial>")
+                inertial = (item, frame)
+            elif t == "body":
+                children.append((item, frame, icls))
+            elif t in IGNORED_IN_BODY:
+                continue
+            elif t in ("composite", "flexcomp", "plugin", "attach", "replicate"):
+                raise MJCFError(f"{what}: <{t}> is not supported")
+            else:
+                raise MJCFError(f"{what}: unknown element <{t}>")
+        mass, com, inertia = self._inertia(name, inertial, geoms)
+        body = dict(mass=mass, com=com, inertia=inertia)
+        self.bodies.append(body)
+        last = self._joints(name, parent, R, p, joints, body, top)
+        for child, frame, icls in children:
+            self._body(child, last, frame[0], frame[1], icls)
+
+    def _joints(self, name, parent, R, p, joints, body, top):
+        """Plan the builder bodies of one MJCF body; returns the name of the last."""
+        what = f"body {name!r}"
+        quat = C.rot_to_quat(R)
+        if not joints:
+            self._planned.append(dict(name=name, parent=parent, joint="fixed", pos=p, quat=quat, body=body))
+            return name
+        specs = []
+        for k, (el, cls) in enumerate(joints):
+            if el.tag == "freejoint":
+                a = dict(el.attrib, type="free")
+            else:
+                a = self.attrs(el, cls)
+            jt = a.get("type", "hinge")
+            jname = a.get("name") or (name if len(joints) == 1 else f"{name}:{k}")
+            jwhat = f"joint {jname!r} (in body {name!r})"
+            if jt not in JOINT_TYPES:
+                raise MJCFError(f"{jwhat}: unknown joint type {jt!r}; expected hinge, slide, ball or free")
+            if jname in self.joint_names:
+                if a.get("name"):
+                    raise MJCFError(f"duplicate joint name {jname!r}")
+                while jname in self.joint_names:
+                    jname += "_"
+            self.joint_names.add(jname)
+            specs.append((jname, jwhat, JOINT_TYPES[jt], a))
+        if any(s[2] == "free" for s in specs):
+            if len(specs) > 1:
+                raise MJCFError(f"{what}: a free joint must be the body's only joint")
+            if not top:
+                raise MJCFError(f"{what}: a free joint is only allowed in a child of <worldbody> (as in MuJoCo)")
+        cur_parent = parent
+        for k, (jname, jwhat, jt, a) in enumerate(specs):
+            lastk = k == len(specs) - 1
+            bname = name if lastk else f"{name}/{jname}"
+            while not lastk and bname in self.taken_names:
+                bname += "_"
+            self.taken_names.add(bname)
+            kw = self._joint_kwargs(jwhat, jt, a)
+            ref = kw.pop("ref")
+            if k == 0:
+                Rp, pp = R, p
+            else:
+                Rp, pp = np.eye(3), np.zeros(3)
+            if jt == "free":
+                self.q0.append(np.concatenate([pp, C.rot_to_quat(Rp)]))
+                Rp, pp = np.eye(3), np.zeros(3)
+            elif jt == "spherical":
+                self.q0.append(np.array([1.0, 0, 0, 0]))
+            else:
+                self.q0.append(np.array([ref]))
+                # fold the reference into the placement: the joint moves by q - ref (MuJoCo's qpos0)
+                if ref != 0.0:
+                    ax = kw["axis"] / np.linalg.norm(kw["axis"])
+                    if jt == "revolute":
+                        Rr = C.quat_to_rot(C.quat_axis_angle(ax, -ref))
+                        anc = kw["anchor"]
+                        pp = pp + Rp @ (anc - Rr @ anc)
+                        Rp = Rp @ Rr
+                    else:
+                        pp = pp - ref * (Rp @ ax)
+            self._planned.append(dict(name=bname, parent=cur_parent, joint=jt, pos=pp, quat=C.rot_to_quat(Rp),
+                                      joint_name=jname, body=body if lastk else None, **kw))
+            cur_parent = bname
+        return cur_parent
+
+    def _joint_kwargs(self, jwhat, jt, a):
+        def num(key, default="0"):
+            return C.number(a.get(key, default), f"{jwhat}: {key}")
+
+        kw = dict(damping=num("damping"), armature=num("armature"), stiffness=num("stiffness"))
+        is_angle = jt == "revolute"
+        conv = self.angle if is_angle else (lambda x: x)
+        ref = conv(num("ref"))
+        if jt in ("revolute", "prismatic"):
+            kw["axis"] = C.numbers(a.get("axis", "0 0 1"), 3, f"{jwhat}: axis")
+            if np.linalg.norm(kw["axis"]) < 1e-12:
+                raise MJCFError(f"{jwhat}: axis is zero")
+            kw["spring_ref"] = conv(num("springref"))
+        if jt in ("revolute", "spherical"):
+            kw["anchor"] = C.numbers(a.get("pos", "0 0 0"), 3, f"{jwhat}: pos")
+        kw["ref"] = ref
+        if num("frictionloss"):
+            self.frictionloss.append(jwhat.split(" (")[0])
+        rng = a.get("range")
+        limited = a.get("limited", "auto")
+        if limited not in ("true", "false", "auto"):
+            raise MJCFError(f"{jwhat}: limited={limited!r}: expected true, false or auto")
+        if rng is not None:
+            r = C.numbers(rng, 2, f"{jwhat}: range")
+            if limited == "true" or (limited == "auto" and self.autolimits):
+                if r[0] > r[1]:
+                    raise MJCFError(f"{jwhat}: range lower bound exceeds the upper ({rng!r})")
+                jname = jwhat.split("'")[1]
+                lo, hi = (self.angle(r[0]), self.angle(r[1])) if jt in ("revolute", "spherical") else r
+                self.joint_range[jname] = (float(lo), float(hi))
+                self.limited.append(jname)
+        elif limited == "true":
+            raise MJCFError(f"{jwhat}: limited='true' without a range")
+        return kw
+
+    # -- inertia --------------------------------------------------------------------------
+    def _inertia(self, name, inertial, geoms):
+        """(mass, com, 3x3 inertia about the com, body axes) of one MJCF body."""
+        what = f"body {name!r}"
+        for g, _, cls in geoms:
+            a = self.attrs(g, cls)
+            gw = f"{what}: geom {g.get('name')!r}"
+            if C.number(a.get("contype", "1"), f"{gw}: contype") or C.number(a.get("conaffinity", "1"), f"{gw}: conaffinity"):
+                self.collision_geoms += 1
+        if inertial is not None and self.from_geom != "true":
+            el, (Rf, pf) = inertial
+            a = el.attrib
+            iwhat = f"{what}: <inertial>"
+            if "mass" not in a or "pos" not in a:
+                raise MJCFError(f"{iwhat}: needs mass and pos")
+            m = C.number(a["mass"], f"{iwhat}: mass")
+            c = pf + Rf @ C.numbers(a["pos"], 3, f"{iwhat}: pos")
+            R = Rf @ C.quat_to_rot(self.orientation(a, iwhat))
+            if "fullinertia" in a:
+                xx, yy, zz, xy, xz, yz = C.numbers(a["fullinertia"], 6, f"{iwhat}: fullinertia")
+                I = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+            elif "diaginertia" in a:
+                I = np.diag(C.numbers(a["diaginertia"], 3, f"{iwhat}: diaginertia"))
+            else:
+                raise MJCFError(f"{iwhat}: needs diaginertia or fullinertia")
+            return m, c, R @ I @ R.T
+        if self.from_geom == "false" or (inertial is None and not geoms):
+            return 0.0, np.zeros(3), np.zeros((3, 3))
+        parts = []
+        for g, (Rf, pf), cls in geoms:
+            a = self.attrs(g, cls)
+            gname = g.get("name")
+            gwhat = f"{what}: geom {gname!r}" if gname else f"{what}: geom #{len(parts)}"
+            group = int(C.number(a.get("group", "0"), f"{gwhat}: group"))
+            if not self.group_range[0] <= group <= self.group_range[1]:
+                continue
+            parts.append(self._geom_inertia(a, gwhat, Rf, pf))
+        m = sum(p[0] for p in parts)
+        if m <= 0:
+            return 0.0, np.zeros(3), np.zeros((3, 3))
+        c = sum(p[0] * p[1] for p in parts) / m
+        I = np.zeros((3, 3))
+        for mg, cg, Ig in parts:
+            d = cg - c
+            I += Ig + mg * ((d @ d) * np.eye(3) - np.outer(d, d))
+        return m, c, I
+
+    def _geom_inertia(self, a, gwhat, Rf, pf):
+        kind = a.get("type", "sphere")
+        if kind not in SOLIDS:
+            if kind in ("mesh", "hfield", "sdf", "plane"):
+                raise MJCFError(f"{gwhat}: cannot compute the inertia of a {kind} geom "
+                                "(give the body an <inertial>, or use inertiafromgeom='false')")
+            raise MJCFError(f"{gwhat}: unknown geom type {kind!r}")
+        if a.get("shellinertia", "false") == "true":
+            raise MJCFError(f"{gwhat}: shellinertia is not supported")
+        size = np.zeros(3)
+        if "size" in a:
+            s = C.numbers(a["size"], None, f"{gwhat}: size")
+            size[:min(3, s.size)] = s[:3]
+        if "fromto" in a:
+            if kind == "sphere":
+                raise MJCFError(f"{gwhat}: fromto is not allowed for spheres")
+            ft = C.numbers(a["fromto"], 6, f"{gwhat}: fromto")
+            d = ft[:3] - ft[3:]
+            L = np.linalg.norm(d)
+            if L < 1e-12:
+                raise MJCFError(f"{gwhat}: fromto has zero length")
+            pos = 0.5 * (ft[:3] + ft[3:])
+            R = C.quat_to_rot(C.z_to_vec(d))  # MuJoCo aligns z with from - to
+            if kind in ("capsule", "cylinder"):
+                size[1] = L / 2
+            else:  # box, ellipsoid: square cross-section of half-size size[0]
+                size = np.array([size[0], size[0], L / 2])
+        else:
+            pos = C.numbers(a.get("pos", "0 0 0"), 3, f"{gwhat}: pos")
+            R = C.quat_to_rot(self.orientation(a, gwhat))
+        need = {"sphere": 1, "capsule": 2, "cylinder": 2, "box": 3, "ellipsoid": 3}[kind]
+        if np.any(size[:need] <= 0):
+            raise MJCFError(f"{gwhat}: a {kind} needs {need} positive size(s), got {size[:need]}")
+        vol, unit = C.solid_volume_inertia(kind, size)
+        if "mass" in a:
+            m = C.number(a["mass"], f"{gwhat}: mass")
+        else:
+            m = C.number(a.get("density", "1000"), f"{gwhat}: density") * vol
+        if m < 0:
+            raise MJCFError(f"{gwhat}: negative mass")
+        Rg = Rf @ R
+        return m, pf + Rf @ pos, m * (Rg @ np.diag(unit) @ Rg.T)
+
+    def _finish_masses(self):
+        """boundmass / boundinertia, then settotalmass, then attach to the plan."""
+        for b in self.bodies:
+            if self.boundmass > 0 and b["mass"] < self.boundmass:
+                b["mass"] = self.boundmass
+            if self.boundinertia > 0:
+                w, V = np.linalg.eigh(b["inertia"])
+                b["inertia"] = V @ np.diag(np.maximum(w, self.boundinertia)) @ V.T
+        if self.totalmass > 0:
+            total = sum(b["mass"] for b in self.bodies)
+            if total <= 0:
+                raise MJCFError("settotalmass on a model with no mass")
+            s = self.totalmass / total
+            for b in self.bodies:
+                b["mass"] *= s
+                b["inertia"] = b["inertia"] * s
+        for kw in self._planned:
+            b = kw.pop("body")
+            if b is None:
+                kw.update(mass=0.0, inertia=None)
+            else:
+                kw.update(mass=b["mass"], com=b["com"], inertia=b["inertia"])  # strict, as MuJoCo's compiler

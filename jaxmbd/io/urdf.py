@@ -1,0 +1,253 @@
+"""URDF import.
+
+Each link becomes a body whose frame is the URDF link frame; the joint's
+``<origin>`` places it in the parent link's frame and the joint axis is given
+in it (URDF puts the joint frame at the child link frame).  Joint types:
+
+===========  ===============================================================
+revolute,    ``revolute`` about ``axis`` (q = angle; continuous joints are
+continuous   not wrapped, unlike Pinocchio's (cos, sin) coordinates)
+prismatic    ``prismatic`` along ``axis``
+fixed        welded: merged into the parent (the link stays a named frame)
+floating     ``free``: q = [position, quaternion w x y z] in the parent link
+             frame, v = [linear velocity in the parent frame, angular in the
+             link frame] (MuJoCo's free joint)
+planar       ``planar`` in the joint frame's xy-plane; the axis (plane normal)
+             must be z
+===========  ===============================================================
+
+Bodies are added depth-first from the root, children in document order of
+their joints (the order urdfdom and Pinocchio use).  URDF joint names are kept
+as they are (``model.joint_names``); fixed joints are merged and not listed.
+``floating_base=True`` gives the root link a free joint named ``root_joint``.
+
+Not modelled, listed once in a warning: joint limits, Coulomb friction
+(``<dynamics friction>``), collision geometry (contacts), transmissions, and
+mimic joints, which stay independent DoFs (as Pinocchio does unless asked to
+couple them); ``URDFImport.mimic`` records them.  ``<dynamics damping>`` is
+joint damping.  Mesh and other geometry never enter the dynamics: the inertia
+is the link's ``<inertial>`` (a link without one is massless).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model import Model, ModelBuilder
+from . import _common as C
+
+JOINT_TYPES = {"revolute": "revolute", "continuous": "revolute", "prismatic": "prismatic", "fixed": "fixed",
+               "floating": "free", "planar": "planar"}
+
+
+class URDFError(ValueError):
+    """A document jaxmbd cannot load (a ValueError)."""
+
+
+@dataclass
+class URDFImport:
+    """The model and what ``load_urdf`` read besides it: ``mimic`` (joint ->
+    (mimicked joint, multiplier, offset)), ``joint_range`` (joint -> (lower,
+    upper)), ``unsupported`` (what the warning listed)."""
+
+    model: Model
+    mimic: dict = field(default_factory=dict)
+    joint_range: dict = field(default_factory=dict)
+    unsupported: list = field(default_factory=list)
+
+
+def load_urdf(path, floating_base: bool = False, *, return_info: bool = False, warn: bool = True,
+              gravity=(0.0, 0.0, -9.81)):
+    """Load a URDF file (or the XML text itself) as a :class:`Model`.
+
+    floating_base: put a free joint between the world and the root link
+    (otherwise the root link is welded to the world).  Raises ValueError naming
+    the element for malformed documents, missing links, cycles, unknown joint
+    types and non-physical inertias.  ``return_info=True`` returns a
+    :class:`URDFImport`.
+    """
+    root, base, where = C.parse_xml(path, "URDF")
+    try:
+        info = _load(root, bool(floating_base), gravity)
+    except ValueError as e:
+        raise URDFError(f"{where}: {e}") from None
+    if warn and info.unsupported:
+        warnings.warn(f"{where}: not modelled by jaxmbd (ignored): {'; '.join(info.unsupported)}",
+                      UserWarning, stacklevel=2)
+    return info if return_info else info.model
+
+
+def _origin(el, what):
+    o = el.find("origin")
+    if o is None:
+        return np.eye(3), np.zeros(3)
+    xyz = C.numbers(o.get("xyz", "0 0 0"), 3, f"{what}: origin xyz")
+    rpy = C.numbers(o.get("rpy", "0 0 0"), 3, f"{what}: origin rpy")
+    return C.rpy_to_rot(rpy), xyz
+
+
+def _link_inertia(link, name):
+    what = f"link {name!r}"
+    el = link.find("inertial")
+    if el is None:
+        return 0.0, np.zeros(3), np.zeros((3, 3))
+    R, c = _origin(el, f"{what} inertial")
+    m_el = el.find("mass")
+    if m_el is None or m_el.get("value") is None:
+        raise URDFError(f"{what}: <inertial> without <mass value=...>")
+    m = C.number(m_el.get("value"), f"{what}: mass")
+    i_el = el.find("inertia")
+    if i_el is None:
+        raise URDFError(f"{what}: <inertial> without <inertia>")
+    keys = ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")
+    v = {k: C.number(i_el.get(k, "0"), f"{what}: inertia {k}") for k in keys}
+    I = np.array([[v["ixx"], v["ixy"], v["ixz"]], [v["ixy"], v["iyy"], v["iyz"]], [v["ixz"], v["iyz"], v["izz"]]])
+    if m < 0:
+        raise URDFError(f"{what}: negative mass {m}")
+    return m, c, R @ I @ R.T
+
+
+def _load(root, floating_base, gravity):
+    if root.tag != "robot":
+        raise URDFError(f"root element is <{root.tag}>, expected <robot>")
+    links = {}
+    for el in root.findall("link"):
+        name = el.get("name")
+        if not name:
+            raise URDFError("a <link> without a name")
+        if name in links:
+            raise URDFError(f"duplicate link {name!r}")
+        links[name] = el
+    if not links:
+        raise URDFError("no <link> elements")
+    parent_of, children, jnames = {}, {n: [] for n in links}, set()
+    unsupported, mimic, joint_range = [], {}, {}
+    friction, limited = [], 0
+    for el in root.findall("joint"):
+        name = el.get("name")
+        if not name:
+            raise URDFError("a <joint> without a name")
+        if name in jnames:
+            raise URDFError(f"duplicate joint {name!r}")
+        jnames.add(name)
+        what = f"joint {name!r}"
+        jt = el.get("type")
+        if jt not in JOINT_TYPES:
+            raise URDFError(f"{what}: unknown joint type {jt!r}; expected one of {', '.join(JOINT_TYPES)}")
+        p, c = el.find("parent"), el.find("child")
+        if p is None or c is None or not p.get("link") or not c.get("link"):
+            raise URDFError(f"{what}: needs <parent link=...> and <child link=...>")
+        p, c = p.get("link"), c.get("link")
+        for role, ln in (("parent", p), ("child", c)):
+            if ln not in links:
+                raise URDFError(f"{what}: {role} link {ln!r} is not defined")
+        if c in parent_of:
+            raise URDFError(f"{what}: link {c!r} already has a parent joint ({parent_of[c][0]!r}): "
+                            "the links do not form a tree")
+        if p == c:
+            raise URDFError(f"{what}: joins link {p!r} to itself")
+        parent_of[c] = (name, p)
+        children[p].append(el)
+        lim = el.find("limit")
+        if lim is not None and jt in ("revolute", "prismatic"):
+            lo = C.number(lim.get("lower", "0"), f"{what}: limit lower")
+            hi = C.number(lim.get("upper", "0"), f"{what}: limit upper")
+            joint_range[name] = (lo, hi)
+            limited += 1
+        dyn = el.find("dynamics")
+        if dyn is not None and C.number(dyn.get("friction", "0"), f"{what}: friction"):
+            friction.append(name)
+        mm = el.find("mimic")
+        if mm is not None:
+            mimic[name] = (mm.get("joint"), C.number(mm.get("multiplier", "1"), f"{what}: mimic multiplier"),
+                           C.number(mm.get("offset", "0"), f"{what}: mimic offset"))
+    roots = [n for n in links if n not in parent_of]
+    if not roots:
+        raise URDFError("every link has a parent: the joints form a cycle")
+    if len(roots) > 1:
+        raise URDFError(f"{len(roots)} root links ({', '.join(map(repr, roots[:5]))}): "
+                        "the links are not connected into one tree")
+    root_link = roots[0]
+
+    b = ModelBuilder(gravity=gravity)
+    q0 = []
+    m, c, I = _link_inertia(links[root_link], root_link)
+    if root_link == "world":
+        if floating_base:
+            raise URDFError("the root link is named 'world': it cannot float")
+        top = "world"
+    else:
+        if floating_base:
+            rj = "root_joint"
+            while rj in jnames:
+                rj += "_"
+            b.add_body(root_link, "world", "free", mass=m, com=c, inertia=I, joint_name=rj, strict_inertia=False)
+            q0.append(np.array([0, 0, 0, 1.0, 0, 0, 0]))
+        else:
+            b.add_body(root_link, "world", "fixed", mass=m, com=c, inertia=I, strict_inertia=False)
+        top = root_link
+    seen = {root_link}
+    stack = [(el, top) for el in reversed(children[root_link])]
+    while stack:  # depth-first pre-order, children in document order of their joints
+        el, parent_body = stack.pop()
+        child = _add_joint(b, el, parent_body, links, seen, q0)
+        stack.extend((e, child) for e in reversed(children[child]))
+    unreachable = [n for n in links if n not in seen]
+    if unreachable:
+        raise URDFError(f"links {', '.join(map(repr, unreachable[:5]))} are not connected to the root "
+                        f"{root_link!r} (a cycle)")
+    if limited:
+        unsupported.append(f"joint limits ({limited} limited joints; ranges in joint_range)")
+    if friction:
+        unsupported.append(f"joint Coulomb friction ({', '.join(friction)})")
+    if mimic:
+        unsupported.append(f"mimic joints, kept as independent DoFs ({', '.join(mimic)})")
+    ncoll = len(root.findall("link/collision"))
+    if ncoll:
+        unsupported.append(f"contacts ({ncoll} collision geometries)")
+    ntr = len(root.findall("transmission"))
+    if ntr:
+        unsupported.append(f"transmissions ({ntr})")
+    b.set_initial_state(q0=np.concatenate(q0) if q0 else np.zeros(0))
+    model = b.build()
+    if b.inertia_notes:
+        unsupported.append("the triangle-inequality check of inertias (violated, used as given: "
+                           + ", ".join(b.inertia_notes) + ")")
+    return URDFImport(model=model, mimic=mimic, joint_range=joint_range, unsupported=unsupported)
+
+
+def _add_joint(b, el, parent_body, links, seen, q0):
+    """Add the child link of joint ``el`` under ``parent_body``; returns its name."""
+    name = el.get("name")
+    what = f"joint {name!r}"
+    jt = JOINT_TYPES[el.get("type")]
+    child = el.find("child").get("link")
+    if child in seen:
+        raise URDFError(f"{what}: link {child!r} is reached twice (a cycle)")
+    seen.add(child)
+    R, p = _origin(el, what)
+    ax_el = el.find("axis")
+    axis = C.numbers(ax_el.get("xyz", "1 0 0") if ax_el is not None else "1 0 0", 3, f"{what}: axis")
+    kw = {}
+    if jt in ("revolute", "prismatic"):
+        if np.linalg.norm(axis) < 1e-12:
+            raise URDFError(f"{what}: axis is zero")
+        kw["axis"] = axis
+    if jt == "planar":
+        n = axis / max(np.linalg.norm(axis), 1e-300)
+        if not np.allclose(n, [0, 0, 1], atol=1e-9):
+            raise URDFError(f"{what}: a planar joint's axis must be 0 0 1 (the joint frame's z), got {axis}")
+    dyn = el.find("dynamics")
+    if dyn is not None and jt != "fixed":
+        kw["damping"] = C.number(dyn.get("damping", "0"), f"{what}: damping")
+    m, c, I = _link_inertia(links[child], child)
+    b.add_body(child, parent_body, jt, pos=p, quat=C.rot_to_quat(R), mass=m, com=c, inertia=I, strict_inertia=False,
+               joint_name=name, **kw)
+    if jt == "free":
+        q0.append(np.array([0, 0, 0, 1.0, 0, 0, 0]))
+    elif jt != "fixed":
+        q0.append(np.zeros(3 if jt == "planar" else 1))
+    return child
