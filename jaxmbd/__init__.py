@@ -23,7 +23,9 @@ from .rnea import inverse_dynamics, bias_force, passive_force, rnea  # noqa: E40
 from .crba import mass_matrix, mass_matrix_compact, compact_to_dense, composite_inertias  # noqa: E402
 from .aba import forward_dynamics, aba  # noqa: E402
 from .coriolis import coriolis_matrix  # noqa: E402
-from . import cost, ltdl, linalg, models, integrators  # noqa: E402
+from . import cost, ltdl, linalg, models, integrators, forces, constraints, dae  # noqa: E402
+from .constraints import Mechanism, constraint_residual, constraint_jacobian, constraint_bias  # noqa: E402
+from .dae import constrained_dynamics, assemble  # noqa: E402
 from .simulate import simulate, Solution, status_name  # noqa: E402
 from .rollout import rollout, Rollout  # noqa: E402
 from .io import load_mjcf, load_urdf  # noqa: E402
@@ -38,5 +40,6 @@ __all__ = [
     "mass_matrix", "mass_matrix_compact", "compact_to_dense", "composite_inertias",
     "forward_dynamics", "aba", "coriolis_matrix", "cost", "ltdl", "linalg", "models",
     "integrators", "simulate", "Solution", "status_name", "rollout", "Rollout",
-    "load_mjcf", "load_urdf",
+    "load_mjcf", "load_urdf", "forces", "constraints", "dae", "Mechanism", "constraint_residual",
+    "constraint_jacobian", "constraint_bias", "constrained_dynamics", "assemble",
 ]

@@ -186,7 +186,8 @@ def kinetic_energy(model, q, v):
 
 @jax.jit
 def potential_energy(model, q):
-    """Gravity (-Σ m_i g·c_i, zero at the world origin) plus joint springs ½ k (q - q_ref)²."""
+    """Gravity (-Σ m_i g·c_i, zero at the world origin), joint springs ½ k (q - q_ref)²
+    and the force elements' potential (``jaxmbd.forces.element_energy``)."""
     kin = forward_kinematics(model, q)
     c = kin.pos + jnp.einsum("nij,nj->ni", kin.rot, model.com)
     U = -jnp.sum(model.mass * (c @ model.gravity))
@@ -194,6 +195,9 @@ def potential_energy(model, q):
     if sel.any():
         qa = model.topo.dof_qadr[sel]
         U = U + 0.5 * jnp.sum(model.stiffness[sel] * (q[qa] - model.spring_ref[qa]) ** 2)
+    if model.forces is not None:
+        from .forces import element_energy
+        U = U + element_energy(model, q)
     return U
 
 

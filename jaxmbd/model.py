@@ -54,6 +54,7 @@ class Model(eqx.Module):
     q0: jax.Array = None   # default initial state (the problem's own for test problems,
     v0: jax.Array = None   # else the neutral configuration at rest)
     joint_names: tuple = eqx.field(static=True, default=None)  # one per moving body's joint
+    forces: object = None  # jaxmbd.forces.ForceElements, or None (no force elements)
 
     @property
     def nq(self) -> int:
@@ -339,7 +340,278 @@ class ModelBuilder:
             remaining.remove(b)
         return order
 
-    def build(self) -> Model:
+    # --- force elements and loop constraints -----------------------------------------
+
+    def _point_owner(self, body, what):
+        if body == "world" or body is None:
+            return "world"
+        if not isinstance(body, str) or body not in self._names:
+            raise ValueError(f"{what}: body {body!r} is not defined")
+        return body
+
+    def add_spring(self, body_a, point_a, body_b, point_b, *, stiffness=0.0, damping=0.0, rest_length=0.0,
+                   force=0.0, name=None) -> "ModelBuilder":
+        """A point-to-point spring-damper between ``point_a`` of ``body_a`` and
+        ``point_b`` of ``body_b`` (body coordinates; world coordinates for
+        "world"); tension k (L - rest_length) + c L' + force (see
+        :mod:`jaxmbd.forces`)."""
+        what = f"spring {name or len(getattr(self, '_springs', []))}"
+        a, b = self._point_owner(body_a, what), self._point_owner(body_b, what)
+        if a == b:
+            raise ValueError(f"{what}: both ends are on {a!r}")
+        pa, pb = _vec(point_a, 3, f"{what}: point_a"), _vec(point_b, 3, f"{what}: point_b")
+        k, c = _scalar(stiffness, f"{what}: stiffness"), _scalar(damping, f"{what}: damping")
+        l0, f0 = _scalar(rest_length, f"{what}: rest_length"), _scalar(force, f"{what}: force")
+        if k < 0 or c < 0 or l0 < 0:
+            raise ValueError(f"{what}: stiffness, damping and rest_length must be non-negative")
+        self.__dict__.setdefault("_springs", []).append((a, pa, b, pb, k, c, l0, f0))
+        return self
+
+    def add_coordinate_spring(self, joint, *, other=None, index=0, other_index=0, stiffness=0.0, damping=0.0,
+                              reference=0.0) -> "ModelBuilder":
+        """A spring-damper on d = q[joint][index] - q[other][other_index] (the
+        ground when ``other`` is None): force -(k (d - reference) + c d') on
+        ``joint``'s coordinate and the opposite on ``other``'s.  Joints with
+        scalar coordinates only (revolute, prismatic, helical, planar);
+        joints are named by their body."""
+        what = f"coordinate spring on {joint!r}"
+        for j in (joint, other):
+            if j is not None and j not in self._names:
+                raise ValueError(f"{what}: body {j!r} is not defined")
+        k, c = _scalar(stiffness, f"{what}: stiffness"), _scalar(damping, f"{what}: damping")
+        if k < 0 or c < 0:
+            raise ValueError(f"{what}: stiffness and damping must be non-negative")
+        self.__dict__.setdefault("_couplings", []).append(
+            (joint, int(index), other, int(other_index), k, c, _scalar(reference, f"{what}: reference")))
+        return self
+
+    def add_joint_force(self, joint, value) -> "ModelBuilder":
+        """A constant generalized force on a joint's DoFs (e.g. a motor torque); joints are named by their body."""
+        if joint not in self._names:
+            raise ValueError(f"joint force: body {joint!r} is not defined")
+        self.__dict__.setdefault("_joint_forces", []).append((joint, np.atleast_1d(np.asarray(value, float))))
+        return self
+
+    def add_loop(self, kind, body_a, body_b="world", *, pos_a=(0.0, 0.0, 0.0), quat_a=(1.0, 0.0, 0.0, 0.0),
+                 pos_b=(0.0, 0.0, 0.0), quat_b=(1.0, 0.0, 0.0, 0.0), axis=None, axis_b=None, distance=None,
+                 normal=(0.0, 0.0, 1.0), name=None) -> "ModelBuilder":
+        """A loop-closure constraint between frame A on ``body_a`` and frame B
+        on ``body_b`` ("world" for the ground); kinds and equations in
+        :mod:`jaxmbd.constraints`.
+
+        Frames are placed by ``pos_*``/``quat_*`` in their body's coordinates
+        (world coordinates on the world).  ``axis`` (revolute, prismatic,
+        point_on_line) gives z_A in body a's coordinates instead of
+        ``quat_a``; ``axis_b`` gives z_B (revolute; default: the same vector
+        in body b's coordinates).  ``distance`` (distance constraints) must
+        be positive.  ``normal``: the plane normal of ``point_planar``
+        (world coordinates)."""
+        from .constraints import KINDS
+        loops = self.__dict__.setdefault("_loops", [])
+        what = f"loop constraint {name or len(loops)} ({kind})"
+        if kind not in KINDS:
+            raise ValueError(f"{what}: unknown constraint kind {kind!r}; expected one of {', '.join(KINDS)}")
+        a, b = self._point_owner(body_a, what), self._point_owner(body_b, what)
+        if a == b:
+            raise ValueError(f"{what}: both frames are on {a!r}")
+        pa, pb = _vec(pos_a, 3, f"{what}: pos_a"), _vec(pos_b, 3, f"{what}: pos_b")
+
+        def rot(quat, label):
+            qv = _vec(quat, 4, f"{what}: {label}")
+            if np.linalg.norm(qv) < 1e-12:
+                raise ValueError(f"{what}: {label} is zero")
+            return _quat_rot(qv / np.linalg.norm(qv))
+
+        def from_axis(ax, label):
+            ax = _vec(ax, 3, f"{what}: {label}")
+            n = np.linalg.norm(ax)
+            if n < 1e-12:
+                raise ValueError(f"{what}: {label} is zero")
+            z = ax / n
+            t = np.array([1.0, 0.0, 0.0]) if abs(z[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+            x = t - z * (t @ z)
+            x /= np.linalg.norm(x)
+            return np.stack([x, np.cross(z, x), z], axis=1)
+
+        Ra, Rb = rot(quat_a, "quat_a"), rot(quat_b, "quat_b")
+        if axis is not None:
+            if kind not in ("revolute", "prismatic", "point_on_line"):
+                raise ValueError(f"{what}: axis applies to revolute, prismatic and point_on_line constraints")
+            Ra = from_axis(axis, "axis")
+            if kind == "revolute":
+                Rb = from_axis(axis if axis_b is None else axis_b, "axis_b")
+        elif axis_b is not None:
+            raise ValueError(f"{what}: axis_b needs axis")
+        d = 0.0
+        if kind == "distance":
+            if distance is None:
+                raise ValueError(f"{what}: a distance constraint needs distance=")
+            d = _scalar(distance, f"{what}: distance")
+            if not d > 0:
+                raise ValueError(f"{what}: distance must be positive, got {d}")
+        elif distance is not None:
+            raise ValueError(f"{what}: distance applies to distance constraints only")
+        nrm = _vec(normal, 3, f"{what}: normal")
+        if np.linalg.norm(nrm) < 1e-12:
+            raise ValueError(f"{what}: normal is zero")
+        plane = from_axis(nrm, "normal")[:, :2].T
+        if kind == "point_planar" and np.allclose(np.abs(nrm / np.linalg.norm(nrm)), [0, 0, 1]):
+            plane = np.array([[1.0, 0, 0], [0, 1.0, 0]])  # the x and y components, in that order
+        loops.append(dict(kind=kind, a=a, b=b, Ra=Ra, pa=pa, Rb=Rb, pb=pb, d=d, plane=plane,
+                          name=name or f"loop{len(loops)}"))
+        return self
+
+    def _force_elements(self, names, topo, moving_frames):
+        """ForceElements from the recorded springs, couplings and joint forces (None if there are none)."""
+        from .forces import ForceElements
+        springs = getattr(self, "_springs", [])
+        couplings = getattr(self, "_couplings", [])
+        jforces = getattr(self, "_joint_forces", [])
+        if not (springs or couplings or jforces):
+            return None
+        index = {n: i for i, n in enumerate(names)}
+        f64 = jnp.float64
+
+        def attach(body, p):
+            if body == "world":
+                return -1, p
+            host, R, off = moving_frames[body]
+            if host == "world":
+                return -1, off + R @ p
+            return index[host], off + R @ p
+        sb, spa, spb = [], [], []
+        for a, pa, b, pb, *_ in springs:
+            (ia, xa), (ib, xb) = attach(a, pa), attach(b, pb)
+            if ia == ib:
+                raise ValueError(f"spring between {a!r} and {b!r}: both ends move with the same body")
+            sb.append((ia, ib)), spa.append(xa), spb.append(xb)
+        col = lambda i: jnp.asarray(np.array([s[i] for s in springs], float).reshape(-1), f64)  # noqa: E731
+
+        def dof_of(joint, k):
+            host = moving_frames[joint][0]
+            if host != joint:
+                raise ValueError(f"coordinate spring: {joint!r} is welded (has no joint coordinate)")
+            i = index[joint]
+            if topo.jtype[i] not in ("revolute", "prismatic", "helical", "planar"):
+                raise ValueError(f"coordinate spring: joint {joint!r} ({topo.jtype[i]}) has no scalar coordinates")
+            if not 0 <= k < topo.nv_body[i]:
+                raise ValueError(f"coordinate spring: joint {joint!r} has no coordinate {k}")
+            return int(topo.v_adr[i] + k)
+        cd = tuple((-1 if o is None else dof_of(o, ko), dof_of(j, k)) for j, k, o, ko, *_ in couplings)
+        ccol = lambda i: jnp.asarray(np.array([c[i] for c in couplings], float).reshape(-1), f64)  # noqa: E731
+        jf = np.zeros(topo.nv)
+        for joint, val in jforces:
+            i = index.get(joint)
+            if i is None:
+                raise ValueError(f"joint force: {joint!r} is welded (has no joint)")
+            n = topo.nv_body[i]
+            if val.size not in (1, n):
+                raise ValueError(f"joint force on {joint!r}: expected 1 or {n} values, got {val.size}")
+            if not np.all(np.isfinite(val)):
+                raise ValueError(f"joint force on {joint!r}: not finite")
+            jf[topo.v_adr[i]:topo.v_adr[i] + n] += np.broadcast_to(val, (n,))
+        return ForceElements(
+            spring_bodies=tuple(sb), spring_pa=jnp.asarray(np.array(spa).reshape(-1, 3), f64),
+            spring_pb=jnp.asarray(np.array(spb).reshape(-1, 3), f64), spring_k=col(4), spring_c=col(5),
+            spring_l0=col(6), spring_f0=col(7), coupling_dofs=cd, coupling_k=ccol(4), coupling_c=ccol(5),
+            coupling_ref=ccol(6), joint_force=jnp.asarray(jf, f64))
+
+    def build(self, coordinate_order=None):
+        """Validate and build.  Returns a :class:`Model` for a plain tree, or a
+        :class:`jaxmbd.constraints.Mechanism` when loop constraints were
+        added or ``coordinate_order`` is given: a list of joint names (body
+        names by default) fixing the order of the coordinates (every joint
+        with scalar coordinates; default: the tree's order)."""
+        loops = getattr(self, "_loops", [])
+        if not loops and coordinate_order is None:
+            return self._build_tree()
+        init = getattr(self, "_init", (None, None))
+        perm = None
+        if coordinate_order is not None:
+            # build the tree with the default state, then map the user-order state
+            self._init = (None, None)
+            try:
+                tree = self._build_tree()
+            finally:
+                self._init = init
+            perm = self._coordinate_perm(tree, coordinate_order)
+        else:
+            tree = self._build_tree()
+        return self._mechanism(tree, loops, perm, init)
+
+    def _coordinate_perm(self, tree, order):
+        topo = tree.topo
+        order = list(order)
+        if sorted(order) != sorted(tree.joint_names):
+            missing = sorted(set(tree.joint_names) - set(order))
+            extra = sorted(set(order) - set(tree.joint_names))
+            raise ValueError(f"coordinate_order must list every joint once (missing {missing}, unknown {extra})")
+        perm = []
+        for name in order:
+            j = tree.joint_names.index(name)
+            if topo.jtype[j] not in ("revolute", "prismatic", "helical", "planar"):
+                raise ValueError(f"coordinate_order: joint {name!r} ({topo.jtype[j]}) has no scalar coordinates; "
+                                 "a coordinate order is supported for joints with scalar coordinates only")
+            perm.extend(range(topo.q_adr[j], topo.q_adr[j] + topo.nq_body[j]))
+        return tuple(int(p) for p in perm)
+
+    def _mechanism(self, tree, loops, perm, init):
+        from .constraints import Mechanism
+        f64 = jnp.float64
+        eff = self._frames_of(tree)
+        index = {n: i for i, n in enumerate(tree.body_names)}
+
+        def attach(body, R, p):
+            if body == "world":
+                return -1, R, p
+            host, Ro, po = eff[body]
+            if host == "world":
+                return -1, Ro @ R, po + Ro @ p
+            return index[host], Ro @ R, po + Ro @ p
+        specs, Ras, pas, Rbs, pbs = [], [], [], [], []
+        for c in loops:
+            ia, Ra, pa = attach(c["a"], c["Ra"], c["pa"])
+            ib, Rb, pb = attach(c["b"], c["Rb"], c["pb"])
+            if ia == ib:
+                raise ValueError(f"loop constraint {c['name']!r}: both frames move with the same body "
+                                 f"({c['a']!r}, {c['b']!r})")
+            specs.append((c["kind"], ia, ib))
+            Ras.append(Ra), pas.append(pa), Rbs.append(Rb), pbs.append(pb)
+        k = len(loops)
+        arr = lambda xs, shape: jnp.asarray(np.array(xs, float).reshape((k,) + shape), f64)  # noqa: E731
+        q0u, v0u = init if init is not None else (None, None)
+        perm_np = None if perm is None else np.asarray(perm)
+        inv = None if perm is None else np.argsort(perm_np)
+        tq0, tv0 = np.asarray(tree.q0), np.asarray(tree.v0)
+        if q0u is not None:
+            if q0u.shape != (tree.nq,) or not np.all(np.isfinite(q0u)):
+                raise ValueError(f"initial q0: expected {tree.nq} finite numbers, got shape {q0u.shape}")
+            tq0 = q0u if inv is None else q0u[inv]
+        if v0u is not None:
+            if v0u.shape != (tree.nv,) or not np.all(np.isfinite(v0u)):
+                raise ValueError(f"initial v0: expected {tree.nv} finite numbers, got shape {v0u.shape}")
+            tv0 = v0u if inv is None else v0u[inv]
+        tree = eqx.tree_at(lambda m: (m.q0, m.v0), tree, (jnp.asarray(tq0, f64), jnp.asarray(tv0, f64)))
+        uq0 = tq0 if perm_np is None else tq0[perm_np]
+        uv0 = tv0 if perm_np is None else tv0[perm_np]
+        return Mechanism(tree=tree, loops=tuple(specs), loop_names=tuple(c["name"] for c in loops),
+                         loop_rot_a=arr(Ras, (3, 3)), loop_pos_a=arr(pas, (3,)), loop_rot_b=arr(Rbs, (3, 3)),
+                         loop_pos_b=arr(pbs, (3,)), loop_distance=arr([c["d"] for c in loops], ()),
+                         loop_plane=arr([c["plane"] for c in loops], (2, 3)), perm=perm,
+                         q0=jnp.asarray(uq0, f64), v0=jnp.asarray(uv0, f64))
+
+    def _frames_of(self, tree):
+        """name -> (moving host body or "world", R_off, p_off) for every body added."""
+        eff = {"world": ("world", np.eye(3), np.zeros(3))}
+        for b in self._order():
+            host, Ro, po = eff[b["parent"]]
+            if b["jtype"] == "fixed":
+                eff[b["name"]] = (host, Ro @ b["R"], po + Ro @ b["p"])
+            else:
+                eff[b["name"]] = (b["name"], np.eye(3), np.zeros(3))
+        return eff
+
+    def _build_tree(self) -> Model:
         if not self._bodies:
             raise ValueError("model has no bodies")
         order = self._order()
@@ -407,6 +679,7 @@ class ModelBuilder:
             q0=jnp.asarray(self._initial_q(topo), f64),
             v0=jnp.asarray(self._initial_v(topo), f64),
             joint_names=tuple(jnames),
+            forces=self._force_elements(names, topo, self._frames_of(None)),
         )
 
     def set_initial_state(self, q0=None, v0=None) -> "ModelBuilder":

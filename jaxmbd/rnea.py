@@ -6,13 +6,16 @@ import jax
 import jax.numpy as jnp
 
 from . import spatial
+from .forces import element_force
 from .kinematics import _check, joint_state, node_inertias
 from .topology import tree_backward, tree_forward
 
 
 @jax.jit
 def passive_force(model, q, v):
-    """Joint damping and spring forces, -b v - k (q - q_ref), shape (nv,)."""
+    """Joint damping and spring forces, -b v - k (q - q_ref), plus the
+    model's force elements (``model.forces``: point and coordinate
+    spring-dampers, constant joint forces), shape (nv,)."""
     topo = model.topo
     tau = -model.damping * v
     sel = topo.dof_qadr >= 0
@@ -20,6 +23,8 @@ def passive_force(model, q, v):
         qa = jnp.where(sel, topo.dof_qadr, 0)
         spring = -model.stiffness * (q[qa] - model.spring_ref[qa])
         tau = tau + jnp.where(jnp.asarray(sel), spring, 0.0)
+    if model.forces is not None:
+        tau = tau + element_force(model, q, v)
     return tau
 
 

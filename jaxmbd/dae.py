@@ -1,0 +1,324 @@
+"""Closed loops as index-3 DAEs (Negrut's thesis; digests/negrut.md §1-2).
+
+* :func:`constrained_dynamics`: accelerations and multipliers from the
+  augmented system ``[[H, Φ_qᵀ], [Φ_q, 0]] [a; λ] = [τ - C; τ_c]``, through
+  the factorization of H and the Schur complement ``Φ_q H⁻¹ Φ_qᵀ`` (formed
+  with the LᵀDL half-solve on branched trees), or densely (the reference).
+* Generalized coordinate partitioning (§1.2): :func:`partition` runs full-
+  pivot Gaussian elimination on Φ_q and returns the dependent (pivot) and
+  independent columns; ``cond(Φ_u)`` is watched and the partition is
+  renewed when it exceeds 1.25x its value at partitioning.
+* :class:`ConstrainedChartODE`: the state-space ODE (SSODE, §1.4) on the
+  independent coordinates, in the local chart of the tree at the step start,
+  so every integrator of :mod:`jaxmbd.integrators` applies to it: given
+  the independent chart coordinates y and rates y', the dependent ones are
+  recovered by Newton on Φ = 0 and one linear solve, then the constrained
+  accelerations are computed and their independent part returned.  Its
+  Jacobians J1 = ∂y''/∂y and J2 = ∂y''/∂y' come from forward-mode autodiff
+  through the recovery (the thesis's Appendix A, as a JVP).
+* :func:`assemble`: consistent positions (Gauss-Newton with the LU
+  projection method's least-squares / minimum-norm steps; redundant
+  constraints allowed) and velocities (minimum-norm correction).
+
+Position recovery differentiates exactly: Newton runs to convergence
+without derivatives, then two more Newton steps are taken with them.  At a
+converged point a Newton step's derivative is the implicit-function
+derivative (u_v = -Φ_u⁻¹ Φ_v), and two steps make the derivatives exact up
+to third order (each step squares the error of the derivative expansion), so
+the Rosenbrock Jacobians and gradients through them are exact too.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+
+from . import linalg, ltdl
+from .constraints import Mechanism, _check, phi_bias_tree, phi_jacobian_tree, phi_tree
+from .integrators.chart import ChartODE, right_jacobian_inv
+
+REPARTITION_FACTOR = 1.25   # the thesis's α (§1.2)
+NEWTON_MAX = 12
+NEWTON_EXTRA = 2            # differentiated Newton steps after convergence
+
+
+# --- constrained accelerations (tree order) ---------------------------------------------
+
+def accel_tree(mech, q, v, tau, method="schur"):
+    """(a, λ) for tree-ordered q, v, tau; see :func:`constrained_dynamics`."""
+    from .aba import factorization_for
+    from .crba import mass_matrix, mass_matrix_compact
+    from .rnea import bias_force
+    tree = mech.tree
+    rhs = tau - bias_force(tree, q, v)
+    if mech.nc == 0:
+        from .aba import forward_dynamics
+        return forward_dynamics(tree, q, v, tau), jnp.zeros((0,), rhs.dtype)
+    G = phi_jacobian_tree(mech, q)
+    tc = phi_bias_tree(mech, q, v)
+    if method == "dense":
+        H = mass_matrix(tree, q)
+        m = G.shape[0]
+        K = jnp.block([[H, G.T], [G, jnp.zeros((m, m), H.dtype)]])
+        sol = jnp.linalg.solve(K, jnp.concatenate([rhs, tc]))
+        return sol[:tree.nv], sol[tree.nv:]
+    if method != "schur":
+        raise ValueError(f"unknown method {method!r}; expected 'schur' or 'dense'")
+    if factorization_for(tree) == "sparse":
+        F = ltdl.factor(tree, mass_matrix_compact(tree, q))
+        solve = lambda b: ltdl.solve(tree, F, b)           # noqa: E731
+        Y = ltdl.half_solve(tree, F, G.T)                   # D^-1/2 L^-T Gᵀ
+    else:
+        c = jsl.cho_factor(mass_matrix(tree, q), lower=True)
+        solve = lambda b: jsl.cho_solve(c, b)               # noqa: E731
+        Y = jsl.solve_triangular(c[0], G.T, lower=True)     # L^-1 Gᵀ with H = L Lᵀ
+    B = Y.T @ Y                                             # Φ_q H⁻¹ Φ_qᵀ
+    au = solve(rhs)
+    lam = jnp.linalg.solve(B, G @ au - tc)
+    return solve(rhs - G.T @ lam), lam
+
+
+@partial(jax.jit, static_argnames=("method",))
+def constrained_dynamics(mech, q, v, tau=None, method="schur"):
+    """Accelerations and multipliers of a mechanism: (a, λ) with
+
+        H a + Φ_qᵀ λ = τ - C(q, v),   Φ_q a = τ_c = -(Φ_q v)_q v,
+
+    (q, v, τ, a in the mechanism's coordinate order; τ defaults to zero).
+    method: "schur" (default: a factorization of H, sparse LᵀDL on branched
+    trees, and the Schur complement Φ_q H⁻¹ Φ_qᵀ from the half-solve) or
+    "dense" (LU of the whole augmented matrix; the reference).  -Φ_qᵀ λ is
+    the generalized constraint force."""
+    q, v = jnp.asarray(q), jnp.asarray(v)
+    _check(mech, q, v)
+    tau = jnp.zeros(mech.nv, jnp.result_type(q, v)) if tau is None else jnp.asarray(tau)
+    if tau.shape != (mech.nv,):
+        raise ValueError(f"tau has shape {tau.shape}, expected ({mech.nv},)")
+    a, lam = accel_tree(mech, mech.to_tree(q), mech.to_tree(v), mech.to_tree(tau), method)
+    return mech.from_tree(a), lam
+
+
+# --- generalized coordinate partitioning ---------------------------------------------------
+
+def full_pivot(A):
+    """Gaussian elimination with complete pivoting on A (m x n, m <= n).
+
+    Returns (cols, pivots): ``cols`` orders the columns so that the first m
+    are the pivot columns (the dependent coordinates) in pivot order and the
+    rest (independent) follow in increasing order; ``pivots`` are the m
+    pivot magnitudes.  Ties go to the first maximum in row-major order."""
+    m, n = A.shape
+    rows = jnp.arange(m)
+    colsn = jnp.arange(n)
+
+    def body(k, c):
+        W, rp, cp, piv = c
+        mask = (rows[:, None] >= k) & (colsn[None, :] >= k)
+        i_j = jnp.argmax(jnp.where(mask, jnp.abs(W), -1.0).ravel())
+        i, j = i_j // n, i_j % n
+        W = W.at[jnp.array([k, i])].set(W[jnp.array([i, k])])
+        rp = rp.at[jnp.array([k, i])].set(rp[jnp.array([i, k])])
+        W = W.at[:, jnp.array([k, j])].set(W[:, jnp.array([j, k])])
+        cp = cp.at[jnp.array([k, j])].set(cp[jnp.array([j, k])])
+        p = W[k, k]
+        safe = jnp.where(p == 0, 1.0, p)
+        f = jnp.where(rows > k, W[:, k] / safe, 0.0)
+        W = W - f[:, None] * W[k][None, :]
+        return W, rp, cp, piv.at[k].set(jnp.abs(p))
+
+    init = (A, rows, colsn, jnp.zeros(m, A.dtype))
+    _, _, cp, piv = jax.lax.fori_loop(0, m, body, init)
+    dep = cp[:m]
+    is_dep = jnp.zeros(n, bool).at[dep].set(True)
+    ind = jnp.argsort(jnp.where(is_dep, n + colsn, colsn))[: n - m]
+    return jnp.concatenate([dep, ind]).astype(jnp.int32), piv
+
+
+class Partition(dict):
+    """dep (m,), ind (n-m,) int32 index arrays (tree order), cond0 and whether Φ_q had full row rank."""
+
+
+def partition(G, rcond=None):
+    """Partition from the constraint Jacobian G (m x n): dict(dep, ind, cond0, ok)."""
+    m, n = G.shape
+    cols, piv = full_pivot(G)
+    dep, ind = cols[:m], cols[m:]
+    rcond = max(m, n) * 1e3 * jnp.finfo(G.dtype).eps if rcond is None else rcond
+    ok = jnp.min(piv) > rcond * jnp.maximum(jnp.max(piv), 1e-300)
+    return dict(dep=dep, ind=ind, cond0=jnp.linalg.cond(G[:, dep]), ok=ok)
+
+
+# --- the state-space ODE on the independent coordinates ----------------------------------
+
+class ConstrainedChartODE:
+    """y'' = g(t, y, y') for the independent chart coordinates of a mechanism
+    around a consistent tree-ordered configuration q0 (see the module
+    docstring).  ``control(t, q, v, params)`` and the saved states use the
+    mechanism's coordinate order; everything inside is in tree order."""
+
+    def __init__(self, mech, q0, dep, ind, control=None, params=None, method="schur"):
+        self.mech, self.q0, self.dep, self.ind = mech, q0, dep, ind
+        self.chart = ChartODE(mech.tree, q0)
+        self.model = mech.tree
+        self.control, self.params, self.method = control, params, method
+        self.R = self.chart.R
+        self.time_dependent = callable(control)
+        self.nv = mech.nv
+
+    # -- chart, recovery --------------------------------------------------------------
+    def phi_x(self, x):
+        return phi_tree(self.mech, self.chart.config(x))
+
+    def _x(self, y, xd):
+        return jnp.zeros(self.nv, y.dtype).at[self.ind].set(y).at[self.dep].set(xd)
+
+    def _newton_step(self, y, xd):
+        x = self._x(y, xd)
+        r = self.phi_x(x)
+        Jd = jax.jacfwd(lambda z: self.phi_x(self._x(y, z)))(xd)
+        return xd - jnp.linalg.solve(Jd, r), r
+
+    def recover(self, y, guess=None):
+        """Dependent chart coordinates for independent ones y: (x (nv,), ok)."""
+        m = self.dep.shape[0]
+        xd0 = jnp.zeros(m, y.dtype) if guess is None else guess
+        ys = jax.lax.stop_gradient(y)
+        tol = 64 * jnp.finfo(y.dtype).eps
+
+        def cond(c):
+            xd, it, dn = c
+            return (it < NEWTON_MAX) & (dn > tol * (1.0 + jnp.max(jnp.abs(xd))))
+
+        def body(c):
+            xd, it, _ = c
+            xn, _ = self._newton_step(ys, xd)
+            dn = jnp.max(jnp.abs(xn - xd))
+            return xn, it + 1, jnp.where(jnp.isfinite(dn), dn, 0.0)
+        xd, _, _ = jax.lax.while_loop(cond, body, (jax.lax.stop_gradient(xd0), 0, jnp.array(jnp.inf, y.dtype)))
+        xd = jax.lax.stop_gradient(xd)
+        for _ in range(NEWTON_EXTRA):
+            xd, r = self._newton_step(y, xd)
+        res = jnp.max(jnp.abs(self.phi_x(self._x(y, xd)))) if m else jnp.zeros((), y.dtype)
+        ok = jnp.isfinite(res) & (res <= 1e-9 * (1.0 + jnp.max(jnp.abs(self.q0))))
+        return self._x(y, xd), ok
+
+    def chart_velocity(self, x, yd):
+        """Full chart rates x' from the independent ones (Φ_x x' = 0)."""
+        if self.dep.shape[0] == 0:
+            return jnp.zeros(self.nv, yd.dtype).at[self.ind].set(yd)
+        Gx = jax.jacfwd(self.phi_x)(x)
+        xd_dep = -jnp.linalg.solve(Gx[:, self.dep], Gx[:, self.ind] @ yd)
+        return jnp.zeros(self.nv, yd.dtype).at[self.ind].set(yd).at[self.dep].set(xd_dep)
+
+    def state(self, y, yd):
+        """(q, v, x, x', ok): the full tree-ordered state for independent (y, y')."""
+        x, ok = self.recover(y)
+        xd = self.chart_velocity(x, yd)
+        return self.chart.config(x), self.chart.velocity(x, xd), x, xd, ok
+
+    def tau(self, t, q, v):
+        c, mech = self.control, self.mech
+        if c is None:
+            return jnp.zeros(self.nv, q.dtype)
+        if callable(c):
+            return mech.to_tree(jnp.asarray(c(t, mech.from_tree(q), mech.from_tree(v), self.params), q.dtype))
+        return mech.to_tree(jnp.broadcast_to(jnp.asarray(c, q.dtype), (self.nv,)))
+
+    def accel_full(self, t, y, yd):
+        """(x'' (nv,), a (nv,), λ, ok) at independent (y, y')."""
+        q, v, x, xd, ok = self.state(y, yd)
+        a, lam = accel_tree(self.mech, q, v, self.tau(t, q, v), self.method)
+        xdd = self._chart_accel(x, xd, a)
+        return xdd, a, lam, ok
+
+    def _chart_accel(self, x, xd, a):
+        ch = self.chart
+        if not len(self.R):
+            return a
+        _, corr = jax.jvp(lambda xx: ch.velocity(xx, xd), (x,), (xd,))
+        r = a - corr
+        return r.at[self.R].set(jnp.einsum("kij,kj->ki", right_jacobian_inv(x[self.R]), r[self.R]))
+
+    # -- the ChartODE interface the integrators use --------------------------------
+    def g(self, t, y, yd):
+        xdd, _, _, ok = self.accel_full(t, y, yd)
+        return jnp.where(ok, xdd[self.ind], jnp.nan)
+
+    def g_and_jac(self, t, y, yd):
+        n = y.shape[0]
+
+        def f(z):
+            out = self.g(t, z[:n], z[n:])
+            return out, out
+        J, g0 = jax.jacfwd(f, has_aux=True)(jnp.concatenate([y, yd]))
+        return g0, J[:, :n], J[:, n:]
+
+    def g_t(self, t, y, yd):
+        if not self.time_dependent:
+            return jnp.zeros_like(y)
+        return jax.jvp(lambda s: self.g(s, y, yd), (t,), (jnp.ones_like(t),))[1]
+
+    def finish(self, y, yd):
+        from .kinematics import normalize_q
+        q, v, _, _, ok = self.state(y, yd)
+        q = normalize_q(self.model, q)
+        return jnp.where(ok, q, jnp.nan), jnp.where(ok, v, jnp.nan)
+
+    def position_magnitude(self, q):
+        return self.chart.position_magnitude(q)[self.ind]
+
+    def initial_rates(self, v):
+        """Independent chart rates at the step start (x' = v at x = 0)."""
+        return v[self.ind]
+
+
+# --- consistent initial conditions ----------------------------------------------------------
+
+@partial(jax.jit, static_argnames=("iterations",))
+def assemble(mech, q, v=None, iterations=20, tol=1e-12):
+    """Consistent positions and velocities near (q, v) (mechanism order).
+
+    Positions: Gauss-Newton q ← q ⊕ δ with δ the minimum-norm solution of
+    Φ_q δ = -Φ (the LU projection method, :func:`jaxmbd.linalg.minnorm_lu`;
+    least squares with :func:`~jaxmbd.linalg.lstsq_lu` when there are more
+    equations than coordinates); converges quadratically for full-rank Φ_q.
+    Velocities: the minimum-norm correction v - Φ_qᵀ (Φ_q Φ_qᵀ)⁻¹ Φ_q v.
+    Returns (q, v, info) with info = dict(residual (|Φ|∞ per iteration),
+    velocity_residual, status (linalg.OK or RANK_DEFICIENT))."""
+    from .kinematics import integrate_q, normalize_q
+    q = jnp.asarray(q)
+    v = mech.v0 if v is None else jnp.asarray(v)
+    _check(mech, q, v)
+    tree = mech.tree
+    qt, vt = mech.to_tree(q), mech.to_tree(v)
+    m, n = mech.nc, mech.nv
+    tall = m > n
+
+    def step(c, _):
+        qt, status = c
+        r = phi_tree(mech, qt)
+        G = phi_jacobian_tree(mech, qt)
+        if tall:
+            s = linalg.lstsq_lu(G, -r)
+        else:
+            s = linalg.minnorm_lu(G, -r)
+        small = jnp.max(jnp.abs(r)) <= tol
+        dx = jnp.where(small, 0.0, s.x)
+        return (normalize_q(tree, integrate_q(tree, qt, dx)), status | s.status), jnp.max(jnp.abs(r))
+    (qt, status), hist = jax.lax.scan(step, (qt, jnp.array(0, jnp.int32)), None, length=iterations)
+    G = phi_jacobian_tree(mech, qt)
+    if m and not tall:
+        s = linalg.minnorm_lu(G, G @ vt)
+        vt = vt - s.x
+        status = status | s.status
+    vres = jnp.max(jnp.abs(G @ vt)) if m else jnp.zeros((), vt.dtype)
+    res = jnp.max(jnp.abs(phi_tree(mech, qt))) if m else jnp.zeros((), vt.dtype)
+    return mech.from_tree(qt), mech.from_tree(vt), dict(residual_history=hist, residual=res,
+                                                         velocity_residual=vres, status=status)
+
+
+__all__ = ["constrained_dynamics", "full_pivot", "partition", "ConstrainedChartODE", "assemble", "Mechanism"]
