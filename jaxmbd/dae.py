@@ -48,8 +48,9 @@ NEWTON_EXTRA = 2            # differentiated Newton steps after convergence
 
 # --- constrained accelerations (tree order) ---------------------------------------------
 
-def accel_tree(mech, q, v, tau, method="schur"):
-    """(a, λ) for tree-ordered q, v, tau; see :func:`constrained_dynamics`."""
+def accel_tree(mech, q, v, tau, method="schur", G=None):
+    """(a, λ) for tree-ordered q, v, tau; see :func:`constrained_dynamics`
+    (G: Φ_q at q when the caller has it)."""
     from .aba import factorization_for
     from .crba import mass_matrix, mass_matrix_compact
     from .rnea import bias_force
@@ -58,7 +59,7 @@ def accel_tree(mech, q, v, tau, method="schur"):
     if mech.nc == 0:
         from .aba import forward_dynamics
         return forward_dynamics(tree, q, v, tau), jnp.zeros((0,), rhs.dtype)
-    G = phi_jacobian_tree(mech, q)
+    G = phi_jacobian_tree(mech, q) if G is None else G
     tc = phi_bias_tree(mech, q, v)
     if method == "dense":
         H = mass_matrix(tree, q)
@@ -200,25 +201,28 @@ class ConstrainedChartODE:
             return xn, it + 1, jnp.where(jnp.isfinite(dn), dn, 0.0)
         xd, _, _ = jax.lax.while_loop(cond, body, (jax.lax.stop_gradient(xd0), 0, jnp.array(jnp.inf, y.dtype)))
         xd = jax.lax.stop_gradient(xd)
-        for _ in range(NEWTON_EXTRA):
-            xd, r = self._newton_step(y, xd)
-        res = jnp.max(jnp.abs(self.phi_x(self._x(y, xd)))) if m else jnp.zeros((), y.dtype)
-        ok = jnp.isfinite(res) & (res <= 1e-9 * (1.0 + jnp.max(jnp.abs(self.q0))))
+        # differentiated steps (one traced copy); r: the residual before the last one
+        xd, r = jax.lax.fori_loop(0, NEWTON_EXTRA, lambda _, c: self._newton_step(y, c[0]),
+                                  (xd, jnp.zeros(m, y.dtype)))
+        res = jnp.max(jnp.abs(r)) if m else jnp.zeros((), y.dtype)
+        ok = jnp.isfinite(res) & jnp.all(jnp.isfinite(xd)) & (res <= 1e-9 * (1.0 + jnp.max(jnp.abs(self.q0))))
         return self._x(y, xd), ok
 
     def chart_velocity(self, x, yd):
-        """Full chart rates x' from the independent ones (Φ_x x' = 0)."""
+        """Full chart rates x' from the independent ones (Φ_x x' = 0), and Φ_x."""
         if self.dep.shape[0] == 0:
-            return jnp.zeros(self.nv, yd.dtype).at[self.ind].set(yd)
+            return jnp.zeros(self.nv, yd.dtype).at[self.ind].set(yd), None
         Gx = jax.jacfwd(self.phi_x)(x)
         xd_dep = -jnp.linalg.solve(Gx[:, self.dep], Gx[:, self.ind] @ yd)
-        return jnp.zeros(self.nv, yd.dtype).at[self.ind].set(yd).at[self.dep].set(xd_dep)
+        return jnp.zeros(self.nv, yd.dtype).at[self.ind].set(yd).at[self.dep].set(xd_dep), Gx
 
     def state(self, y, yd):
-        """(q, v, x, x', ok): the full tree-ordered state for independent (y, y')."""
+        """(q, v, x, x', ok, G): the full tree-ordered state for independent
+        (y, y'), and Φ_q there when the chart's Jacobian is it (scalar joints)."""
         x, ok = self.recover(y)
-        xd = self.chart_velocity(x, yd)
-        return self.chart.config(x), self.chart.velocity(x, xd), x, xd, ok
+        xd, Gx = self.chart_velocity(x, yd)
+        G = Gx if not len(self.R) else None
+        return self.chart.config(x), self.chart.velocity(x, xd), x, xd, ok, G
 
     def tau(self, t, q, v):
         c, mech = self.control, self.mech
@@ -230,8 +234,8 @@ class ConstrainedChartODE:
 
     def accel_full(self, t, y, yd):
         """(x'' (nv,), a (nv,), λ, ok) at independent (y, y')."""
-        q, v, x, xd, ok = self.state(y, yd)
-        a, lam = accel_tree(self.mech, q, v, self.tau(t, q, v), self.method)
+        q, v, x, xd, ok, G = self.state(y, yd)
+        a, lam = accel_tree(self.mech, q, v, self.tau(t, q, v), self.method, G)
         xdd = self._chart_accel(x, xd, a)
         return xdd, a, lam, ok
 
@@ -264,7 +268,7 @@ class ConstrainedChartODE:
 
     def finish(self, y, yd):
         from .kinematics import normalize_q
-        q, v, _, _, ok = self.state(y, yd)
+        q, v, _, _, ok, _ = self.state(y, yd)
         q = normalize_q(self.model, q)
         return jnp.where(ok, q, jnp.nan), jnp.where(ok, v, jnp.nan)
 

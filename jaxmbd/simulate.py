@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .integrators.base import (MAX_STEPS, NEWTON_FAILURE, NONFINITE, STATUS_NAMES, STEP_UNDERFLOW, SUCCESS,
-                               AbstractIntegrator, Controller, rms)
+from .integrators.base import (CONSTRAINT_FAILURE, MAX_STEPS, NEWTON_FAILURE, NONFINITE, STATUS_NAMES,
+                               STEP_UNDERFLOW, SUCCESS, AbstractIntegrator, Controller, rms)
 from .integrators.chart import ChartODE
 from .kinematics import _check
 
@@ -23,8 +23,14 @@ class Solution(eqx.Module):
     ``keep_states=False``); obs: the pytree ``observe(model, q, v)`` at the
     save times, leading axis S (None without ``observe``); status (int: 0
     success, 1 max_steps reached, 2 step size underflow, 3 Newton failure,
-    4 non-finite state; see ``status_name``); stats: dict of counters; t: the
-    time reached.  Save times not reached (status != 0) hold the last state."""
+    4 non-finite state, 5 constraint failure; see ``status_name``); stats:
+    dict of counters; t: the time reached.  Save times not reached
+    (status != 0) hold the last state.
+
+    Mechanisms (closed loops) also give ``residuals`` (S, 2): |Φ(q)|∞ and
+    |Φ_q v|∞ at the save times, ``lams`` (S, nc): the multipliers (with
+    ``multipliers=True``), and ``stats["partitions"]``: how many times the
+    coordinate partition was renewed."""
     ts: jax.Array
     qs: jax.Array | None
     vs: jax.Array | None
@@ -32,6 +38,8 @@ class Solution(eqx.Module):
     stats: dict
     t: jax.Array
     obs: object = None
+    residuals: jax.Array | None = None
+    lams: jax.Array | None = None
 
     @property
     def ok(self):
@@ -97,7 +105,7 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator, saveat=None
 def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIntegrator, dt0=None,
              rtol=1e-6, atol=1e-6, saveat=None, control=None, params=None, max_steps=4096,
              controller: Controller = Controller(), dynamics="aba", adjoint="checkpoint", observe=None,
-             keep_states=True) -> Solution:
+             keep_states=True, multipliers=False, constraint_solver="schur", assemble_initial=True) -> Solution:
     """Integrate the model from (q0, v0) at t0 to t1 (default: the model's own
     initial state ``model.q0``, ``model.v0``).
 
@@ -129,13 +137,46 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
       member is done (the fastest batched forward runs; forward-mode only,
       ``jax.grad`` raises).
 
+    Mechanisms (models with loop constraints, :class:`jaxmbd.Mechanism`) are
+    integrated as index-3 DAEs by generalized coordinate partitioning
+    (digest negrut.md §1-2): the integrator advances the independent
+    coordinates of the state-space ODE (:class:`jaxmbd.dae.ConstrainedChartODE`),
+    the dependent ones are recovered by Newton (positions) and a linear
+    solve (velocities) at every evaluation, so |Φ| and |Φ_q v| stay at
+    round-off; the partition (full-pivot LU of Φ_q) is renewed when
+    cond(Φ_u) grows past 1.25x its value at partitioning.  So
+    ``RosenbrockNystrom4`` is the thesis's ForRosen, ``SDIRK4`` its ForSDIRK
+    and ``Trapezoidal`` its SspTrap (Newton on the independent accelerations
+    with the matrix M̂(I - h/2 J2 - h²/4 J1), here scaled by M̂⁻¹);
+    ``integrators.DescriptorSDIRK4`` and ``DescriptorTrapezoidal`` iterate on
+    (q̈, λ) instead (InflSDIRK, InflTrap).  q0, v0, control and the saved
+    states use the mechanism's coordinate order.  ``assemble_initial``
+    (default True) first projects (q0, v0) onto the constraints
+    (:func:`jaxmbd.assemble`; a consistent state is left as it is);
+    ``multipliers=True`` saves λ; ``constraint_solver``: "schur" (the
+    factorization of H and the Schur complement) or "dense" (the augmented
+    matrix).
+
     Returns a :class:`Solution`; failures are reported per call (per batch
     member under vmap) in ``status``, never as silent NaNs."""
     if not isinstance(integrator, AbstractIntegrator):
         raise TypeError(f"integrator must be a jaxmbd.integrators method, got {type(integrator).__name__}")
+    from .constraints import Mechanism
+    mech = model if isinstance(model, Mechanism) else None
     q0 = model.q0 if q0 is None else jnp.asarray(q0)
     v0 = model.v0 if v0 is None else jnp.asarray(v0)
-    _check(model, q0, v0)
+    if mech is not None:
+        from .constraints import _check as _check_mech
+        _check_mech(mech, q0, v0)
+        if getattr(integrator, "linear_solver", "dense") != "dense":
+            raise ValueError("linear_solver='sparse' is for kinematic trees; mechanisms use the dense iteration "
+                             "matrix of their independent coordinates")
+        if constraint_solver not in ("schur", "dense"):
+            raise ValueError(f"unknown constraint_solver {constraint_solver!r}; expected 'schur' or 'dense'")
+    else:
+        _check(model, q0, v0)
+        if multipliers:
+            raise ValueError("multipliers=True needs a model with loop constraints")
     dt = jnp.result_type(q0, v0, float)
     q0, v0 = q0.astype(dt), v0.astype(dt)
     t0, t1 = jnp.asarray(t0, dt), jnp.asarray(t1, dt)
@@ -152,19 +193,43 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     n_save = ts.shape[0]
     q_err = integrator.error_order
 
-    def ode_at(q):
-        return ChartODE(model, q, control, params, dynamics)
+    if mech is None:
+        part0, bad_part = {}, jnp.array(False)
 
-    def scales(ode, q, v):
-        return atol + rtol * ode.position_magnitude(q), atol + rtol * jnp.abs(v)
+        def ode_at(q, part):
+            return ChartODE(model, q, control, params, dynamics)
 
-    ode0 = ode_at(q0)
-    sy0, sv0 = scales(ode0, q0, v0)
+        def indep(part, x):
+            return x
+    else:
+        from . import dae
+        from .constraints import phi_jacobian_tree
+        if assemble_initial:
+            q0, v0, info = dae.assemble(mech, q0, v0, iterations=8)
+            bad_assembly = (info["residual"] > 1e-9) | (info["status"] != 0)
+        else:
+            bad_assembly = jnp.array(False)
+        q0, v0 = mech.to_tree(q0), mech.to_tree(v0)   # inside: tree order
+        P = dae.partition(phi_jacobian_tree(mech, q0))
+        part0 = dict(dep=P["dep"], ind=P["ind"], cond0=P["cond0"], partitions=jnp.zeros((), jnp.int32))
+        bad_part = ~P["ok"] | bad_assembly
+
+        def ode_at(q, part):
+            return dae.ConstrainedChartODE(mech, q, part["dep"], part["ind"], control, params, constraint_solver)
+
+        def indep(part, x):
+            return x[part["ind"]]
+
+    def scales(ode, q, v, part):
+        return atol + rtol * ode.position_magnitude(q), atol + rtol * jnp.abs(indep(part, v))
+
+    ode0 = ode_at(q0, part0)
+    sy0, sv0 = scales(ode0, q0, v0, part0)
     span = jnp.maximum(ts[-1] - t0, 0.0)
     if dt0 is not None:
         h0 = jnp.asarray(dt0, dt)
     else:
-        h0 = _initial_step(ode0, integrator, t0, q0, v0, sy0, sv0, jnp.maximum(span, 1e-12))
+        h0 = _initial_step(ode0, integrator, t0, q0, indep(part0, v0), sy0, sv0, jnp.maximum(span, 1e-12))
     h0 = jnp.minimum(h0, controller.h_max)
 
     if not keep_states and observe is None:
@@ -172,6 +237,15 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
 
     def record(q, v):
         out = {}
+        if mech is not None:
+            from .constraints import phi_tree
+            G = phi_jacobian_tree(mech, q)
+            out["res"] = jnp.stack([jnp.max(jnp.abs(phi_tree(mech, q))), jnp.max(jnp.abs(G @ v))])
+            if multipliers:
+                from .dae import accel_tree
+                tau = ode_at(q, part0).tau(t0, q, v)  # constant or state-dependent control only
+                out["lam"] = accel_tree(mech, q, v, tau, constraint_solver)[1]
+            q, v = mech.from_tree(q), mech.from_tree(v)
         if keep_states:
             out["q"], out["v"] = q, v
         if observe is not None:
@@ -182,26 +256,31 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     saved0 = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n_save,) + jnp.shape(x)), record(q0, v0))
     zero = jnp.zeros((), jnp.int32)
     bad0 = ~(jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(v0)) & jnp.isfinite(h0))
-    state = dict(t=t0, q=q0, v=v0, h=h0, k=k0, saved=saved0, done=(k0 >= n_save) | bad0, n=zero,
-                 status=jnp.where(bad0, NONFINITE, SUCCESS).astype(jnp.int32),
-                 after_reject=jnp.array(False), stats={k: zero for k in STAT_KEYS},
-                 cache=integrator.init_cache(ode0, t0, v0))
+    status0 = jnp.where(bad0, NONFINITE, jnp.where(bad_part, CONSTRAINT_FAILURE, SUCCESS))
+    stats0 = {k: zero for k in STAT_KEYS}
+    if mech is not None:
+        stats0["partitions"] = zero
+    state = dict(t=t0, q=q0, v=v0, h=h0, k=k0, saved=saved0, done=(k0 >= n_save) | bad0 | bad_part, n=zero,
+                 status=status0.astype(jnp.int32),
+                 after_reject=jnp.array(False), stats=stats0,
+                 cache=integrator.init_cache(ode0, t0, indep(part0, v0)), part=part0)
 
     def step(s):
-        ode = ode_at(s["q"])
+        part = s["part"]
+        ode = ode_at(s["q"], part)
         target = ts[jnp.minimum(s["k"], n_save - 1)]
         remaining = target - s["t"]
         clipped = s["h"] * (1.0 + 1e-8) >= remaining  # no sliver step from rounding in t
         h = jnp.where(clipped, remaining, s["h"])
-        sy, sv = scales(ode, s["q"], s["v"])
-        att = integrator.attempt(ode, s["t"], s["v"], h, (sy, sv), s["cache"])
+        sy, sv = scales(ode, s["q"], s["v"], part)
+        att = integrator.attempt(ode, s["t"], indep(part, s["v"]), h, (sy, sv), s["cache"])
         q1, v1 = ode.finish(att.y, att.yd)
         finite = jnp.all(jnp.isfinite(q1)) & jnp.all(jnp.isfinite(v1))
         # a Newton failure with a kept (not fresh) factorization is retried at the same h with a
         # fresh one (the failed attempt leaves the kept one invalid), as the H&W codes do
         retry = ~att.ok & finite & (att.lu == 0)
         if adaptive:
-            sy1, sv1 = scales(ode, q1, v1)
+            sy1, sv1 = scales(ode, q1, v1, part)
             err = rms(jnp.concatenate([att.err_y / jnp.maximum(sy, sy1), att.err_yd / jnp.maximum(sv, sv1)]))
             finite = finite & jnp.isfinite(err)
             accept = att.ok & finite & (err <= 1.0)
@@ -231,12 +310,26 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
                      rhs_evals=st["rhs_evals"] + att.rhs, jacobian_evals=st["jacobian_evals"] + att.jac,
                      lu_factorizations=st["lu_factorizations"] + att.lu,
                      newton_iterations=st["newton_iterations"] + att.newton)
-        return dict(t=jnp.where(accept, t_new, s["t"]), q=jnp.where(accept, q1, s["q"]),
+        cache = integrator.commit(att.cache, accept)
+        q_new = jnp.where(accept, q1, s["q"])
+        if mech is not None:
+            # the thesis's partition check: renew it when cond(Φ_u) > 1.25 cond0 (after accepted steps)
+            G1 = phi_jacobian_tree(mech, q_new)
+            worse = accept & (jnp.linalg.cond(G1[:, part["dep"]]) > dae.REPARTITION_FACTOR * part["cond0"])
+            P1 = dae.partition(G1)
+            part = dict(dep=jnp.where(worse, P1["dep"], part["dep"]), ind=jnp.where(worse, P1["ind"], part["ind"]),
+                        cond0=jnp.where(worse, P1["cond0"], part["cond0"]), partitions=part["partitions"] + worse)
+            fresh = integrator.init_cache(ode, s["t"], indep(part, s["v"]))
+            cache = jax.tree_util.tree_map(lambda a, b: jnp.where(worse, a, b), fresh, cache)
+            stats["partitions"] = st["partitions"] + worse
+            failed = failed | (worse & ~P1["ok"])
+            fail_status = jnp.where(worse & ~P1["ok"], CONSTRAINT_FAILURE, fail_status)
+        return dict(t=jnp.where(accept, t_new, s["t"]), q=q_new,
                     v=jnp.where(accept, v1, s["v"]), h=h_new, k=k_new, saved=saved,
                     done=finished | failed, n=s["n"] + 1,
                     status=jnp.where(failed, fail_status, SUCCESS).astype(jnp.int32),
                     after_reject=~accept, stats={k_: v.astype(jnp.int32) for k_, v in stats.items()},
-                    cache=integrator.commit(att.cache, accept))
+                    cache=cache, part=part)
 
     def guarded(s, _):
         return jax.lax.cond(s["done"] | (s["n"] >= max_steps), lambda s: s, step, s), None
@@ -266,7 +359,7 @@ def _solution(ts, s, n_save, record):
     fill = lambda b, x: jnp.where(filled.reshape((-1,) + (1,) * jnp.ndim(x)), b, x[None])  # noqa: E731
     saved = jax.tree_util.tree_map(fill, s["saved"], record(s["q"], s["v"]))
     return Solution(ts=ts, qs=saved.get("q"), vs=saved.get("v"), status=status, stats=s["stats"], t=s["t"],
-                    obs=saved.get("obs"))
+                    obs=saved.get("obs"), residuals=saved.get("res"), lams=saved.get("lam"))
 
 
 simulate.__doc__ = _simulate.__doc__ + """

@@ -12,9 +12,10 @@ import jax.scipy.linalg as jsl
 import numpy as np
 
 # status codes, per batch member
-SUCCESS, MAX_STEPS, STEP_UNDERFLOW, NEWTON_FAILURE, NONFINITE = 0, 1, 2, 3, 4
+SUCCESS, MAX_STEPS, STEP_UNDERFLOW, NEWTON_FAILURE, NONFINITE, CONSTRAINT_FAILURE = 0, 1, 2, 3, 4, 5
 STATUS_NAMES = {SUCCESS: "success", MAX_STEPS: "max_steps reached", STEP_UNDERFLOW: "step size underflow",
-                NEWTON_FAILURE: "Newton failure", NONFINITE: "non-finite state"}
+                NEWTON_FAILURE: "Newton failure", NONFINITE: "non-finite state",
+                CONSTRAINT_FAILURE: "constraint failure (rank-deficient constraint Jacobian or no assembly)"}
 
 
 class Attempt(NamedTuple):
