@@ -14,7 +14,7 @@ kind               rows  Φ
 ``revolute``       5     p_A - p_B;  x_A·z_B, y_A·z_B  (z_A ∥ z_B)
 ``prismatic``      5     x_A·d, y_A·d (d = p_B - p_A along z_A); x_A·z_B,
                          y_A·z_B; x_A·y_B (no twist)
-``weld``           6     p_A - p_B;  ½ vee(R_Aᵀ R_B - R_Bᵀ R_A)
+``weld``           6     p_A - p_B;  log(R_Aᵀ R_B)ᵛ (the rotation vector)
 ``distance``       1     |p_B - p_A| - d
 ``point_on_line``  2     x_A·d, y_A·d  (p_B on the line through p_A along z_A)
 =================  ====  ========================================================
@@ -181,14 +181,24 @@ def _rows(kind, Ra, pa, Rb, pb, dist, plane):
     if kind == "prismatic":
         return jnp.stack([x @ d, y @ d, x @ Rb[:, 2], y @ Rb[:, 2], x @ Rb[:, 1]])
     if kind == "weld":
-        Rr = Ra.T @ Rb
-        A = 0.5 * (Rr - Rr.T)
-        return jnp.concatenate([pa - pb, jnp.stack([A[2, 1], A[0, 2], A[1, 0]])])
+        return jnp.concatenate([pa - pb, _rotation_vector(Ra.T @ Rb)])
     if kind == "distance":
         return jnp.sqrt(jnp.sum(d * d))[None] - dist
     if kind == "point_on_line":
         return jnp.stack([x @ d, y @ d])
     raise ValueError(f"unknown constraint kind {kind!r}")
+
+
+def _rotation_vector(R):
+    """log(R)ᵛ: zero only at the identity (the skew part ½ vee(R - Rᵀ) also
+    vanishes at half turns); smooth near the identity (series below 1e-4 rad)."""
+    s = 0.5 * jnp.stack([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
+    c = 0.5 * (R[0, 0] + R[1, 1] + R[2, 2] - 1.0)
+    n2 = jnp.sum(s * s)
+    small = n2 < 1e-8
+    n = jnp.sqrt(jnp.where(small, 1.0, n2))
+    theta = jnp.arctan2(n, c)
+    return s * jnp.where(small, 1.0 + n2 / 6.0, theta / n)
 
 
 def phi_tree(mech, q_tree):

@@ -179,7 +179,8 @@ def test_feature_document_matches_mujoco():
     inertia (box, ellipsoid, capsule, cylinder, sphere, fromto, density, mass,
     group range), explicit inertials, boundmass, gravity."""
     info = jaxmbd.load_mjcf(FEATURES, return_info=True, warn=False)
-    model = info.model
+    assert isinstance(info.model, jaxmbd.Mechanism) and info.model.nc == 3   # the <connect>
+    model = info.model.tree   # the tree's dynamics against MuJoCo's with constraints disabled
     mj = smooth_only(mujoco.MjModel.from_xml_string(FEATURES))
     check_layout(model, mj)
     assert model.joint_names[:4] == ("root", "shoulder_z", "shoulder_y", "shoulder_slide")
@@ -229,11 +230,11 @@ def test_warning_lists_what_is_not_modelled_once():
     for what in ("actuators (17)", "tendons (2)", "contacts", "joint limits"):
         assert what in msgs[0], what
     info = jaxmbd.load_mjcf(FEATURES, return_info=True, warn=False)
-    assert any("equality constraints (1: connect" in u for u in info.unsupported)
+    assert not any("equality" in u for u in info.unsupported)   # connect is modelled (a loop constraint)
 
 
 def test_several_joints_in_one_body_become_a_massless_chain():
-    model = jaxmbd.load_mjcf(FEATURES, warn=False)
+    model = jaxmbd.load_mjcf(FEATURES, warn=False).tree
     names = model.body_names
     assert names[1:4] == ("arm/shoulder_z", "arm/shoulder_y", "arm")
     m = np.asarray(model.mass)
@@ -287,3 +288,53 @@ def test_missing_file_and_include(tmp_path):
     (tmp_path / "main.xml").write_text("<mujoco><worldbody><include file='part.xml'/></worldbody></mujoco>")
     model = jaxmbd.load_mjcf(str(tmp_path / "main.xml"))
     assert model.body_names == ("b",)
+
+
+WELD_DOC = """<mujoco><worldbody>
+ <body name="a" pos="0 0 1"><joint name="ja" type="ball"/><geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03"/>
+  <body name="b" pos="0.4 0 0"><joint name="jb" axis="0 1 0"/><geom type="box" size="0.1 0.05 0.02" pos="0.1 0 0"/>
+  </body></body>
+ <body name="c" pos="0.5 0.1 1.1" euler="10 20 30"><freejoint/><geom type="sphere" size="0.05"/></body>
+</worldbody><equality>{eq}</equality></mujoco>"""
+
+
+@pytest.mark.parametrize("doc,nc", [
+    (FEATURES, 3),
+    (WELD_DOC.format(eq='<weld body1="b" body2="c"/>'), 6),
+    (WELD_DOC.format(eq='<weld body1="c" body2="b" relpose="0.1 0.2 0.3 0.9 0.1 0.2 0.3"/>'
+                        '<connect body1="a" anchor="0 0 0" active="false"/>'), 6)])
+def test_equality_constraints_become_loops_like_mujocos(doc, nc):
+    """<connect>/<weld> -> loop constraints: residual and Jacobian rows equal MuJoCo's
+    efc rows for connect; for weld (different row scaling) the same constraint
+    manifold: MuJoCo's equality residual vanishes where jaxmbd assembled the
+    mechanism, and MuJoCo's rows vanish on jaxmbd's tangent space."""
+    info = jaxmbd.load_mjcf(doc, return_info=True, warn=False)
+    m = info.model
+    assert isinstance(m, jaxmbd.Mechanism) and m.nc == nc
+    assert any("inactive" in u for u in info.unsupported) == ("active" in doc)
+    mj = mujoco.MjModel.from_xml_string(doc)
+    mj.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    d = mujoco.MjData(mj)
+    rng = np.random.default_rng(4)
+    q = jaxmbd.normalize_q(m.tree, jnp.asarray(mj.qpos0) + 0.3 * rng.standard_normal(mj.nq))
+    if nc == 3:
+        assert np.abs(np.asarray(jaxmbd.constraint_residual(m, m.q0))).max() < 1e-15
+        d.qpos[:] = np.asarray(q)
+        mujoco.mj_forward(mj, d)
+        rows = [i for i in range(d.nefc) if d.efc_type[i] == mujoco.mjtConstraint.mjCNSTR_EQUALITY]
+        np.testing.assert_allclose(jaxmbd.constraint_residual(m, q), d.efc_pos[rows], atol=1e-14)
+        np.testing.assert_allclose(jaxmbd.constraint_jacobian(m, q), d.efc_J.reshape(d.nefc, mj.nv)[rows],
+                                   atol=1e-14)
+        return
+    qa, va, info_a = jaxmbd.assemble(m, q, jnp.asarray(rng.standard_normal(mj.nv)))
+    assert float(info_a["residual"]) < 1e-13
+    d.qpos[:] = np.asarray(qa)
+    mujoco.mj_forward(mj, d)
+    rows = [i for i in range(d.nefc) if d.efc_type[i] == mujoco.mjtConstraint.mjCNSTR_EQUALITY]
+    assert len(rows) == 6
+    np.testing.assert_allclose(d.efc_pos[rows], 0, atol=1e-12)
+    G = np.asarray(jaxmbd.constraint_jacobian(m, qa))
+    N = np.linalg.svd(G)[2][np.linalg.matrix_rank(G):]
+    J = d.efc_J.reshape(d.nefc, mj.nv)[rows]
+    assert np.linalg.matrix_rank(G) == np.linalg.matrix_rank(J) == 6
+    np.testing.assert_allclose(J @ N.T, 0, atol=1e-12)

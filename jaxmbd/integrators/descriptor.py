@@ -94,6 +94,8 @@ MU16 = np.array([[float(sum(A16_FR[i][k] * A16_FR[k][j] for k in range(5))) for 
 # y1 = h ẏ0 + h² Σ φ_i a_i, φ = b A; error weights (b - b̂) and (b - b̂) A
 PHI16 = np.array([float(sum(B16_FR[j] * A16_FR[j][i] for j in range(5))) for i in range(5)])
 EB16 = np.array([float(B16_FR[i] - BHAT16_FR[i]) for i in range(5)])
+# the velocity change Σ_i |b_i| h |δa| that errors δa in the stage accelerations can make in y1'
+SUM_ABS_B16 = float(sum(abs(x) for x in B16_FR))
 EPHI16 = np.array([float(sum((B16_FR[j] - BHAT16_FR[j]) * A16_FR[j][i] for j in range(5))) for i in range(5)])
 
 
@@ -229,7 +231,7 @@ class DescriptorSDIRK4(AbstractIntegrator):
         _check_ode("DescriptorSDIRK4", ode)
         beta, gh = GAMMA16 * GAMMA16 * h * h, GAMMA16 * h
         z0, _, ok0, lu, lam_w = _step_start(ode, t, v0, beta, gh)
-        sc = _newton_scale(ode, scale, gh, lam_w)
+        sc = _newton_scale(ode, scale, h * SUM_ABS_B16, lam_w)
         solve = lambda r: jsl.lu_solve(lu, r)  # noqa: E731
         nv = ode.nv
         acc, ok, iters = [], ok0, jnp.array(0)

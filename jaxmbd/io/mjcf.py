@@ -25,9 +25,10 @@ the body (sphere, capsule, cylinder, box, ellipsoid, with ``fromto``,
 
 Not modelled (listed once in a warning, never dropped silently): contacts,
 actuators, tendons, sensors, joint limits, frictionloss, fluid forces,
-gravity compensation, mocap bodies, keyframes, and equality constraints (jaxmbd
-has no loop constraints yet: ``connect``/``weld`` are returned in
-``MJCFImport.equality``).  Mesh, height-field and SDF geoms cannot give an
+gravity compensation, mocap bodies, keyframes, and equality constraints other
+than ``connect``/``weld`` (returned in ``MJCFImport.equality``).  ``connect``
+and ``weld`` between bodies become loop constraints (``point`` and ``weld``;
+the model is then a :class:`jaxmbd.Mechanism`).  Mesh, height-field and SDF geoms cannot give an
 inertia: a body that needs one is an error (give it an ``<inertial>``).
 """
 
@@ -62,7 +63,8 @@ class MJCFImport:
     """Everything ``load_mjcf`` read besides the model itself.
 
     equality: the ``<equality>`` constraints, as dicts (type, name, body1/2 or
-    joint1/2, anchor, relpose, active); not modelled yet.  joint_range: joint
+    joint1/2, anchor, relpose, active); connect and weld are in the model as
+    loop constraints, the others are not modelled.  joint_range: joint
     name -> (lower, upper) in radians / metres for limited joints (limits are
     not enforced).  unsupported: what the warning listed.
     """
@@ -74,7 +76,9 @@ class MJCFImport:
 
 
 def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = True):
-    """Load an MJCF model (a path, or the XML text itself) as a :class:`Model`.
+    """Load an MJCF model (a path, or the XML text itself) as a :class:`Model`
+    (a :class:`jaxmbd.Mechanism` when it has active connect/weld equality
+    constraints).
 
     Raises ValueError (naming the element) for anything malformed or outside
     the subset in a way that would change the dynamics.  Elements jaxmbd does
@@ -283,6 +287,8 @@ class _Compiler:
             self.unsupported.append(f"joint frictionloss ({', '.join(self.frictionloss)})")
         self.builder.set_initial_state(q0=np.concatenate(self.q0) if self.q0 else np.zeros(0))
         model = self.builder.build()
+        if self._add_loops(model):
+            model = self.builder.build()
         return MJCFImport(model=model, equality=self.equality, joint_range=self.joint_range,
                           unsupported=self.unsupported)
 
@@ -292,11 +298,62 @@ class _Compiler:
             for el in sec:
                 d = dict(type=el.tag, **el.attrib)
                 out.append(d)
-        if out:
-            kinds = sorted({d["type"] for d in out})
-            self.unsupported.append(f"equality constraints ({len(out)}: {', '.join(kinds)}; "
-                                    "recorded in MJCFImport.equality, loop constraints are not modelled yet)")
+        other = [d for d in out if d["type"] not in ("connect", "weld")]
+        inactive = [d for d in out if d["type"] in ("connect", "weld") and d.get("active", "true") == "false"]
+        if other:
+            kinds = sorted({d["type"] for d in other})
+            self.unsupported.append(f"equality constraints ({len(other)}: {', '.join(kinds)}; "
+                                    "recorded in MJCFImport.equality)")
+        if inactive:
+            self.unsupported.append(f"inactive equality constraints ({len(inactive)}; not added)")
         return out
+
+    def _add_loops(self, model):
+        """<connect>/<weld> between bodies -> loop constraints, placed at qpos0 as MuJoCo
+        places them: connect's anchor is in body1's frame and its body2 point is where
+        that anchor is at qpos0; weld (relpose with a zero quaternion, the default)
+        keeps the bodies' relative pose at qpos0, or the given relpose (body2 in body1)."""
+        from ..kinematics import frame_pose
+        n = 0
+        for d in self.equality:
+            kind = d["type"]
+            if kind not in ("connect", "weld") or d.get("active", "true") == "false":
+                continue
+            what = f"<{kind} {' '.join(f'{k}={v!r}' for k, v in d.items() if k != 'type')}>"
+            if "site1" in d or "site2" in d:
+                raise MJCFError(f"{what}: site-based equality constraints are not supported (use body1/body2)")
+            if "body1" not in d:
+                raise MJCFError(f"{what}: body1 is required")
+            b1, b2 = d["body1"], d.get("body2", "world")
+            for b in (b1, b2):
+                if b != "world" and b not in self.builder._names:
+                    raise MJCFError(f"{what}: no body named {b!r}")
+            if b1 == b2:
+                raise MJCFError(f"{what}: body1 and body2 are the same body")
+
+            def pose(b):
+                if b == "world":
+                    return np.eye(3), np.zeros(3)
+                R, p = frame_pose(model, model.q0, b)
+                return np.asarray(R), np.asarray(p)
+            (R1, p1), (R2, p2) = pose(b1), pose(b2)
+            if kind == "connect":
+                if "anchor" not in d:
+                    raise MJCFError(f"{what}: anchor is required")
+                anchor = C.numbers(d["anchor"], 3, f"{what} anchor")
+                pw = p1 + R1 @ anchor
+                self.builder.add_loop("point", b1, b2, pos_a=anchor, pos_b=R2.T @ (pw - p2),
+                                      name=d.get("name"))
+            else:
+                rel = C.numbers(d.get("relpose", "0 1 0 0 0 0 0"), 7, f"{what} relpose")
+                if np.any(rel[3:] != 0):
+                    qa = rel[3:] / np.linalg.norm(rel[3:])
+                    pa = rel[:3]
+                else:   # body2's frame expressed in body1's, at qpos0
+                    qa, pa = C.rot_to_quat(R1.T @ R2), R1.T @ (p2 - p1)
+                self.builder.add_loop("weld", b1, b2, pos_a=pa, quat_a=qa, name=d.get("name"))
+            n += 1
+        return n
 
     def _name_bodies(self):
         """MuJoCo's body ids (depth-first, world = 0) name the unnamed bodies ``body<id>``."""
