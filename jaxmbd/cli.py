@@ -32,6 +32,10 @@ MODELS = {
     "stiff_double_pendulum": lambda m: m.stiff_double_pendulum(),
     "stiff_chain10": lambda m: m.stiff_chain(10),
     "spinning_body": lambda m: m.spinning_body(),
+    "andrews_squeezer": lambda m: m.andrews_squeezer(),
+    "slider_crank": lambda m: m.slider_crank(),
+    "four_bar": lambda m: m.four_bar(),
+    "cartesian_double_pendulum": lambda m: m.cartesian_double_pendulum(),
 }
 INTEGRATORS = {
     "rk4": "RK4", "euler": "SemiImplicitEuler", "dopri5": "Dopri5", "rosenbrock": "RosenbrockNystrom4",
@@ -82,8 +86,16 @@ def _initial_states(model, batch, seed, scale):
     rng = np.random.default_rng(seed)
     dq = scale * rng.standard_normal((batch, model.nv))
     v = scale * rng.standard_normal((batch, model.nv)) + np.asarray(model.v0)
-    q0 = jnp.asarray(model.q0)
-    q = jax.vmap(lambda d: jaxmbd.integrate_q(model, q0, d))(jnp.asarray(dq))
+    if isinstance(model, jaxmbd.Mechanism):
+        # perturb in the tree, then project onto the constraints (jaxmbd.assemble)
+        tq0 = model.to_tree(jnp.asarray(model.q0))
+        q = jax.vmap(lambda d: model.from_tree(jaxmbd.integrate_q(model.tree, tq0, model.to_tree(d))))(jnp.asarray(dq))
+        q, v, info = jax.vmap(lambda qq, vv: jaxmbd.assemble(model, qq, vv))(q, jnp.asarray(v))
+        if not np.all(np.asarray(info["residual"]) < 1e-9):
+            raise UsageError("could not assemble the randomized initial states (try a smaller --init-scale)")
+    else:
+        q0 = jnp.asarray(model.q0)
+        q = jax.vmap(lambda d: jaxmbd.integrate_q(model, q0, d))(jnp.asarray(dq))
     q, v = np.asarray(q), np.asarray(v)
     if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
         raise UsageError("non-finite initial state (check --init-scale)")
@@ -190,6 +202,7 @@ def cmd_simulate(a):
         kw["dt0"] = jnp.asarray(a.dt0)
     tty = sys.stderr.isatty()
     walls, steps_total = [], 0
+    drift = np.zeros(2)
     f64 = lambda x: jnp.asarray(np.asarray(x, np.float64))  # noqa: E731 - same types every chunk: one compile
     t_start = time.perf_counter()
     for c in range(done_chunks, a.chunks):
@@ -208,6 +221,9 @@ def cmd_simulate(a):
         reached = (ts[None, :] <= np.asarray(r.t)[:, None]) & (alive & (st == 0) | newly)[:, None]
         qs[~reached], vs[~reached] = np.nan, np.nan
         acc, rej = np.asarray(r.stats["accepted"]), np.asarray(r.stats["rejected"])
+        if r.residuals is not None:
+            res = np.asarray(r.residuals)[reached]
+            drift = np.maximum(drift, res.max(0) if res.size else 0.0)
         steps_total += int(acc[alive].sum())
         q = np.where(dead[:, None], q, qs[:, -1])
         v = np.where(dead[:, None], v, vs[:, -1])
@@ -238,7 +254,11 @@ def cmd_simulate(a):
               + f" (members {bad[:10].tolist()}{'...' if bad.size > 10 else ''}; their saves after the failure are NaN)")
     else:
         print("failures: none")
-    print("constraint drift: n/a (kinematic tree, no loop constraints)")
+    if isinstance(model, jaxmbd.Mechanism):
+        print(f"constraint drift (this run's chunks): max |Φ| = {drift[0]:.1e}, max |Φ_q v| = {drift[1]:.1e} "
+              f"({model.nc} constraint equations)")
+    else:
+        print("constraint drift: n/a (kinematic tree, no loop constraints)")
     if walls:
         # the first chunk includes compilation; estimate it as the excess over the later chunks' mean
         compile_s = max(walls[0] - (np.mean(walls[1:]) if len(walls) > 1 else 0.0), 0.0)
@@ -275,9 +295,15 @@ def _plot(path, ts, qs, title):
 
 def cmd_info(a):
     from jaxmbd import cost
+    import jaxmbd
     model = _load_model(a.model, a.floating_base)
-    r = cost.analyze(model)
     print(f"{a.model}: {model.summary()}")
+    if isinstance(model, jaxmbd.Mechanism):
+        kinds = ", ".join(f"{n} ({k[0]})" for n, k in zip(model.loop_names, model.loops))
+        print(f"loop constraints: {kinds}; coordinates: {', '.join(model.joint_names)}")
+        print("the tree (cut open at the loop constraints):")
+        model = model.tree
+    r = cost.analyze(model)
     print(f"D0 = {r.D0}, D1 = {r.D1}, D2 = {r.D2} (expanded graph), nnz(H) = {r.nnz}")
     fmt = lambda c: f"{c[0]}m + {c[1]}a"  # noqa: E731
     print(f"predicted operations: CRBA {fmt(r.crba)}, LTDL factor {fmt(r.factor_ltdl)}, solve {fmt(r.solve_ltdl)}, "
@@ -315,6 +341,9 @@ def cmd_bench(a):
 
     import jaxmbd
     model = _load_model(a.model, a.floating_base)
+    if isinstance(model, jaxmbd.Mechanism):
+        raise UsageError(f"{a.model} has loop constraints; jaxmbd bench measures kinematic trees "
+                         "(use jaxmbd simulate, or bench/dae.py)")
     print(f"jaxmbd {jaxmbd.__version__} on {jax.devices()[0]}: {a.model}, RK4, dt = {a.dt0}, "
           f"{a.steps} steps per member")
     for B in a.batch:

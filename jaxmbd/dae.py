@@ -48,10 +48,25 @@ NEWTON_EXTRA = 2            # differentiated Newton steps after convergence
 
 # --- constrained accelerations (tree order) ---------------------------------------------
 
-def accel_tree(mech, q, v, tau, method="schur", G=None):
+# Below this many DoFs the Schur path factors H densely: evaluations are
+# dispatch-bound there.  Measured on the squeezer (nv = 7, 2-core CPU, batch 1,
+# XLA at the tests' optimisation level; ad hoc): the state-space ODE's g costs
+# 0.78 ms with dense Cholesky against 2.0 ms with the level-scan LᵀDL.
+DENSE_BELOW = 16
+
+
+def _factorization(tree, factorization):
+    from .aba import factorization_for
+    if factorization == "auto":
+        return "dense" if tree.nv < DENSE_BELOW else factorization_for(tree)
+    if factorization not in ("sparse", "dense"):
+        raise ValueError(f"unknown factorization {factorization!r}; expected 'auto', 'sparse' or 'dense'")
+    return factorization
+
+
+def accel_tree(mech, q, v, tau, method="schur", G=None, factorization="auto"):
     """(a, λ) for tree-ordered q, v, tau; see :func:`constrained_dynamics`
     (G: Φ_q at q when the caller has it)."""
-    from .aba import factorization_for
     from .crba import mass_matrix, mass_matrix_compact
     from .rnea import bias_force
     tree = mech.tree
@@ -69,7 +84,7 @@ def accel_tree(mech, q, v, tau, method="schur", G=None):
         return sol[:tree.nv], sol[tree.nv:]
     if method != "schur":
         raise ValueError(f"unknown method {method!r}; expected 'schur' or 'dense'")
-    if factorization_for(tree) == "sparse":
+    if _factorization(tree, factorization) == "sparse":
         F = ltdl.factor(tree, mass_matrix_compact(tree, q))
         solve = lambda b: ltdl.solve(tree, F, b)           # noqa: E731
         Y = ltdl.half_solve(tree, F, G.T)                   # D^-1/2 L^-T Gᵀ
@@ -83,23 +98,27 @@ def accel_tree(mech, q, v, tau, method="schur", G=None):
     return solve(rhs - G.T @ lam), lam
 
 
-@partial(jax.jit, static_argnames=("method",))
-def constrained_dynamics(mech, q, v, tau=None, method="schur"):
+@partial(jax.jit, static_argnames=("method", "factorization"))
+def constrained_dynamics(mech, q, v, tau=None, method="schur", factorization="auto"):
     """Accelerations and multipliers of a mechanism: (a, λ) with
 
         H a + Φ_qᵀ λ = τ - C(q, v),   Φ_q a = τ_c = -(Φ_q v)_q v,
 
     (q, v, τ, a in the mechanism's coordinate order; τ defaults to zero).
-    method: "schur" (default: a factorization of H, sparse LᵀDL on branched
-    trees, and the Schur complement Φ_q H⁻¹ Φ_qᵀ from the half-solve) or
-    "dense" (LU of the whole augmented matrix; the reference).  -Φ_qᵀ λ is
-    the generalized constraint force."""
+    method: "schur" (default: a factorization of H and the Schur complement
+    Φ_q H⁻¹ Φ_qᵀ = Yᵀ Y from the half-solve Y = D^-1/2 L⁻ᵀ Φ_qᵀ) or "dense"
+    (LU of the whole augmented matrix; the reference).  factorization (for
+    "schur"): "sparse" (the branch-sparse LᵀDL of :mod:`jaxmbd.ltdl`),
+    "dense" (Cholesky) or "auto" (dense below 16 DoFs, where evaluations
+    are dispatch-bound, else the tree's rule: sparse on branched trees).
+    -Φ_qᵀ λ is the generalized constraint force."""
     q, v = jnp.asarray(q), jnp.asarray(v)
     _check(mech, q, v)
     tau = jnp.zeros(mech.nv, jnp.result_type(q, v)) if tau is None else jnp.asarray(tau)
     if tau.shape != (mech.nv,):
         raise ValueError(f"tau has shape {tau.shape}, expected ({mech.nv},)")
-    a, lam = accel_tree(mech, mech.to_tree(q), mech.to_tree(v), mech.to_tree(tau), method)
+    a, lam = accel_tree(mech, mech.to_tree(q), mech.to_tree(v), mech.to_tree(tau), method,
+                        factorization=factorization)
     return mech.from_tree(a), lam
 
 

@@ -50,8 +50,8 @@ def test_squeezer_is_the_test_set_problem(squeezer):
         f = R.squeezer_f(q, v)   # applied forces minus velocity terms = -C
         C = m.from_tree(jaxmbd.bias_force(m.tree, m.to_tree(q), m.to_tree(v)))
         np.testing.assert_allclose(-C, f, rtol=0, atol=1e-13 * np.abs(f).max())
-    for method in ("schur", "dense"):
-        a, lam = jaxmbd.constrained_dynamics(m, m.q0, m.v0, method=method)
+    for method, fact in (("schur", "sparse"), ("schur", "dense"), ("dense", "auto")):
+        a, lam = jaxmbd.constrained_dynamics(m, m.q0, m.v0, method=method, factorization=fact)
         assert _rel(a[:2], R.squeezer_w0()[:2]) < 1e-13
         np.testing.assert_allclose(a[2:], 0, atol=1e-9)
         assert _rel(lam[:2], R.squeezer_lambda0()[:2]) < 1e-13
@@ -203,3 +203,29 @@ def test_squeezer_against_radau(squeezer, reference, name, tol, eq, ev):
     assert res[:, 0].max() <= 1e-10 and res[:, 1].max() <= 1e-10
     assert _rel(sol.lams[0, :2], R.squeezer_lambda0()[:2]) < 1e-12
     assert int(sol.stats["partitions"]) >= 0
+
+
+def test_schur_through_sparse_ltdl_equals_the_augmented_solve():
+    """A branched tree (31 DoF) with two loops: the Schur-complement path through
+    the branch-sparse LᵀDL, dense Cholesky and the dense augmented solve agree,
+    and satisfy H a + Φ_qᵀ λ = τ - C, Φ_q a = τ_c."""
+    b = jaxmbd.models.binary_tree_builder(5)
+    names = [bb["name"] for bb in b._bodies]
+    b.add_loop("point", names[-1], names[-2], pos_a=(0.1, 0, 0), pos_b=(0, 0.1, 0))
+    b.add_loop("distance", names[-5], "world", pos_b=(0.5, 0.5, 0.5), distance=0.4)
+    m = b.build()
+    assert m.nv >= 16 and jaxmbd.dae._factorization(m.tree, "auto") == "sparse"
+    rng = np.random.default_rng(5)
+    q, v, tau = (jnp.asarray(rng.standard_normal(m.nv)) for _ in range(3))
+    out = {f: jaxmbd.constrained_dynamics(m, q, v, tau, method=meth, factorization=f)
+           for meth, f in (("schur", "sparse"), ("schur", "dense"), ("dense", "auto"))}
+    a, lam = out["sparse"]
+    for f in ("dense", "auto"):
+        np.testing.assert_allclose(out[f][0], a, rtol=1e-9, atol=1e-9 * float(jnp.abs(a).max()))
+        np.testing.assert_allclose(out[f][1], lam, rtol=1e-9, atol=1e-9 * float(jnp.abs(lam).max()))
+    G = jaxmbd.constraint_jacobian(m, q)
+    H = jaxmbd.mass_matrix(m.tree, q)
+    C = jaxmbd.bias_force(m.tree, q, v)
+    r1 = H @ a + G.T @ lam - (tau - C)
+    assert float(jnp.abs(r1).max()) < 1e-9 * float(jnp.abs(H @ a).max())
+    np.testing.assert_allclose(G @ a, jaxmbd.constraint_bias(m, q, v), atol=1e-9)
