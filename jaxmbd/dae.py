@@ -20,12 +20,14 @@
   projection method's least-squares / minimum-norm steps; redundant
   constraints allowed) and velocities (minimum-norm correction).
 
-Position recovery differentiates exactly: Newton runs to convergence
-without derivatives, then two more Newton steps are taken with them.  At a
-converged point a Newton step's derivative is the implicit-function
-derivative (u_v = -Φ_u⁻¹ Φ_v), and two steps make the derivatives exact up
-to third order (each step squares the error of the derivative expansion), so
-the Rosenbrock Jacobians and gradients through them are exact too.
+Position recovery differentiates exactly: a fixed number of full Newton
+steps (from the step start's dependent coordinates, which are within the
+step's motion of the answer) with the Jacobian of each; the derivative of a
+converged Newton iteration is the implicit-function derivative
+(u_v = -Φ_u⁻¹ Φ_v) and each step squares the error of every derivative
+order as well, so the Rosenbrock Jacobians and gradients through them are
+exact.  An evaluation whose recovery did not converge returns NaN, which
+simulate rejects (smaller step).
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ from .constraints import Mechanism, _check, phi_bias_tree, phi_jacobian_tree, ph
 from .integrators.chart import ChartODE, right_jacobian_inv
 
 REPARTITION_FACTOR = 1.25   # the thesis's α (§1.2)
-NEWTON_MAX = 12
-NEWTON_EXTRA = 2            # differentiated Newton steps after convergence
+NEWTON_ITERS = 5            # position recovery: Newton steps from the step start's dependent coordinates
+RECOVERY_TOL = 1e-9         # |Φ| before the last step (relative to 1 + |q0|); above it the evaluation fails
 
 
 # --- constrained accelerations (tree order) ---------------------------------------------
@@ -196,50 +198,44 @@ class ConstrainedChartODE:
     def _x(self, y, xd):
         return jnp.zeros(self.nv, y.dtype).at[self.ind].set(y).at[self.dep].set(xd)
 
-    def _newton_step(self, y, xd):
-        x = self._x(y, xd)
-        r = self.phi_x(x)
-        Jd = jax.jacfwd(lambda z: self.phi_x(self._x(y, z)))(xd)
-        return xd - jnp.linalg.solve(Jd, r), r
-
     def recover(self, y, guess=None):
-        """Dependent chart coordinates for independent ones y: (x (nv,), ok)."""
+        """Dependent chart coordinates for independent ones y.
+
+        NEWTON_ITERS Newton steps on Φ(x_dep, y) = 0, each with the full
+        Jacobian Φ_x (one forward-mode pass over the tree gives Φ and Φ_x).
+        The steps are ordinary differentiable operations, so derivatives
+        with respect to y (and model parameters) are those of the converged
+        iteration: the implicit-function derivatives, to every order.
+        Returns (x (nv,), Φ_x at the last iterate (nc, nv), ok)."""
         m = self.dep.shape[0]
         xd0 = jnp.zeros(m, y.dtype) if guess is None else guess
-        ys = jax.lax.stop_gradient(y)
-        tol = 64 * jnp.finfo(y.dtype).eps
 
-        def cond(c):
-            xd, it, dn = c
-            return (it < NEWTON_MAX) & (dn > tol * (1.0 + jnp.max(jnp.abs(xd))))
+        def val_jac(x):
+            J, r = jax.jacfwd(lambda z: (self.phi_x(z),) * 2, has_aux=True)(x)
+            return r, J
 
-        def body(c):
-            xd, it, _ = c
-            xn, _ = self._newton_step(ys, xd)
-            dn = jnp.max(jnp.abs(xn - xd))
-            return xn, it + 1, jnp.where(jnp.isfinite(dn), dn, 0.0)
-        xd, _, _ = jax.lax.while_loop(cond, body, (jax.lax.stop_gradient(xd0), 0, jnp.array(jnp.inf, y.dtype)))
-        xd = jax.lax.stop_gradient(xd)
-        # differentiated steps (one traced copy); r: the residual before the last one
-        xd, r = jax.lax.fori_loop(0, NEWTON_EXTRA, lambda _, c: self._newton_step(y, c[0]),
-                                  (xd, jnp.zeros(m, y.dtype)))
+        def it(c, _):
+            xd, _, _ = c
+            r, J = val_jac(self._x(y, xd))
+            return (xd - jnp.linalg.solve(J[:, self.dep], r), r, J), None
+        init = (xd0, jnp.zeros(m, y.dtype), jnp.zeros((m, self.nv), y.dtype))
+        (xd, r, J), _ = jax.lax.scan(it, init, None, length=NEWTON_ITERS)
         res = jnp.max(jnp.abs(r)) if m else jnp.zeros((), y.dtype)
-        ok = jnp.isfinite(res) & jnp.all(jnp.isfinite(xd)) & (res <= 1e-9 * (1.0 + jnp.max(jnp.abs(self.q0))))
-        return self._x(y, xd), ok
+        ok = jnp.isfinite(res) & jnp.all(jnp.isfinite(xd)) & (res <= RECOVERY_TOL * (1.0 + jnp.max(jnp.abs(self.q0))))
+        return self._x(y, xd), J, ok
 
-    def chart_velocity(self, x, yd):
-        """Full chart rates x' from the independent ones (Φ_x x' = 0), and Φ_x."""
+    def chart_velocity(self, Gx, yd):
+        """Full chart rates x' from the independent ones (Φ_x x' = 0)."""
         if self.dep.shape[0] == 0:
-            return jnp.zeros(self.nv, yd.dtype).at[self.ind].set(yd), None
-        Gx = jax.jacfwd(self.phi_x)(x)
+            return jnp.zeros(self.nv, yd.dtype).at[self.ind].set(yd)
         xd_dep = -jnp.linalg.solve(Gx[:, self.dep], Gx[:, self.ind] @ yd)
-        return jnp.zeros(self.nv, yd.dtype).at[self.ind].set(yd).at[self.dep].set(xd_dep), Gx
+        return jnp.zeros(self.nv, yd.dtype).at[self.ind].set(yd).at[self.dep].set(xd_dep)
 
     def state(self, y, yd):
         """(q, v, x, x', ok, G): the full tree-ordered state for independent
         (y, y'), and Φ_q there when the chart's Jacobian is it (scalar joints)."""
-        x, ok = self.recover(y)
-        xd, Gx = self.chart_velocity(x, yd)
+        x, Gx, ok = self.recover(y)
+        xd = self.chart_velocity(Gx, yd)
         G = Gx if not len(self.R) else None
         return self.chart.config(x), self.chart.velocity(x, xd), x, xd, ok, G
 

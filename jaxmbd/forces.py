@@ -89,9 +89,8 @@ def element_force(model, q, v):
         def lengths(x):
             return spring_lengths(model, integrate_q(model, q, x))
         x0 = jnp.zeros(model.nv, tau.dtype)
-        L, dL = jax.jvp(lengths, (x0,), (v,))
-        grad = jax.jacrev(lengths)(x0)            # (ns, nv): ∂L/∂x
-        tension = fe.spring_k * (L - fe.spring_l0) + fe.spring_c * dL + fe.spring_f0
+        grad, L = jax.jacfwd(lambda x: (lengths(x),) * 2, has_aux=True)(x0)   # ∂L/∂x (ns, nv), L
+        tension = fe.spring_k * (L - fe.spring_l0) + fe.spring_c * (grad @ v) + fe.spring_f0
         tau = tau - tension @ grad
     if fe.n_couplings:
         i, j, qi, qj = _coupling_index(model)

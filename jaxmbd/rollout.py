@@ -28,7 +28,15 @@ def _batch_size(tree):
 
 def _with_params(model, model_params):
     for name, value in model_params.items():
-        model = eqx.tree_at(lambda m, name=name: getattr(m, name), model, value)
+        model = eqx.tree_at(lambda m, name=name: _field(m, name), model, value)
+    return model
+
+
+def _field(model, name):
+    """A parameter by name; dotted names reach inside (a mechanism's
+    "tree.mass", a model's "forces.spring_k")."""
+    for part in name.split("."):
+        model = getattr(model, part, None)
     return model
 
 
@@ -41,7 +49,9 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
       (broadcast).  params: control parameters, a pytree whose leaves carry
       the batch axis (passed to ``control(t, q, v, params)``).  model_params:
       {Model field name: array with a leading batch axis}, e.g.
-      ``{"stiffness": ks}`` with ks (B, nv): each member gets its own value.
+      ``{"stiffness": ks}`` with ks (B, nv): each member gets its own value;
+      dotted names reach inside (``{"tree.forces.spring_k": ks}`` with ks
+      (B, 1): a mechanism's spring constants).
       batch_size: needed only when nothing above is batched.
     observe: optional ``observe(model, q, v) -> pytree`` recorded at the
       save times inside the integration loop; with ``keep_states=False`` only
@@ -62,7 +72,7 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
     member in ``status``.  Works under jit and grad."""
     model_params = {} if model_params is None else dict(model_params)
     for name in model_params:
-        if not isinstance(getattr(model, name, None), jax.Array):
+        if not isinstance(_field(model, name), jax.Array):
             raise ValueError(f"model_params: {name!r} is not a parameter field of the model")
     batched = {k: v for k, v in dict(q0=q0, v0=v0, params=params, model_params=model_params).items()
                if v is not None}

@@ -158,7 +158,9 @@ def _newton_scale(ode, scale, h_unit, lam_w):
     (no velocity scale exists for the dependent coordinates; they are fixed
     by the independent ones through the constraints); λ_j: that mean
     divided by |H⁻¹ Φ_qᵀ e_j|∞, i.e. λ is measured in the accelerations it
-    induces, so the scale is independent of the multipliers' units."""
+    induces, so the scale is independent of the multipliers' units.
+    (A norm on q̈[ind] alone stopped too early: 1.1e-4 against 9e-7 error
+    on the slider crank with DescriptorSDIRK4 at tol 1e-6.)"""
     sa = scale[1] / h_unit
     mean = jnp.mean(sa)
     sx = jnp.full((ode.nv,), mean, sa.dtype).at[ode.ind].set(sa)
