@@ -185,15 +185,18 @@ def test_assembly_converges_quadratically():
 
 
 @pytest.mark.parametrize("name,tol,eq,ev", [("rosenbrock", 1e-8, 1e-7, 1e-5), ("sdirk4", 1e-8, 1e-7, 1e-5),
+                                            ("descriptor_sdirk4", 1e-8, 1e-7, 1e-5),
                                             ("trapezoidal", 1e-5, 1e-5, 1e-3)])
 def test_squeezer_against_radau(squeezer, reference, name, tol, eq, ev):
     """The seven-body mechanism to t = 0.03 against scipy Radau (rtol 1e-11) on the
     test set's index-1 form: relative errors in all seven angles and rates, and
     constraint residuals along the trajectory.  (The trapezoidal rule, order 2,
-    needs ~10^5 steps at tol 1e-8: bench/dae.py runs it there.)"""
+    needs ~10^5 steps at tol 1e-8: bench/dae.py runs it there;
+    DescriptorTrapezoidal is checked against it below.)"""
     ts, qr, vr = reference
     integ = {"rosenbrock": integrators.RosenbrockNystrom4(), "sdirk4": integrators.SDIRK4(),
-             "trapezoidal": integrators.Trapezoidal()}[name]
+             "descriptor_sdirk4": integrators.DescriptorSDIRK4(),
+             "trapezoidal": integrators.SspTrapezoidal()}[name]
     sol = jaxmbd.simulate(squeezer, t1=0.03, integrator=integ, rtol=tol, atol=tol, saveat=jnp.asarray(ts),
                           max_steps=20000, multipliers=True)
     assert int(sol.status) == 0
@@ -229,3 +232,46 @@ def test_schur_through_sparse_ltdl_equals_the_augmented_solve():
     r1 = H @ a + G.T @ lam - (tau - C)
     assert float(jnp.abs(r1).max()) < 1e-9 * float(jnp.abs(H @ a).max())
     np.testing.assert_allclose(G @ a, jaxmbd.constraint_bias(m, q, v), atol=1e-9)
+
+
+def test_descriptor_trapezoidal_is_the_state_space_trapezoidal_rule(squeezer):
+    """InflTrap and SspTrap discretize with the same formula and differ only in
+    the Newton iteration ((q̈, λ) against the independent accelerations): at
+    fixed steps with tight Newton tolerances their solutions coincide."""
+    kw = dict(t1=0.004, dt0=2e-5, rtol=1e-11, atol=1e-11, max_steps=400)
+    a = jaxmbd.simulate(squeezer, integrator=integrators.DescriptorTrapezoidal(adaptive_steps=False), **kw)
+    b = jaxmbd.simulate(squeezer, integrator=integrators.SspTrapezoidal(adaptive_steps=False), **kw)
+    assert int(a.status) == int(b.status) == 0 and int(a.stats["accepted"]) == 200
+    assert _rel(a.qs[-1], np.asarray(b.qs[-1])) < 1e-10
+    assert _rel(a.vs[-1], np.asarray(b.vs[-1])) < 1e-8
+    assert float(jnp.abs(a.qs[-1] - squeezer.q0).max()) > 0.1   # it moved
+    with pytest.raises(TypeError, match="mechanism|ConstrainedChartODE"):
+        jaxmbd.simulate(jaxmbd.models.pendulum(), t1=0.1, integrator=integrators.DescriptorTrapezoidal())
+
+
+def test_batched_squeezers_and_the_spring_gradient(squeezer):
+    """256 squeezers with different spring constants (rollout = vmap) equal
+    single runs; d β(t1)/d c0 by reverse mode through the adaptive integration
+    (recovery included) equals central differences of the independent scipy
+    reference."""
+    ks = jnp.linspace(4000.0, 5000.0, 256)[:, None]
+    kw = dict(t1=0.004, integrator=integrators.Dopri5(), rtol=1e-9, atol=1e-9, max_steps=300)
+    r = jaxmbd.rollout(squeezer, model_params={"tree.forces.spring_k": ks}, adjoint="none", **kw)
+    assert np.all(np.asarray(r.status) == 0)
+    one = eqx.filter_jit(lambda m: jaxmbd.simulate(m, adjoint="none", **kw))
+    for i in (0, 97, 255):
+        s = one(eqx.tree_at(lambda m: m.tree.forces.spring_k, squeezer, ks[i]))
+        np.testing.assert_allclose(r.qs[i, -1], s.qs[-1], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(r.vs[i, -1], s.vs[-1], rtol=1e-12, atol=1e-9)
+    assert float(jnp.abs(r.qs[0, -1] - r.qs[-1, -1]).max()) > 1e-3   # the members differ
+
+    def beta(k):
+        m = eqx.tree_at(lambda m: m.tree.forces.spring_k, squeezer, k[None])
+        return jaxmbd.simulate(m, t1=0.01, integrator=integrators.Dopri5(), rtol=1e-10, atol=1e-10,
+                               max_steps=600).qs[-1, 0]
+    c0 = 4530.0
+    g = float(jax.grad(beta)(jnp.asarray(c0)))
+    ts = np.array([0.0, 0.01])
+    fd = (R.squeezer_reference(ts, p={"c0": c0 + 1.0})[0][-1, 0]
+          - R.squeezer_reference(ts, p={"c0": c0 - 1.0})[0][-1, 0]) / 2.0
+    assert abs(g - fd) <= 1e-5 * abs(fd), (g, fd)

@@ -10,6 +10,13 @@ configuration manifold (:mod:`jaxmbd.integrators.chart`) and is used through
   :class:`RosenbrockNystrom4` (4(3), L-stable; Negrut's thesis),
   :class:`SDIRK4` (4(3), L-stable, Hairer-Wanner γ = 4/15),
   :class:`Trapezoidal` (Newmark γ = 1/2, β = 1/4; order 2, A-stable).
+
+On a mechanism (a tree with loop constraints) ``simulate`` integrates the
+independent coordinates of the state-space ODE, so the thesis's codes are:
+ForRosen = :class:`RosenbrockNystrom4`, ForSDIRK = :class:`SDIRK4`, SspTrap
+= :class:`Trapezoidal` (also named :data:`SspTrapezoidal`); the descriptor-form
+codes iterate on (q̈, λ): InflSDIRK = :class:`DescriptorSDIRK4` (SDIRK4/16,
+γ = 1/4), InflTrap = :class:`DescriptorTrapezoidal`.
 """
 
 from .base import (MAX_STEPS, NEWTON_FAILURE, NONFINITE, STEP_UNDERFLOW, SUCCESS, AbstractIntegrator, Attempt,
@@ -18,7 +25,10 @@ from .explicit import RK4, Dopri5, SemiImplicitEuler
 from .newmark import Trapezoidal
 from .rosenbrock import RosenbrockNystrom4
 from .sdirk import SDIRK4
+from .descriptor import DescriptorSDIRK4, DescriptorTrapezoidal
+
+SspTrapezoidal = Trapezoidal  # the thesis's SspTrap: the trapezoidal rule on a mechanism's state-space ODE
 
 __all__ = ["AbstractIntegrator", "Attempt", "Controller", "SemiImplicitEuler", "RK4", "Dopri5",
-           "RosenbrockNystrom4", "SDIRK4", "Trapezoidal", "SUCCESS", "MAX_STEPS", "STEP_UNDERFLOW",
+           "RosenbrockNystrom4", "SDIRK4", "Trapezoidal", "SspTrapezoidal", "DescriptorSDIRK4", "DescriptorTrapezoidal", "SUCCESS", "MAX_STEPS", "STEP_UNDERFLOW",
            "NEWTON_FAILURE", "NONFINITE"]
