@@ -167,7 +167,9 @@ def _check_inertia(I, what, strict=True, notes=None):
     ev = np.linalg.eigvalsh(I)
     if strict and ev[0] <= 0:
         raise ValueError(f"{what}: inertia tensor is not positive definite (principal moments {ev})")
-    if not strict and ev[0] < -1e-9 * scale:
+    # imported files: tolerate round-off, relative to the tensor or (for a numerically
+    # zero tensor, e.g. iCub's 1e-20 entries) absolutely, 1e-15 kg m² being no inertia at all
+    if not strict and ev[0] < -max(1e-9 * scale, 1e-15):
         raise ValueError(f"{what}: inertia tensor is not positive semi-definite (principal moments {ev})")
     if ev[0] + ev[1] < ev[2] * (1 - 1e-9):
         msg = f"principal moments {ev} violate the triangle inequality (I1 + I2 >= I3)"

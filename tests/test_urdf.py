@@ -233,3 +233,17 @@ def test_triangle_inequality_violations_are_used_as_given_with_a_warning():
     with pytest.warns(UserWarning, match=r"triangle-inequality check of inertias \(violated, used as given: body 'l1'"):
         m = jaxmbd.load_urdf(doc)
     assert m.n_bodies >= 1
+
+
+def test_round_off_inertias_load_and_real_indefinite_ones_do_not():
+    """iCub's URDF has a numerically zero inertia (entries ~1e-20, one principal
+    moment -1.4e-20): it loads, as in Pinocchio; a genuinely indefinite one
+    (principal moment -3.5e-8 of 9e-8, as on TIAGo's antenna) is one clear error."""
+    tiny = ('<link name="l3"><inertial><mass value="0.1"/><inertia ixx="0" iyy="0" izz="0" ixy="1.35525e-20" '
+            'ixz="0" iyz="0"/></inertial></link>')
+    j3 = '<joint name="j3" type="fixed"><parent link="l2"/><child link="l3"/></joint>'
+    m = jaxmbd.load_urdf(_mini(extra_links=tiny, extra_joints=j3), warn=False)
+    assert m.nv == 2
+    bad = tiny.replace('ixx="0" iyy="0" izz="0" ixy="1.35525e-20"', 'ixx="3.5e-8" iyy="3.5e-8" izz="9e-8" ixy="5e-8"')
+    with pytest.raises(ValueError, match="l3.*positive semi-definite"):
+        jaxmbd.load_urdf(_mini(extra_links=bad, extra_joints=j3), warn=False)
