@@ -306,8 +306,13 @@ def assemble(mech, q, v=None, iterations=20, tol=1e-12):
     least squares with :func:`~jaxmbd.linalg.lstsq_lu` when there are more
     equations than coordinates); converges quadratically for full-rank Φ_q.
     Velocities: the minimum-norm correction v - Φ_qᵀ (Φ_q Φ_qᵀ)⁻¹ Φ_q v.
-    Returns (q, v, info) with info = dict(residual (|Φ|∞ per iteration),
-    velocity_residual, status (linalg.OK or RANK_DEFICIENT))."""
+    Redundant constraints (a rank-deficient Φ_q, e.g. a planar linkage
+    closed by a spatial revolute constraint) are allowed: those steps use
+    the pseudo-inverse.  Returns (q, v, info) with info =
+    dict(residual_history (|Φ|∞ per iteration), residual, velocity_residual,
+    status: linalg.OK, or RANK_DEFICIENT when Φ_q was rank-deficient
+    somewhere (redundant constraints; the result is still checked by the
+    residuals))."""
     from .kinematics import integrate_q, normalize_q
     q = jnp.asarray(q)
     v = mech.v0 if v is None else jnp.asarray(v)
@@ -325,15 +330,19 @@ def assemble(mech, q, v=None, iterations=20, tol=1e-12):
             s = linalg.lstsq_lu(G, -r)
         else:
             s = linalg.minnorm_lu(G, -r)
+        # redundant constraints (rank-deficient Φ_q): the pseudo-inverse step instead
+        dx = jnp.where(s.status == linalg.OK, s.x, jnp.linalg.pinv(G, rtol=1e-10) @ -r)
         small = jnp.max(jnp.abs(r)) <= tol
-        dx = jnp.where(small, 0.0, s.x)
+        dx = jnp.where(small, 0.0, dx)
         return (normalize_q(tree, integrate_q(tree, qt, dx)), status | s.status), jnp.max(jnp.abs(r))
     (qt, status), hist = jax.lax.scan(step, (qt, jnp.array(0, jnp.int32)), None, length=iterations)
     G = phi_jacobian_tree(mech, qt)
-    if m and not tall:
-        s = linalg.minnorm_lu(G, G @ vt)
-        vt = vt - s.x
-        status = status | s.status
+    if m:
+        s = linalg.minnorm_lu(G, G @ vt) if not tall else None
+        ok = (s.status == linalg.OK) if s is not None else jnp.array(False)
+        dv = jnp.linalg.pinv(G, rtol=1e-10) @ (G @ vt)
+        vt = vt - (jnp.where(ok, s.x, dv) if s is not None else dv)
+        status = status | (s.status if s is not None else jnp.array(linalg.RANK_DEFICIENT, jnp.int32))
     vres = jnp.max(jnp.abs(G @ vt)) if m else jnp.zeros((), vt.dtype)
     res = jnp.max(jnp.abs(phi_tree(mech, qt))) if m else jnp.zeros((), vt.dtype)
     return mech.from_tree(qt), mech.from_tree(vt), dict(residual_history=hist, residual=res,

@@ -69,6 +69,11 @@ class Model(eqx.Module):
         return self.topo.n_bodies
 
     @property
+    def nc(self) -> int:
+        """Number of scalar constraint equations: 0 for a tree (see :class:`jaxmbd.Mechanism`)."""
+        return 0
+
+    @property
     def dof_parent(self) -> np.ndarray:
         """Expanded per-DoF parent array (MuJoCo's dof_parentid), -1 for the root."""
         return self.topo.dof_parent.copy()

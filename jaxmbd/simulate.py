@@ -28,7 +28,8 @@ class Solution(eqx.Module):
     (status != 0) hold the last state.
 
     Mechanisms (closed loops) also give ``residuals`` (S, 2): |Φ(q)|∞ and
-    |Φ_q v|∞ at the save times, ``lams`` (S, nc): the multipliers (with
+    |Φ_q v|∞ at the save times, ``max_residuals`` (2,): the same, largest
+    over every accepted step, ``lams`` (S, nc): the multipliers (with
     ``multipliers=True``), and ``stats["partitions"]``: how many times the
     coordinate partition was renewed."""
     ts: jax.Array
@@ -40,6 +41,7 @@ class Solution(eqx.Module):
     obs: object = None
     residuals: jax.Array | None = None
     lams: jax.Array | None = None
+    max_residuals: jax.Array | None = None
 
     @property
     def ok(self):
@@ -171,6 +173,10 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         if getattr(integrator, "linear_solver", "dense") != "dense":
             raise ValueError("linear_solver='sparse' is for kinematic trees; mechanisms use the dense iteration "
                              "matrix of their independent coordinates")
+        if mech.nc > mech.nv:
+            raise ValueError(f"{mech.nc} constraint equations for {mech.nv} coordinates: redundant constraints "
+                             "are supported by jaxmbd.assemble, not by simulate (its coordinate partitioning "
+                             "needs Φ_q of full row rank)")
         if constraint_solver not in ("schur", "dense"):
             raise ValueError(f"unknown constraint_solver {constraint_solver!r}; expected 'schur' or 'dense'")
     else:
@@ -264,6 +270,8 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
                  status=status0.astype(jnp.int32),
                  after_reject=jnp.array(False), stats=stats0,
                  cache=integrator.init_cache(ode0, t0, indep(part0, v0)), part=part0)
+    if mech is not None:
+        state["drift"] = saved0["res"][0]
 
     def step(s):
         part = s["part"]
@@ -296,8 +304,8 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         reached = accept & clipped
         k = s["k"]
         # write row k only (kept as it was unless this step reached its save time)
-        saved = jax.tree_util.tree_map(lambda b, x: b.at[k].set(jnp.where(reached, x, b[k])), s["saved"],
-                                       record(q1, v1))
+        rec = record(q1, v1)
+        saved = jax.tree_util.tree_map(lambda b, x: b.at[k].set(jnp.where(reached, x, b[k])), s["saved"], rec)
         k_new = jnp.where(reached, k + 1, k)
         h_min = 16 * jnp.finfo(dt).eps * jnp.maximum(jnp.abs(s["t"]), 1.0)
         fixed_fail = (not adaptive) & ~accept & ~retry
@@ -324,7 +332,10 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
             stats["partitions"] = st["partitions"] + worse
             failed = failed | (worse & ~P1["ok"])
             fail_status = jnp.where(worse & ~P1["ok"], CONSTRAINT_FAILURE, fail_status)
-        return dict(t=jnp.where(accept, t_new, s["t"]), q=q_new,
+        extra = {}
+        if mech is not None:
+            extra["drift"] = jnp.where(accept, jnp.maximum(s["drift"], rec["res"]), s["drift"])
+        return dict(**extra, t=jnp.where(accept, t_new, s["t"]), q=q_new,
                     v=jnp.where(accept, v1, s["v"]), h=h_new, k=k_new, saved=saved,
                     done=finished | failed, n=s["n"] + 1,
                     status=jnp.where(failed, fail_status, SUCCESS).astype(jnp.int32),
@@ -359,7 +370,8 @@ def _solution(ts, s, n_save, record):
     fill = lambda b, x: jnp.where(filled.reshape((-1,) + (1,) * jnp.ndim(x)), b, x[None])  # noqa: E731
     saved = jax.tree_util.tree_map(fill, s["saved"], record(s["q"], s["v"]))
     return Solution(ts=ts, qs=saved.get("q"), vs=saved.get("v"), status=status, stats=s["stats"], t=s["t"],
-                    obs=saved.get("obs"), residuals=saved.get("res"), lams=saved.get("lam"))
+                    obs=saved.get("obs"), residuals=saved.get("res"), lams=saved.get("lam"),
+                    max_residuals=s.get("drift"))
 
 
 simulate.__doc__ = _simulate.__doc__ + """
