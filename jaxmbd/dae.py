@@ -45,7 +45,7 @@ from .integrators.chart import ChartODE, right_jacobian_inv
 
 REPARTITION_FACTOR = 1.25   # the thesis's α (§1.2)
 NEWTON_ITERS = 5            # position recovery: Newton steps from the step start's dependent coordinates
-RECOVERY_TOL = 1e-9         # |Φ| before the last step (relative to 1 + |q0|); above it the evaluation fails
+RECOVERY_TOL = 1e-12        # |Φ| after them (relative to 1 + |q0|); above it the evaluation fails
 
 
 # --- constrained accelerations (tree order) ---------------------------------------------
@@ -190,6 +190,13 @@ class ConstrainedChartODE:
         self.R = self.chart.R
         self.time_dependent = callable(control)
         self.nv = mech.nv
+        if self.dep.shape[0]:
+            # the tangent plane at the step start: x_dep ≈ -Φ_u⁻¹ Φ_v y, Newton's starting guess
+            G0 = jax.jacfwd(self.phi_x)(jnp.zeros(self.nv, jnp.result_type(q0, float)))
+            self._H0 = -jnp.linalg.solve(G0[:, dep], G0[:, ind])
+
+    def _tangent_guess(self, y):
+        return self._H0 @ y
 
     # -- chart, recovery --------------------------------------------------------------
     def phi_x(self, x):
@@ -201,25 +208,27 @@ class ConstrainedChartODE:
     def recover(self, y, guess=None):
         """Dependent chart coordinates for independent ones y.
 
-        NEWTON_ITERS Newton steps on Φ(x_dep, y) = 0, each with the full
+        NEWTON_ITERS Newton steps on Φ(x_dep, y) = 0 from the tangent-plane
+        guess -Φ_u⁻¹ Φ_v y (step start), each with the full
         Jacobian Φ_x (one forward-mode pass over the tree gives Φ and Φ_x).
         The steps are ordinary differentiable operations, so derivatives
         with respect to y (and model parameters) are those of the converged
         iteration: the implicit-function derivatives, to every order.
-        Returns (x (nv,), Φ_x at the last iterate (nc, nv), ok)."""
+        Returns (x (nv,), Φ_x there (nc, nv), ok)."""
         m = self.dep.shape[0]
-        xd0 = jnp.zeros(m, y.dtype) if guess is None else guess
+        if m == 0:
+            return self._x(y, jnp.zeros(0, y.dtype)), jnp.zeros((0, self.nv), y.dtype), jnp.array(True)
+        xd0 = self._tangent_guess(y) if guess is None else guess
 
         def val_jac(x):
             J, r = jax.jacfwd(lambda z: (self.phi_x(z),) * 2, has_aux=True)(x)
             return r, J
 
-        def it(c, _):
-            xd, _, _ = c
+        def it(xd, _):
             r, J = val_jac(self._x(y, xd))
-            return (xd - jnp.linalg.solve(J[:, self.dep], r), r, J), None
-        init = (xd0, jnp.zeros(m, y.dtype), jnp.zeros((m, self.nv), y.dtype))
-        (xd, r, J), _ = jax.lax.scan(it, init, None, length=NEWTON_ITERS)
+            return xd - jnp.linalg.solve(J[:, self.dep], r), None
+        xd, _ = jax.lax.scan(it, xd0, None, length=NEWTON_ITERS)
+        r, J = val_jac(self._x(y, xd))     # Φ and Φ_x at the result: exact velocity recovery
         res = jnp.max(jnp.abs(r)) if m else jnp.zeros((), y.dtype)
         ok = jnp.isfinite(res) & jnp.all(jnp.isfinite(xd)) & (res <= RECOVERY_TOL * (1.0 + jnp.max(jnp.abs(self.q0))))
         return self._x(y, xd), J, ok
