@@ -173,10 +173,11 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         if getattr(integrator, "linear_solver", "dense") != "dense":
             raise ValueError("linear_solver='sparse' is for kinematic trees; mechanisms use the dense iteration "
                              "matrix of their independent coordinates")
-        if mech.nc > mech.nv:
-            raise ValueError(f"{mech.nc} constraint equations for {mech.nv} coordinates: redundant constraints "
-                             "are supported by jaxmbd.assemble, not by simulate (its coordinate partitioning "
-                             "needs Φ_q of full row rank)")
+        if mech.nc >= mech.nv:
+            raise ValueError(f"{mech.nc} constraint equations for {mech.nv} coordinates: no degree of freedom is "
+                             "left, or the constraints are redundant; redundant constraints are supported by "
+                             "jaxmbd.assemble, not by simulate (its coordinate partitioning needs Φ_q of full "
+                             "row rank and at least one independent coordinate)")
         if constraint_solver not in ("schur", "dense"):
             raise ValueError(f"unknown constraint_solver {constraint_solver!r}; expected 'schur' or 'dense'")
     else:

@@ -333,8 +333,12 @@ def test_assembly_with_redundant_constraints():
                  ("rocker", "world", (3, 0, 0), 1.25)):
         b2.add_body(args[0], args[1], "revolute", axis=z, pos=args[2], mass=1.0, com=(args[3], 0, 0),
                     inertia=(0.1, 0.1, 0.1))
+    b2.add_body("pendulum", "world", "revolute", axis=z, pos=(0, 2, 0), mass=1.0, com=(0.5, 0, 0),
+                inertia=(0.1, 0.1, 0.1))
     b2.add_loop("point_planar", "coupler", "rocker", pos_a=(3, 0, 0), pos_b=(2.5, 0, 0))
     b2.add_loop("distance", "crank", "world", pos_a=(1, 0, 0), distance=1.0)   # always true: a zero row
     m2 = b2.build()
-    sol = jaxmbd.simulate(m2, q, v, t1=0.1, integrator=integrators.RK4(), dt0=0.01)
+    assert (m2.nv, m2.nc) == (4, 3)
+    sol = jaxmbd.simulate(m2, jnp.concatenate([q, jnp.zeros(1)]), jnp.concatenate([v, jnp.zeros(1)]), t1=0.1,
+                          integrator=integrators.RK4(), dt0=0.01)
     assert jaxmbd.status_name(sol.status).startswith("constraint failure")
