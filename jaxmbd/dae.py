@@ -160,10 +160,6 @@ def full_pivot(A):
     return jnp.concatenate([dep, ind]).astype(jnp.int32), piv
 
 
-class Partition(dict):
-    """dep (m,), ind (n-m,) int32 index arrays (tree order), cond0 and whether Φ_q had full row rank."""
-
-
 def partition(G, rcond=None):
     """Partition from the constraint Jacobian G (m x n): dict(dep, ind, cond0, ok)."""
     m, n = G.shape
@@ -276,19 +272,9 @@ class ConstrainedChartODE:
         xdd, _, _, ok = self.accel_full(t, y, yd)
         return jnp.where(ok, xdd[self.ind], jnp.nan)
 
-    def g_and_jac(self, t, y, yd):
-        n = y.shape[0]
-
-        def f(z):
-            out = self.g(t, z[:n], z[n:])
-            return out, out
-        J, g0 = jax.jacfwd(f, has_aux=True)(jnp.concatenate([y, yd]))
-        return g0, J[:, :n], J[:, n:]
-
-    def g_t(self, t, y, yd):
-        if not self.time_dependent:
-            return jnp.zeros_like(y)
-        return jax.jvp(lambda s: self.g(s, y, yd), (t,), (jnp.ones_like(t),))[1]
+    # the same as a tree's chart ODE: forward-mode Jacobians and dg/dt of g above
+    g_and_jac = ChartODE.g_and_jac
+    g_t = ChartODE.g_t
 
     def finish(self, y, yd):
         from .kinematics import normalize_q
@@ -298,10 +284,6 @@ class ConstrainedChartODE:
 
     def position_magnitude(self, q):
         return self.chart.position_magnitude(q)[self.ind]
-
-    def initial_rates(self, v):
-        """Independent chart rates at the step start (x' = v at x = 0)."""
-        return v[self.ind]
 
 
 # --- consistent initial conditions ----------------------------------------------------------
