@@ -150,6 +150,18 @@ def _quat_rot(q):
     ])
 
 
+def _axis_frame(ax, what):
+    """A rotation whose z column is the unit vector along ax (x chosen deterministically)."""
+    n = np.linalg.norm(ax)
+    if n < 1e-12:
+        raise ValueError(f"{what} is zero")
+    z = ax / n
+    t = np.array([1.0, 0.0, 0.0]) if abs(z[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    x = t - z * (t @ z)
+    x /= np.linalg.norm(x)
+    return np.stack([x, np.cross(z, x), z], axis=1)
+
+
 def _check_inertia(I, what, strict=True, notes=None):
     """Validate a 3x3 rotational inertia.  strict=False (imported files):
     positive semi-definite is enough (a point mass has zero inertia), and a
@@ -374,6 +386,51 @@ class ModelBuilder:
         self.__dict__.setdefault("_springs", []).append((a, pa, b, pb, k, c, l0, f0))
         return self
 
+    def add_rotational_spring(self, body_a, body_b, *, axis, axis_b=None, stiffness=0.0, damping=0.0,
+                              reference=0.0, name=None) -> "ModelBuilder":
+        """A rotational spring-damper between two bodies about a common axis
+        (``axis`` in body a's coordinates, ``axis_b`` in body b's, default the
+        same vector; world coordinates for "world"): torque
+        -(k (θ - reference) + c θ') with θ the relative rotation of b about
+        the axis (see :mod:`jaxmbd.forces`).  θ = 0 where the two frames
+        built from the axes coincide (e.g. both bodies in their design
+        orientation, when the axes are given as the same vector there)."""
+        what = f"rotational spring {name or len(getattr(self, '_rot_springs', []))}"
+        a, b = self._point_owner(body_a, what), self._point_owner(body_b, what)
+        if a == b:
+            raise ValueError(f"{what}: both ends are on {a!r}")
+        Ra = _axis_frame(_vec(axis, 3, f"{what}: axis"), f"{what}: axis")
+        Rb = _axis_frame(_vec(axis if axis_b is None else axis_b, 3, f"{what}: axis_b"), f"{what}: axis_b")
+        k, c = _scalar(stiffness, f"{what}: stiffness"), _scalar(damping, f"{what}: damping")
+        if k < 0 or c < 0:
+            raise ValueError(f"{what}: stiffness and damping must be non-negative")
+        self.__dict__.setdefault("_rot_springs", []).append((a, Ra, b, Rb, k, c,
+                                                             _scalar(reference, f"{what}: reference")))
+        return self
+
+    def add_tire(self, body, center, *, stiffness, damping=0.0, radius, name=None) -> "ModelBuilder":
+        """A tire: a vertical spring-damper between the wheel centre ``center``
+        (body coordinates) and the road, unloaded radius ``radius`` (see
+        :mod:`jaxmbd.forces`; bumps with :meth:`add_road_bump`)."""
+        what = f"tire {name or len(getattr(self, '_tires', []))}"
+        if body == "world" or self._point_owner(body, what) == "world":
+            raise ValueError(f"{what}: a tire needs a moving body")
+        k, c = _scalar(stiffness, f"{what}: stiffness"), _scalar(damping, f"{what}: damping")
+        r0 = _scalar(radius, f"{what}: radius")
+        if k < 0 or c < 0 or not r0 > 0:
+            raise ValueError(f"{what}: stiffness and damping must be non-negative and radius positive")
+        self.__dict__.setdefault("_tires", []).append((body, _vec(center, 3, f"{what}: center"), k, c, r0))
+        return self
+
+    def add_road_bump(self, x, radius) -> "ModelBuilder":
+        """A half-cylinder bump across the road (axis along world y) centred
+        at world ``x``, of the given radius; the tires see it enveloped."""
+        x, r = _scalar(x, "road bump: x"), _scalar(radius, "road bump: radius")
+        if not r > 0:
+            raise ValueError(f"road bump: radius must be positive, got {r}")
+        self.__dict__.setdefault("_bumps", []).append((x, r))
+        return self
+
     def add_coordinate_spring(self, joint, *, other=None, index=0, other_index=0, stiffness=0.0, damping=0.0,
                               reference=0.0) -> "ModelBuilder":
         """A spring-damper on d = q[joint][index] - q[other][other_index] (the
@@ -474,7 +531,12 @@ class ModelBuilder:
         springs = getattr(self, "_springs", [])
         couplings = getattr(self, "_couplings", [])
         jforces = getattr(self, "_joint_forces", [])
-        if not (springs or couplings or jforces):
+        rots = getattr(self, "_rot_springs", [])
+        tires = getattr(self, "_tires", [])
+        bumps = getattr(self, "_bumps", [])
+        if bumps and not tires:
+            raise ValueError("road bumps were added but no tire sees them (add_tire)")
+        if not (springs or couplings or jforces or rots or tires):
             return None
         index = {n: i for i, n in enumerate(names)}
         f64 = jnp.float64
@@ -517,7 +579,30 @@ class ModelBuilder:
             if not np.all(np.isfinite(val)):
                 raise ValueError(f"joint force on {joint!r}: not finite")
             jf[topo.v_adr[i]:topo.v_adr[i] + n] += np.broadcast_to(val, (n,))
+        rb, rRa, rRb = [], [], []
+        for a, Ra, b, Rb, *_ in rots:
+            ia = -1 if a == "world" or moving_frames[a][0] == "world" else index[moving_frames[a][0]]
+            ib = -1 if b == "world" or moving_frames[b][0] == "world" else index[moving_frames[b][0]]
+            if ia == ib:
+                raise ValueError(f"rotational spring between {a!r} and {b!r}: both move with the same body")
+            rRa.append(Ra if a == "world" else moving_frames[a][1] @ Ra)
+            rRb.append(Rb if b == "world" else moving_frames[b][1] @ Rb)
+            rb.append((ia, ib))
+        tb, tp = [], []
+        for body, p, *_ in tires:
+            ib, xb = attach(body, p)
+            if ib < 0:
+                raise ValueError(f"tire on {body!r}: the body is welded to the world")
+            tb.append(ib), tp.append(xb)
+        rcol = lambda i: jnp.asarray(np.array([r[i] for r in rots], float).reshape(-1), f64)  # noqa: E731
+        tcol = lambda i: jnp.asarray(np.array([t[i] for t in tires], float).reshape(-1), f64)  # noqa: E731
         return ForceElements(
+            rot_bodies=tuple(rb), rot_Ra=jnp.asarray(np.array(rRa, float).reshape(-1, 3, 3), f64),
+            rot_Rb=jnp.asarray(np.array(rRb, float).reshape(-1, 3, 3), f64), rot_k=rcol(4), rot_c=rcol(5),
+            rot_ref=rcol(6), tire_bodies=tuple(tb), tire_p=jnp.asarray(np.array(tp, float).reshape(-1, 3), f64),
+            tire_k=tcol(2), tire_c=tcol(3), tire_r0=tcol(4),
+            bump_x=jnp.asarray(np.array([x for x, _ in bumps], float), f64),
+            bump_r=jnp.asarray(np.array([r for _, r in bumps], float), f64),
             spring_bodies=tuple(sb), spring_pa=jnp.asarray(np.array(spa).reshape(-1, 3), f64),
             spring_pb=jnp.asarray(np.array(spb).reshape(-1, 3), f64), spring_k=col(4), spring_c=col(5),
             spring_l0=col(6), spring_f0=col(7), coupling_dofs=cd, coupling_k=ccol(4), coupling_c=ccol(5),

@@ -18,9 +18,11 @@ thesis's closed form of §2.2, rows "M + βh²{...} - γh Q^A_q̇ Ĥ", is what
 ``jacfwd`` computes) and factored once per step (dense LU; the thesis used
 MA48); the SDIRK code reuses it for all five stages.
 
-Only trees whose joints all have scalar coordinates (revolute, prismatic,
-helical, planar: every built-in mechanism) are supported: there the chart
-accelerations are the joint accelerations.  The methods need a
+The unknowns are the chart accelerations ẍ of the step's local chart (for
+scalar joints these are the joint accelerations; for a rotation, the
+second derivative of the rotation vector), so ball and free joints are
+supported: the residual uses the joint accelerations
+v̇ = d/dt (Jr(x) ẋ) = Jr(x) ẍ + (dJr(x)[ẋ]) ẋ.  The methods need a
 :class:`jaxmbd.dae.ConstrainedChartODE` (a mechanism passed to
 :func:`jaxmbd.simulate`)."""
 
@@ -105,24 +107,28 @@ def _check_ode(name, ode):
     if not hasattr(ode, "accel_full") or not hasattr(ode, "mech"):
         raise TypeError(f"{name} integrates mechanisms (models with loop constraints) in descriptor form; "
                         f"it needs a jaxmbd.dae.ConstrainedChartODE, got {type(ode).__name__}")
-    if len(ode.R):
-        raise ValueError(f"{name} supports mechanisms whose joints all have scalar coordinates (revolute, "
-                         "prismatic, helical, planar); this one has ball or free joints")
 
 
-def _residual(ode, t, ytil, ydtil, beta, gh, z):
+def _residual(ode, t, ytil, ydtil, beta, gh, z, iters=None):
     """Ψ(z) of (3.76) at the state given by the independent accelerations
     a = z[ind]: y = ỹ + β a, y' = ỹ' + γh a (recovered to the full state)."""
     from ..constraints import phi_bias_tree
     from ..crba import mass_matrix
     from ..rnea import bias_force
+    from ..constraints import phi_jacobian_tree
     nv = ode.nv
     xdd, lam = z[:nv], z[nv:]
     a = xdd[ode.ind]
-    q, v, _, _, ok, G = ode.state(ytil + beta * a, ydtil + gh * a)
+    y, yd = ytil + beta * a, ydtil + gh * a
+    q, v, x, xd, ok, G = ode.state(y, yd) if iters is None else ode.state(y, yd, iters)
     tree = ode.model
-    r1 = mass_matrix(tree, q) @ xdd + G.T @ lam - (ode.tau(t, q, v) - bias_force(tree, q, v))
-    r2 = G @ xdd - phi_bias_tree(ode.mech, q, v)
+    if G is None:      # rotation DoFs: Φ_q in joint velocities, and v̇ from the chart accelerations
+        G = phi_jacobian_tree(ode.mech, q)
+        vdot = jax.jvp(ode.chart.velocity, (x, xd), (xd, xdd))[1]
+    else:
+        vdot = xdd
+    r1 = mass_matrix(tree, q) @ vdot + G.T @ lam - (ode.tau(t, q, v) - bias_force(tree, q, v))
+    r2 = G @ vdot - phi_bias_tree(ode.mech, q, v)
     r = jnp.concatenate([r1, r2])
     return jnp.where(ok, r, jnp.nan)
 
@@ -134,12 +140,15 @@ def _step_start(ode, t, v0, beta, gh):
     xdd0, _, lam0, ok0 = ode.accel_full(t, y0, v0)
     z0 = jnp.concatenate([xdd0, lam0])
     a0 = xdd0[ode.ind]
-    # the residual map whose state at z0 is the step start itself
-    J = jax.jacfwd(lambda z: _residual(ode, t, -beta * a0, v0 - gh * a0, beta, gh, z))(z0)
+    # the residual map whose state at z0 is the step start itself (the chart
+    # origin, where the recovery's tangent-plane guess and its derivatives are exact)
+    J = jax.jacfwd(lambda z: _residual(ode, t, -beta * a0, v0 - gh * a0, beta, gh, z, iters=0))(z0)
     lu = jsl.lu_factor(J)
     # λ_j is measured by the largest acceleration change it causes, |H⁻¹ Φ_qᵀ e_j|∞ (at the step start)
     from ..crba import mass_matrix
+    from ..constraints import phi_jacobian_tree
     q0, _, _, _, _, G0 = ode.state(y0, v0)
+    G0 = phi_jacobian_tree(ode.mech, q0) if G0 is None else G0
     W = jnp.linalg.solve(mass_matrix(ode.model, q0), G0.T)
     lam_w = jnp.max(jnp.abs(W), axis=0)
     return z0, a0, ok0, lu, lam_w
@@ -185,7 +194,7 @@ class DescriptorTrapezoidal(AbstractIntegrator):
     the Newton iteration limit (a failure halves h).  Newton measures
     q̈[ind] in velocity units (h/2 q̈) against the velocity scale, as
     ``Trapezoidal``; q̈[dep] and λ as described in :func:`_newton_scale`.
-    Order 2, A-stable, not L-stable.  Mechanisms with scalar joints only."""
+    Order 2, A-stable, not L-stable."""
     order: ClassVar[int] = 2
     error_order: ClassVar[int] = 1
     adaptive_steps: bool = True
@@ -237,8 +246,7 @@ class DescriptorSDIRK4(AbstractIntegrator):
     slider crank at tol 1e-6); q̈[dep] and λ as in :func:`_newton_scale`.
     ``newton_max`` (default 10): the iteration matrix is the step start's,
     not the stage's, so Newton contracts more slowly than in the z-form
-    ``SDIRK4`` and 7 iterations (H&W) cause many Newton rejections.
-    Mechanisms with scalar joints only."""
+    ``SDIRK4`` and 7 iterations (H&W) cause many Newton rejections."""
     order: ClassVar[int] = 4
     error_order: ClassVar[int] = 3
     adaptive_steps: bool = True
