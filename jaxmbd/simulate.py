@@ -98,14 +98,24 @@ def validate_times(t0, t1, saveat=None, dt0=None):
 def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator, saveat=None, dt0=None, **kw) -> "Solution":
     """Integrate the model from (q0, v0) at t0 to t1; see :func:`_simulate` for
     every argument.  Times known at call time are checked here: t1 > t0, and
-    saveat increasing within [t0, t1]."""
+    saveat increasing within [t0, t1].  Python numbers given for t0, t1, dt0,
+    rtol and atol are passed on as arrays, so calls that differ only in them
+    share one compiled program."""
     validate_times(t0, t1, saveat, dt0)
-    return _simulate(model, q0, v0, t0, t1, integrator=integrator, saveat=saveat, dt0=dt0, **kw)
+
+    def arr(x):
+        if isinstance(x, (int, float)) and not isinstance(x, bool):
+            return jnp.asarray(x, jnp.result_type(float))
+        return x
+    for k in ("rtol", "atol"):
+        if k in kw:
+            kw[k] = arr(kw[k])
+    return _simulate(model, q0, v0, arr(t0), arr(t1), integrator=integrator, saveat=saveat, dt0=arr(dt0), **kw)
 
 
 @eqx.filter_jit
 def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIntegrator, dt0=None,
-             rtol=1e-6, atol=1e-6, saveat=None, control=None, params=None, max_steps=4096,
+             rtol=1.0e-6, atol=1.0e-6, saveat=None, control=None, params=None, max_steps=4096,
              controller: Controller = Controller(), dynamics="aba", adjoint="checkpoint", observe=None,
              keep_states=True, multipliers=False, constraint_solver="schur", assemble_initial=True) -> Solution:
     """Integrate the model from (q0, v0) at t0 to t1 (default: the model's own
