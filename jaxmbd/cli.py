@@ -36,10 +36,13 @@ MODELS = {
     "slider_crank": lambda m: m.slider_crank(),
     "four_bar": lambda m: m.four_bar(),
     "cartesian_double_pendulum": lambda m: m.cartesian_double_pendulum(),
+    "hmmwv14": lambda m: m.hmmwv14(),
+    "hmmwv14_stiff": lambda m: m.hmmwv14(stiffened=True),
 }
 INTEGRATORS = {
     "rk4": "RK4", "euler": "SemiImplicitEuler", "dopri5": "Dopri5", "rosenbrock": "RosenbrockNystrom4",
-    "sdirk4": "SDIRK4", "trapezoidal": "Trapezoidal",
+    "sdirk4": "SDIRK4", "trapezoidal": "Trapezoidal", "infl_sdirk": "DescriptorSDIRK4",
+    "infl_trap": "DescriptorTrapezoidal",
 }
 FIXED_STEP = ("rk4", "euler")
 MODEL_HELP = f"built-in model ({', '.join(sorted(MODELS))}) or an MJCF (.xml) / URDF (.urdf) file"

@@ -31,7 +31,11 @@ class Solution(eqx.Module):
     |Φ_q v|∞ at the save times, ``max_residuals`` (2,): the same, largest
     over every accepted step, ``lams`` (S, nc): the multipliers (with
     ``multipliers=True``), and ``stats["partitions"]``: how many times the
-    coordinate partition was renewed."""
+    coordinate partition was renewed.
+
+    ``steps`` (with ``step_history=N``): dict(t=(N,), h=(N,)), the end time
+    and size of the first N accepted steps (NaN where fewer were taken):
+    step-size histories for studying the integrators."""
     ts: jax.Array
     qs: jax.Array | None
     vs: jax.Array | None
@@ -42,6 +46,7 @@ class Solution(eqx.Module):
     residuals: jax.Array | None = None
     lams: jax.Array | None = None
     max_residuals: jax.Array | None = None
+    steps: dict | None = None
 
     @property
     def ok(self):
@@ -117,7 +122,8 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator, saveat=None
 def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIntegrator, dt0=None,
              rtol=1.0e-6, atol=1.0e-6, saveat=None, control=None, params=None, max_steps=4096,
              controller: Controller = Controller(), dynamics="aba", adjoint="checkpoint", observe=None,
-             keep_states=True, multipliers=False, constraint_solver="schur", assemble_initial=True) -> Solution:
+             keep_states=True, multipliers=False, constraint_solver="schur", assemble_initial=True,
+             step_history=0) -> Solution:
     """Integrate the model from (q0, v0) at t0 to t1 (default: the model's own
     initial state ``model.q0``, ``model.v0``).
 
@@ -168,6 +174,9 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     ``multipliers=True`` saves λ; ``constraint_solver``: "schur" (the
     factorization of H and the Schur complement) or "dense" (the augmented
     matrix).
+
+    step_history: record the end time and size of the first ``step_history``
+    accepted steps (``Solution.steps``).
 
     Returns a :class:`Solution`; failures are reported per call (per batch
     member under vmap) in ``status``, never as silent NaNs."""
@@ -283,6 +292,11 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
                  cache=integrator.init_cache(ode0, t0, indep(part0, v0)), part=part0)
     if mech is not None:
         state["drift"] = saved0["res"][0]
+    n_hist = int(step_history)
+    if n_hist < 0:
+        raise ValueError(f"step_history must be >= 0, got {step_history}")
+    if n_hist:
+        state["hist"] = dict(t=jnp.full((n_hist,), jnp.nan, dt), h=jnp.full((n_hist,), jnp.nan, dt))
 
     def step(s):
         part = s["part"]
@@ -346,6 +360,10 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         extra = {}
         if mech is not None:
             extra["drift"] = jnp.where(accept, jnp.maximum(s["drift"], rec["res"]), s["drift"])
+        if n_hist:
+            i = jnp.where(accept, st["accepted"], n_hist)      # out of range: dropped
+            extra["hist"] = dict(t=s["hist"]["t"].at[i].set(t_new, mode="drop"),
+                                 h=s["hist"]["h"].at[i].set(h, mode="drop"))
         return dict(**extra, t=jnp.where(accept, t_new, s["t"]), q=q_new,
                     v=jnp.where(accept, v1, s["v"]), h=h_new, k=k_new, saved=saved,
                     done=finished | failed, n=s["n"] + 1,
@@ -382,7 +400,7 @@ def _solution(ts, s, n_save, record):
     saved = jax.tree_util.tree_map(fill, s["saved"], record(s["q"], s["v"]))
     return Solution(ts=ts, qs=saved.get("q"), vs=saved.get("v"), status=status, stats=s["stats"], t=s["t"],
                     obs=saved.get("obs"), residuals=saved.get("res"), lams=saved.get("lam"),
-                    max_residuals=s.get("drift"))
+                    max_residuals=s.get("drift"), steps=s.get("hist"))
 
 
 simulate.__doc__ = _simulate.__doc__ + """

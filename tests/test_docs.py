@@ -24,10 +24,44 @@ def test_readme_starts_with_the_two_commands():
     assert "'.[test]'" in cmds[2] and "pytest" in cmds[2]
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
-def test_notebook_runs(path):
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+READS_QUICK = re.compile(r"""environ(\.get\(|\[)\s*["']JAXMBD_QUICK["']""")  # os.environ.get("JAXMBD_QUICK" ...
+
+
+def _code(nb):
+    return ["".join(cell["source"]) for cell in nb["cells"] if cell["cell_type"] == "code"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs(path, monkeypatch):
+    """Every code cell, in order, in one namespace, as Jupyter would run them:
+    cwd = notebooks/, JAXMBD_QUICK=1 (small sizes), the Agg backend."""
+    import matplotlib
+
+    monkeypatch.setenv("JAXMBD_QUICK", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.chdir(path.parent)
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     nb = json.loads(path.read_text())
-    ns = {}
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
-            exec(compile("".join(cell["source"]), str(path.name), "exec"), ns)
+    ns = {"__name__": "__main__"}
+    try:
+        for i, source in enumerate(_code(nb)):
+            exec(compile(source, f"{path.name}[code cell {i}]", "exec"), ns)
+    finally:
+        plt.close("all")
+
+
+def test_notebooks_are_stored_stripped_and_honour_quick_mode():
+    """No outputs or execution counts in the repository, and every notebook
+    reads JAXMBD_QUICK (the docs test runs them with it set)."""
+    assert NOTEBOOKS, "no notebooks found"
+    for path in NOTEBOOKS:
+        nb = json.loads(path.read_text())
+        assert nb["nbformat"] == 4, path.name
+        for i, cell in enumerate(nb["cells"]):
+            if cell["cell_type"] == "code":
+                assert cell.get("outputs") == [], f"{path.name}: cell {i} has stored outputs"
+                assert cell.get("execution_count") is None, f"{path.name}: cell {i} has an execution count"
+        assert any(READS_QUICK.search(src) for src in _code(nb)), f"{path.name} does not read JAXMBD_QUICK"

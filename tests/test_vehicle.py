@@ -213,3 +213,19 @@ def test_descriptor_codes_with_ball_joints():
     assert int(a.status) == int(b.status) == 0 and int(a.stats["accepted"]) == 100
     assert float(jnp.abs(jaxmbd.difference_q(m.tree, a.qs[-1], b.qs[-1])).max()) < 1e-10
     assert np.all(np.asarray(a.max_residuals) <= 1e-10)
+
+
+def test_step_history_records_the_accepted_steps():
+    """simulate(step_history=N): end times and sizes of the accepted steps;
+    the sizes add up to the span, the end times are their running sum, and
+    slots beyond the steps taken stay NaN."""
+    m = jaxmbd.models.pendulum()
+    s = jaxmbd.simulate(m, t1=0.5, integrator=integrators.Dopri5(), rtol=1e-6, atol=1e-6, step_history=400)
+    n = int(s.stats["accepted"])
+    t, h = np.asarray(s.steps["t"]), np.asarray(s.steps["h"])
+    assert int(s.status) == 0 and 5 < n < 400
+    assert np.all(np.isfinite(h[:n])) and np.all(np.isnan(h[n:]))
+    np.testing.assert_allclose(np.cumsum(h[:n]), t[:n], rtol=1e-12)
+    assert t[n - 1] == pytest.approx(0.5, rel=1e-12)
+    with pytest.raises(ValueError, match="step_history"):
+        jaxmbd.simulate(m, t1=0.5, integrator=integrators.Dopri5(), step_history=-1)
