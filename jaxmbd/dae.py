@@ -371,8 +371,6 @@ def static_equilibrium(mech, q=None, iterations=8, tau=None):
     step), residual (max |a| at the result, all coordinates))."""
     q = mech.q0 if q is None else jnp.asarray(q)
     _check(mech, q)
-    tree = mech.tree
-    v0 = jnp.zeros(mech.nv, q.dtype)
     control = None if tau is None else jnp.asarray(tau, q.dtype)
 
     def step(qt, _):
@@ -386,7 +384,6 @@ def static_equilibrium(mech, q=None, iterations=8, tau=None):
     qt, hist = jax.lax.scan(step, mech.to_tree(q), None, length=iterations)
     a, _ = accel_tree(mech, qt, jnp.zeros(mech.nv, q.dtype),
                       jnp.zeros(mech.nv, q.dtype) if tau is None else mech.to_tree(control))
-    del tree, v0
     return mech.from_tree(qt), dict(residual_history=hist, residual=jnp.max(jnp.abs(a)))
 
 

@@ -229,3 +229,24 @@ def test_step_history_records_the_accepted_steps():
     assert t[n - 1] == pytest.approx(0.5, rel=1e-12)
     with pytest.raises(ValueError, match="step_history"):
         jaxmbd.simulate(m, t1=0.5, integrator=integrators.Dopri5(), step_history=-1)
+
+
+def test_static_equilibrium_of_a_hanging_four_bar():
+    """dae.static_equilibrium on a four-bar under gravity: the accelerations
+    vanish at the result, the constraints hold, and the potential energy is
+    stationary there along the mechanism's one degree of freedom (central
+    differences along the constraint manifold), which it was not at the start."""
+    m = jaxmbd.models.four_bar()
+    q, info = dae.static_equilibrium(m, iterations=12)
+    assert float(info["residual"]) < 1e-9
+    assert float(jnp.abs(jaxmbd.constraint_residual(m, q)).max()) < 1e-12
+    a0, _ = jaxmbd.constrained_dynamics(m, m.q0, jnp.zeros(m.nv))
+    assert float(jnp.abs(a0).max()) > 1e-2                      # the start was not at rest
+    U = lambda x: float(jaxmbd.potential_energy(m.tree, x))      # noqa: E731
+
+    def slope(x, s=1e-3):
+        t = jnp.asarray(np.linalg.svd(np.asarray(jaxmbd.constraint_jacobian(m, x)))[2][-1])  # manifold tangent
+        up, down = (jaxmbd.assemble(m, x + d * t)[0] for d in (s, -s))
+        return (U(up) - U(down)) / float(jnp.linalg.norm(up - down))
+    assert abs(slope(m.q0)) > 0.1
+    assert abs(slope(q)) < 1e-5
