@@ -43,6 +43,16 @@ def compiled(f, *args):
     return time.perf_counter() - t0, c
 
 
+def write_result(out_dir, name, text):
+    """Write a result table to ``out_dir/<name>_<backend>.md``; returns the path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}_{jax.default_backend()}.md"
+    path.write_text(text)
+    print(f"written to {path}")
+    return path
+
+
 def machine(versions=""):
     """Lines describing this machine and software; `versions` adds peers' versions."""
     cpu = platform.processor() or "unknown"

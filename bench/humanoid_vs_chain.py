@@ -60,7 +60,7 @@ import numpy as np  # noqa: E402
 
 import jaxmbd  # noqa: E402  (enables float64)
 from jaxmbd import cost, ltdl, models  # noqa: E402
-from common import compiled, machine  # noqa: E402
+from common import compiled, machine, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -299,12 +299,8 @@ def main(argv=None):
         + [f"- **{n}**: {MODELS[n][1]}; {built[n].summary()}, D1 = {reports[n].D1}, D2 = {reports[n].D2}; "
            f"{structure(built[n])}" for n in names]
         + [""] + report(names, reports, rows, batches, args.algorithms) + [""])
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"humanoid_vs_chain_{backend}.md"
-    path.write_text(text)
     print("\n" + text)
-    print(f"written to {path}")
+    write_result(args.out, "humanoid_vs_chain", text)
 
 
 if __name__ == "__main__":

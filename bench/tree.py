@@ -28,7 +28,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxmbd  # noqa: E402
-from common import compiled, machine as _machine, per_call  # noqa: E402
+from common import compiled, machine as _machine, per_call, write_result  # noqa: E402
 from jaxmbd import models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,12 +171,8 @@ def main(argv=None):
            f"benchmark took {elapsed:.0f} s", "", "Models:", ""]
         + [f"- {s}" for s in summaries]
         + ["", *table(rows), "", "MuJoCo peer of each row:", "", *peers, ""])
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"tree_{jax.default_backend()}.md"
-    path.write_text(text)
     print("\n" + text)
-    print(f"written to {path}")
+    write_result(args.out, "tree", text)
 
 
 if __name__ == "__main__":

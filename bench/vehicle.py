@@ -49,7 +49,7 @@ from jaxmbd.constraints import phi_jacobian_tree  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import machine  # noqa: E402
+from common import machine, write_result  # noqa: E402
 
 IMPLICIT = {  # thesis code -> integrator
     "ForRosen": I.RosenbrockNystrom4(),
@@ -212,13 +212,18 @@ def main():
     say("## Implicit codes: wall time (s) at T = 1..4 s")
     say("")
     tols = a.tols
+
+    def cell(r, tol, k):
+        """The run of (method r, tol) at T = k + 1 s, or None (budget spent or an earlier failure)."""
+        cells = r["rows"][tol]
+        return cells[k] if k < len(cells) else None
     say("| code | compile (s) | T | " + " | ".join(f"tol {x:g}" for x in tols) + " |")
     say("|---|---|---|" + "---|" * len(tols))
     for name, r in implicit.items():
         for k in range(a.T):
             cells = []
             for tol in tols:
-                c_ = r["rows"][tol][k] if k < len(r["rows"][tol]) else None
+                c_ = cell(r, tol, k)
                 cells.append("-" if c_ is None else (f"{c_['wall']:.1f}" if c_["status"] == 0
                                                      else f"status {c_['status']}"))
             say(f"| {name} | {r['compile']:.0f} | {k + 1} | " + " | ".join(cells) + " |")
@@ -243,7 +248,7 @@ def main():
         for k in range(a.T):
             cells = []
             for tol in tols:
-                c_ = r["rows"][tol][k] if k < len(r["rows"][tol]) else None
+                c_ = cell(r, tol, k)
                 th = ""
                 if tol in THESIS_TOLS and name in THESIS:
                     j = THESIS_TOLS.index(tol)
@@ -251,10 +256,7 @@ def main():
                 cells.append("-" if c_ is None or c_["status"] != 0 else f"{rate * (k + 1) / c_['wall']:.0f}{th}")
             say(f"| {name} | {k + 1} | " + " | ".join(cells) + " |")
     say("")
-    path = Path(a.out) / f"vehicle_{jax.default_backend()}.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(out) + "\n")
-    print(f"wrote {path}")
+    write_result(a.out, "vehicle", "\n".join(out) + "\n")
 
 
 if __name__ == "__main__":

@@ -108,23 +108,9 @@ def road_height(x, r0, bump_x, bump_r):
     return jnp.sum(h, axis=-1), jnp.sum(dh, axis=-1)
 
 
-def _points_world(model, q, bodies, local):
-    """World positions of points given in body coordinates (body -1: world coordinates)."""
-    from .kinematics import forward_kinematics
-    kin = forward_kinematics(model, q)
-    b = jnp.asarray(np.maximum(np.asarray(bodies, np.int64), 0))
-    world = jnp.asarray(np.asarray(bodies) < 0)[:, None]
-    pw = kin.pos[b] + jnp.einsum("kij,kj->ki", kin.rot[b], local)
-    return jnp.where(world, local, pw)
-
-
 def spring_lengths(model, q):
     """(ns,) current lengths of the point-to-point springs."""
-    fe = model.forces
-    a = [p[0] for p in fe.spring_bodies]
-    b = [p[1] for p in fe.spring_bodies]
-    d = _points_world(model, q, b, fe.spring_pb) - _points_world(model, q, a, fe.spring_pa)
-    return jnp.sqrt(jnp.sum(d * d, axis=-1))
+    return _measures(model, q, model.forces)[0]
 
 
 def _coupling_index(model):
@@ -142,15 +128,19 @@ def _measures(model, q, fe):
     kin = forward_kinematics(model, q)
     out = []
 
-    def world(bodies, local):
+    def pose(bodies):
+        """Rotations and positions of the bodies (-1: the world, identity)."""
         b = jnp.asarray(np.maximum(np.asarray(bodies, np.int64), 0))
-        w = jnp.asarray(np.asarray(bodies) < 0)[:, None]
-        return jnp.where(w, local, kin.pos[b] + jnp.einsum("kij,kj->ki", kin.rot[b], local))
+        w = jnp.asarray(np.asarray(bodies) < 0)
+        R = jnp.where(w[:, None, None], jnp.eye(3, dtype=kin.rot.dtype), kin.rot[b])
+        return R, jnp.where(w[:, None], 0.0, kin.pos[b])
 
-    def rot(bodies, R):
-        b = jnp.asarray(np.maximum(np.asarray(bodies, np.int64), 0))
-        w = jnp.asarray(np.asarray(bodies) < 0)[:, None, None]
-        return jnp.where(w, R, jnp.einsum("kij,kjl->kil", kin.rot[b], R))
+    def world(bodies, local):
+        R, p = pose(bodies)
+        return p + jnp.einsum("kij,kj->ki", R, local)
+
+    def rot(bodies, Rl):
+        return jnp.einsum("kij,kjl->kil", pose(bodies)[0], Rl)
     if fe.n_springs:
         a = [p[0] for p in fe.spring_bodies]
         b = [p[1] for p in fe.spring_bodies]
@@ -225,20 +215,19 @@ def element_energy(model, q):
     force."""
     fe = model.forces
     U = jnp.zeros((), q.dtype)
-    if fe.n_springs:
-        L = spring_lengths(model, q)
-        U = U + jnp.sum(0.5 * fe.spring_k * (L - fe.spring_l0) ** 2 + fe.spring_f0 * L)
-    if fe.n_couplings:
-        i, j, qi, qj = _coupling_index(model)
-        qi_val = jnp.where(jnp.asarray(i >= 0), q[np.maximum(qi, 0)], 0.0)
-        U = U + jnp.sum(0.5 * fe.coupling_k * (q[qj] - qi_val - fe.coupling_ref) ** 2)
-    if fe.n_rotational or fe.n_tires:
-        _, th, pc = _measures(model, q, fe)
+    if fe.n_springs or fe.n_rotational or fe.n_tires:
+        L, th, pc = _measures(model, q, fe)      # one kinematics pass for every element
+        if fe.n_springs:
+            U = U + jnp.sum(0.5 * fe.spring_k * (L - fe.spring_l0) ** 2 + fe.spring_f0 * L)
         if fe.n_rotational:
             U = U + jnp.sum(0.5 * fe.rot_k * (th - fe.rot_ref) ** 2)
         if fe.n_tires:
             h, _ = road_height(pc[:, 0], fe.tire_r0, fe.bump_x, fe.bump_r)
             U = U + jnp.sum(0.5 * fe.tire_k * (fe.tire_r0 - (pc[:, 2] - h)) ** 2)
+    if fe.n_couplings:
+        i, j, qi, qj = _coupling_index(model)
+        qi_val = jnp.where(jnp.asarray(i >= 0), q[np.maximum(qi, 0)], 0.0)
+        U = U + jnp.sum(0.5 * fe.coupling_k * (q[qj] - qi_val - fe.coupling_ref) ** 2)
     sel = model.topo.dof_qadr >= 0
     if sel.any():
         U = U - jnp.sum(fe.joint_force[sel] * q[model.topo.dof_qadr[sel]])

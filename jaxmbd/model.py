@@ -487,15 +487,7 @@ class ModelBuilder:
             return _quat_rot(qv / np.linalg.norm(qv))
 
         def from_axis(ax, label):
-            ax = _vec(ax, 3, f"{what}: {label}")
-            n = np.linalg.norm(ax)
-            if n < 1e-12:
-                raise ValueError(f"{what}: {label} is zero")
-            z = ax / n
-            t = np.array([1.0, 0.0, 0.0]) if abs(z[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
-            x = t - z * (t @ z)
-            x /= np.linalg.norm(x)
-            return np.stack([x, np.cross(z, x), z], axis=1)
+            return _axis_frame(_vec(ax, 3, f"{what}: {label}"), f"{what}: {label}")
 
         Ra, Rb = rot(quat_a, "quat_a"), rot(quat_b, "quat_b")
         if axis is not None:

@@ -169,6 +169,12 @@ def _bushing_directions(hp, side):
     return e1, e2
 
 
+def _origins(hp, stiffened):
+    """Body-frame origins (in C) of a corner's UCA, spindle and LCA: their inboard joints."""
+    o_uca = hp["UCA_B"] if stiffened else 0.5 * (hp["UCA_F"] + hp["UCA_B"])
+    return o_uca, hp["UCA_U"], 0.5 * (hp["LCA_F"] + hp["LCA_B"])
+
+
 def _rot_y(a):
     c, s = np.cos(a), np.sin(a)
     return np.array([[c, 0, s], [0, 1, 0], [-s, 0, c]])
@@ -200,21 +206,19 @@ def hmmwv14(stiffened=False, *, beta=0.3162, bump_distance=2.25, speed=SPEED, bu
     for name, axle, side in CORNERS:
         hp = hps[name]
         Iu = _arm_inertia(UCA_MOMENTS, hp, "UCA", side)
+        o_uca, o_sp, _ = _origins(hp, stiffened)
         if stiffened:
-            o_uca = hp["UCA_B"]
             b.add_body(f"uca_{name}", "chassis", "spherical", pos=o_uca, mass=UCA_MASS, com=hp["UCA_CM"] - o_uca,
                        inertia=Iu, strict_inertia=False)
         else:
-            o_uca = 0.5 * (hp["UCA_F"] + hp["UCA_B"])
             b.add_body(f"uca_{name}", "chassis", "revolute", axis=hp["UCA_F"] - hp["UCA_B"], pos=o_uca,
                        mass=UCA_MASS, com=hp["UCA_CM"] - o_uca, inertia=Iu, strict_inertia=False)
         ms, cs, Is = _merged_spindle(hp)
-        o_sp = hp["UCA_U"]
         b.add_body(f"spindle_{name}", f"uca_{name}", "spherical", pos=o_sp - o_uca, mass=ms, com=cs - o_sp,
                    inertia=Is)
     for name, axle, side in CORNERS:
         hp = hps[name]
-        o_lca = 0.5 * (hp["LCA_F"] + hp["LCA_B"])
+        o_lca = _origins(hp, stiffened)[2]
         b.add_body(f"lca_{name}", "chassis", "revolute", axis=(1.0, 0.0, 0.0), pos=o_lca, mass=LCA_MASS,
                    com=hp["LCA_CM"] - o_lca, inertia=_arm_inertia(LCA_MOMENTS, hp, "LCA", side), strict_inertia=False)
     rack_o = np.array(RACK["com"])
@@ -223,8 +227,7 @@ def hmmwv14(stiffened=False, *, beta=0.3162, bump_distance=2.25, speed=SPEED, bu
                inertia=RACK["inertia"])
     for name, axle, side in CORNERS:
         hp = hps[name]
-        o_uca = hp["UCA_B"] if stiffened else 0.5 * (hp["UCA_F"] + hp["UCA_B"])
-        o_sp, o_lca = hp["UCA_U"], 0.5 * (hp["LCA_F"] + hp["LCA_B"])
+        o_uca, o_sp, o_lca = _origins(hp, stiffened)
         # cut joints: the LCA ball joint and the tie rod / toe link
         b.add_loop("point", f"spindle_{name}", f"lca_{name}", pos_a=hp["LCA_U"] - o_sp, pos_b=hp["LCA_U"] - o_lca,
                    name=f"balljoint_{name}")
