@@ -35,7 +35,8 @@ def _code(nb):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs(path, monkeypatch):
     """Every code cell, in order, in one namespace, as Jupyter would run them:
-    cwd = notebooks/, JAXMBD_QUICK=1 (small sizes), the Agg backend."""
+    cwd = notebooks/, JAXMBD_QUICK=1 (small sizes), the Agg backend; every
+    figure shown (or left open) has labelled axes, and each notebook plots."""
     import matplotlib
 
     monkeypatch.setenv("JAXMBD_QUICK", "1")
@@ -44,13 +45,34 @@ def test_notebook_runs(path, monkeypatch):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    shown = []
+    monkeypatch.setattr(plt, "show", lambda *a, **k: shown.extend(_check_labels(plt)))
     nb = json.loads(path.read_text())
     ns = {"__name__": "__main__"}
     try:
         for i, source in enumerate(_code(nb)):
             exec(compile(source, f"{path.name}[code cell {i}]", "exec"), ns)
+        shown.extend(_check_labels(plt))
     finally:
         plt.close("all")
+    assert shown, f"{path.name} draws no plot"
+
+
+def _check_labels(plt):
+    """Every plotted axes of every open figure has an x and a y label (on it or
+    on an axes it shares that axis with); colorbars are exempt.  Returns the
+    figures checked."""
+    figs = [plt.figure(n) for n in plt.get_fignums()]
+    for fig in figs:
+        for ax in fig.axes:
+            if getattr(ax, "_colorbar", None) is not None or not ax.has_data():
+                continue
+            xs = ax.get_shared_x_axes().get_siblings(ax)
+            ys = ax.get_shared_y_axes().get_siblings(ax)
+            title = ax.get_title() or fig.texts and fig.texts[0].get_text() or "untitled"
+            assert any(a.get_xlabel() for a in xs), f"plot {title!r}: no x-axis label"
+            assert any(a.get_ylabel() for a in ys), f"plot {title!r}: no y-axis label"
+    return figs
 
 
 def test_notebooks_are_stored_stripped_and_honour_quick_mode():
