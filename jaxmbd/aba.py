@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from . import spatial
-from . import cost, ltdl
+from . import aba_unrolled, cost, ltdl
 from .crba import mass_matrix, mass_matrix_compact
 from .kinematics import _check, joint_state, node_inertias
 from .rnea import bias_force, node_forces, passive_force
@@ -90,8 +90,11 @@ def factorization_for(model):
 def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="auto"):
     """Joint accelerations qdd with H(q) qdd + C(q, v) = tau.
 
-    method: "aba" (articulated-body algorithm, O(n)) or "crba" (H from the
-    CRBA, then a factorization of H).  factorization (method="crba" only):
+    method: "aba" (articulated-body algorithm, O(n)), "aba_unrolled" (the
+    same algorithm with its spatial algebra written out in scalars,
+    jaxmbd.aba_unrolled: the same numbers, faster for large batches on a GPU,
+    bench/results/throughput_gpu.md) or "crba" (H from the CRBA, then a
+    factorization of H).  factorization (method="crba" only):
     "sparse" (branch-sparse LᵀDL, jaxmbd.ltdl), "dense" (Cholesky) or "auto"
     (sparse where the seed's operation counts predict at least a 2x gain,
     i.e. every branched tree; dense for chains: bench/results/ltdl_cpu.md).  f_ext:
@@ -103,6 +106,8 @@ def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="
         raise ValueError(f"tau has shape {tau.shape}, expected ({model.nv},)")
     if method == "aba":
         return aba(model, q, v, tau + passive_force(model, q, v), f_ext)
+    if method == "aba_unrolled":
+        return aba_unrolled.aba(model, q, v, tau + passive_force(model, q, v), f_ext)
     if method == "crba":
         if factorization == "auto":
             factorization = factorization_for(model)
@@ -112,4 +117,4 @@ def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="
         if factorization == "dense":
             return jsl.cho_solve(jsl.cho_factor(mass_matrix(model, q)), rhs)
         raise ValueError(f"unknown factorization {factorization!r}; expected 'auto', 'sparse' or 'dense'")
-    raise ValueError(f"unknown forward-dynamics method {method!r}; expected 'aba' or 'crba'")
+    raise ValueError(f"unknown forward-dynamics method {method!r}; expected 'aba', 'aba_unrolled' or 'crba'")

@@ -145,7 +145,8 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
       bounded, checkpointed scan (memory O(sqrt(max_steps)) under reverse-mode
       differentiation); finished iterations are skipped, except under vmap,
       where every member runs max_steps masked iterations.
-    dynamics: "aba" or "crba" (forward-dynamics method).
+    dynamics: "aba", "aba_unrolled" or "crba" (forward-dynamics method,
+      :func:`jaxmbd.forward_dynamics`).
     observe: optional ``observe(model, q, v) -> pytree``, recorded at the save
       times inside the loop (evaluated after every step); with
       ``keep_states=False`` only it is kept, so the loop carries no (S, nq)

@@ -147,7 +147,7 @@ class Topology:
 
     # -- level schedule ----------------------------------------------------------
     def _build_levels(self, parent, depth):
-        """Per-level slot tables over the nodes (padding slots repeat node 0)."""
+        """Per-level slot tables over the nodes (padding slots repeat the level's first slot)."""
         n = len(parent)
         L = int(depth.max()) if n else 0
         n_children = np.bincount(parent[parent >= 0], minlength=n) if n else np.zeros(0, np.int64)
@@ -168,6 +168,17 @@ class Topology:
                     p = parent[b]
                     k = int(np.sum(child_slot[l - 1, slot[p]] < W))
                     child_slot[l - 1, slot[p], k] = slot[b]
+        # Padding slots replicate the level's first slot (node, parent, children):
+        # they compute exactly what it computes.  Padding with an unrelated node
+        # (say node 0 without its children) can divide by zero in a padding slot
+        # (an intermediate node of a multi-DoF joint has no inertia of its own),
+        # whose result is discarded but whose reverse-mode cotangent 0 * inf
+        # made NaN gradients (a spherical or free root joint, any padded level).
+        for l, bodies in enumerate(by_level):
+            k = len(bodies)
+            lev[l, k:] = lev[l, 0]
+            par_slot[l, k:] = par_slot[l, 0]
+            child_slot[l, k:] = child_slot[l, 0]
         self.n_levels = L
         self.level_width = W
         self.level_node = lev          # (L, W) node in each slot

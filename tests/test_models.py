@@ -87,6 +87,10 @@ def test_level_schedule():
                 kids = t.level_child_slot[l, slot]
                 kids = sorted(t.level_node[l + 1][kids[kids < W]]) if l + 1 < t.n_levels else []
                 assert kids == sorted(np.flatnonzero(t.dof_parent == node))
+            # padding slots replicate slot 0 (so they compute what it computes)
+            assert np.all(t.level_node[l, k:] == t.level_node[l, 0])
+            assert np.all(t.level_parent_slot[l, k:] == t.level_parent_slot[l, 0])
+            assert np.all(t.level_child_slot[l, k:] == t.level_child_slot[l, 0])
         assert sorted(seen) == list(range(m.nv))
     assert models.binary_tree(4).topo.level_width == 8
     assert models.humanoid30().topo.n_levels == 12  # 6 base DoFs + 6 limb links

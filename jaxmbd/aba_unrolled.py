@@ -1,0 +1,405 @@
+"""The articulated-body algorithm with its spatial algebra unrolled into scalars.
+
+Same algorithm, same level schedule and same results as :func:`jaxmbd.aba.aba`;
+only the representation differs.  There every node carries small arrays
+(a 6-vector, a 6x6 inertia, a 3x3 rotation) and the per-node maths is array
+maths over those tiny trailing axes.  Here every spatial quantity is a Python
+tuple of its components, each component an array over the nodes of a level
+(and, under ``vmap``, over the batch).  So every operation the compiler sees is
+an elementwise operation on whole arrays of nodes x members: no 3- or 6-long
+minor axis, no small dot products, no concatenations.  XLA fuses these into
+long vectorised loops, which is what makes large batches fast (about 8x faster
+per member than the array form for humanoid30 at batch 4096 on a 2-core CPU,
+bench/results/throughput_cpu.md).
+
+The formulas also use structure the array form ignores: inertias are
+symmetric (21 distinct entries; only the upper triangles are computed), [p]x
+products are cross products, and each joint type's transform is written out
+(a revolute joint's pose in its parent is ``T + sin q TK + (1 - cos q) TK²``
+with the constant products TK, TK² formed once per call).
+
+Representation (all tuples; every leaf an array of the same shape):
+  v3: (x, y, z); m3: ((r00, r01, r02), (r10, ...), (r20, ...)), row-major;
+  a spatial vector: (w, u), two v3; a symmetric spatial inertia:
+  (A, B, C) with I = [[A, B], [Bᵀ, C]], A and C symmetric m3 whose mirrored
+  entries are the same array object.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from . import joints
+from .kinematics import body_inertias
+from .topology import tree_backward, tree_forward
+
+R3 = range(3)
+
+
+# --- v3 / m3 algebra on component tuples --------------------------------------
+
+def _add(a, b):
+    return tuple(x + y for x, y in zip(a, b))
+
+
+def _sub(a, b):
+    return tuple(x - y for x, y in zip(a, b))
+
+
+def _scale(s, a):
+    return tuple(s * x for x in a)
+
+
+def _dot(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+def _cross(a, b):
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+def _mv(M, x):
+    """M x."""
+    return tuple(_dot(M[i], x) for i in R3)
+
+
+def _mtv(M, x):
+    """Mᵀ x."""
+    return tuple(M[0][i] * x[0] + M[1][i] * x[1] + M[2][i] * x[2] for i in R3)
+
+
+def _mm(A, B):
+    return tuple(tuple(A[i][0] * B[0][j] + A[i][1] * B[1][j] + A[i][2] * B[2][j] for j in R3) for i in R3)
+
+
+def _sym(entry):
+    """A symmetric m3 from ``entry(i, j)`` evaluated for i <= j only."""
+    up = {(i, j): entry(i, j) for i in R3 for j in R3 if i <= j}
+    return tuple(tuple(up[(min(i, j), max(i, j))] for j in R3) for i in R3)
+
+
+def _transpose(M):
+    return tuple(tuple(M[j][i] for j in R3) for i in R3)
+
+
+def _cross_cols(p, M):
+    """[p]x M: p crossed with every column of M."""
+    cols = [_cross(p, (M[0][j], M[1][j], M[2][j])) for j in R3]
+    return tuple(tuple(cols[j][i] for j in R3) for i in R3)
+
+
+def _rows_cross(M, p):
+    """M [p]x: every row of M crossed with p (rowᵀ [p]x = (row x p)ᵀ)."""
+    return tuple(_cross(M[i], p) for i in R3)
+
+
+# --- spatial algebra -----------------------------------------------------------
+
+def _apply_motion(R, p, m):
+    """X m for X = plucker(R, p) (spatial.apply_motion)."""
+    w, u = m
+    return _mtv(R, w), _mtv(R, _sub(u, _cross(p, w)))
+
+
+def _apply_force_up(R, p, f):
+    """Xᵀ f (spatial.apply_force_up)."""
+    n, g = f
+    Rg = _mv(R, g)
+    return _add(_mv(R, n), _cross(p, Rg)), Rg
+
+
+def _cross_motion(v, m):
+    w, u = v
+    mw, mu = m
+    return _cross(w, mw), _add(_cross(w, mu), _cross(u, mw))
+
+
+def _cross_force(v, f):
+    w, u = v
+    fn, ff = f
+    return _add(_cross(w, fn), _cross(u, ff)), _cross(w, ff)
+
+
+def _inertia_mul(I, m):
+    """I m for a spatial inertia (A, B, C) and a motion vector."""
+    A, B, C = I
+    w, u = m
+    return _add(_mv(A, w), _mv(B, u)), _add(_mtv(B, w), _mv(C, u))
+
+
+def _rotate_sym(R, S):
+    """R S Rᵀ for symmetric S (upper triangle only)."""
+    T = _mm(R, S)
+    return _sym(lambda i, j: _dot(T[i], R[j]))
+
+
+def _inertia_up(R, p, I):
+    """Xᵀ I X (spatial.inertia_up): rotate the blocks into the parent frame,
+    then shift by p: with P = [p]x and M = B P,
+    A' = A - M - Mᵀ - P C P,  B' = B + P C,  C' = C."""
+    A, B, C = I
+    A = _rotate_sym(R, A)
+    TB = _mm(R, B)
+    B = tuple(tuple(_dot(TB[i], R[j]) for j in R3) for i in R3)
+    C = _rotate_sym(R, C)
+    M = _rows_cross(B, p)
+    PCP = _rows_cross(_cross_cols(p, C), p)
+    A2 = _sym(lambda i, j: A[i][j] - M[i][j] - M[j][i] - PCP[i][j])
+    PC = _cross_cols(p, C)
+    B2 = tuple(tuple(B[i][j] + PC[i][j] for j in R3) for i in R3)
+    return A2, B2, C
+
+
+def _inertia_sub_outer(I, U, D):
+    """I - U Uᵀ / D (symmetric rank-one downdate)."""
+    A, B, C = I
+    Uw, Uu = U
+    Wd = _scale(1.0 / D, Uw)
+    Ud = _scale(1.0 / D, Uu)
+    A2 = _sym(lambda i, j: A[i][j] - Wd[i] * Uw[j])
+    B2 = tuple(tuple(B[i][j] - Wd[i] * Uu[j] for j in R3) for i in R3)
+    C2 = _sym(lambda i, j: C[i][j] - Ud[i] * Uu[j])
+    return A2, B2, C2
+
+
+def _add_inertia(I, J):
+    A, B, C = I
+    A2, B2, C2 = J
+    add3 = lambda X, Y: tuple(tuple(X[i][j] + Y[i][j] for j in R3) for i in R3)
+    return add3(A, A2), add3(B, B2), add3(C, C2)
+
+
+def _sdot(a, b):
+    """Pairing of two spatial vectors (sᵀ f)."""
+    return _dot(a[0], b[0]) + _dot(a[1], b[1])
+
+
+# --- conversions between arrays and component tuples ---------------------------
+
+def _v_of(x):
+    """(..., 3) array -> v3 of (...) arrays."""
+    return tuple(x[..., i] for i in R3)
+
+
+def _m_of(x):
+    return tuple(tuple(x[..., i, j] for j in R3) for i in R3)
+
+
+def _sv_of(x):
+    return (_v_of(x[..., :3]), _v_of(x[..., 3:]))
+
+
+def _inertia_of(I):
+    """(..., 6, 6) symmetric array -> (A, B, C) with shared mirrored entries."""
+    A = _sym(lambda i, j: I[..., i, j])
+    B = tuple(tuple(I[..., i, 3 + j] for j in R3) for i in R3)
+    C = _sym(lambda i, j: I[..., 3 + i, 3 + j])
+    return A, B, C
+
+
+def _quat_rot(w, x, y, z):
+    """Rotation of a (not necessarily unit) quaternion, as an m3."""
+    n = w * w + x * x + y * y + z * z
+    s = 2.0 / n
+    xx, yy, zz = s * x * x, s * y * y, s * z * z
+    xy, xz, yz = s * x * y, s * x * z, s * y * z
+    wx, wy, wz = s * w * x, s * w * y, s * w * z
+    return ((1.0 - yy - zz, xy - wz, xz + wy),
+            (xy + wz, 1.0 - xx - zz, yz - wx),
+            (xz - wy, yz + wx, 1.0 - xx - yy))
+
+
+# --- joint state ------------------------------------------------------------------
+
+def _skew_np(a):
+    z = jnp.zeros_like(a[..., 0])
+    return jnp.stack([jnp.stack([z, -a[..., 2], a[..., 1]], -1),
+                      jnp.stack([a[..., 2], z, -a[..., 0]], -1),
+                      jnp.stack([-a[..., 1], a[..., 0], z], -1)], -2)
+
+
+def _group_state(model, jt, bodies, qi, vi, q, v):
+    # per-body constants spread over the trailing batch axes
+    bc = lambda x: jnp.broadcast_to(x.reshape(x.shape + (1,) * (q.ndim - 1)), x.shape + q.shape[1:])
+    return _group_state_bc(model, jt, bodies, qi, vi, q, v, bc)
+
+
+def _group_state_bc(model, jt, bodies, qi, vi, q, v, bc):
+    """One joint type's bodies: (R_b m3, p_b v3, cJ per body (6-vector), S
+    columns per DoF as a spatial vector, body-major).  R_b, p_b: the body's
+    pose in its parent (tree transform composed with the joint's)."""
+    T = model.tree_rot[bodies]
+    t = model.tree_pos[bodies]
+    a = model.axis[bodies]
+    anc = model.anchor[bodies]
+    G = len(bodies)
+    zero = jnp.zeros((G,) + q.shape[1:], q.dtype)
+    z3 = (zero, zero, zero)
+    if jt in ("revolute", "helical"):
+        th = q[qi[:, 0]]
+        K = _skew_np(a)
+        TK = T @ K
+        TK2 = TK @ K
+        sn, omc = jnp.sin(th), 1.0 - jnp.cos(th)
+        Tm, TKm, TK2m = jax.tree.map(bc, _m_of(T)), jax.tree.map(bc, _m_of(TK)), jax.tree.map(bc, _m_of(TK2))
+        R = tuple(tuple(Tm[i][j] + sn * TKm[i][j] + omc * TK2m[i][j] for j in R3) for i in R3)
+        c1 = jax.tree.map(bc, _v_of(-jnp.einsum("gij,gj->gi", TK, anc)))
+        c2 = jax.tree.map(bc, _v_of(-jnp.einsum("gij,gj->gi", TK2, anc)))
+        c3 = jax.tree.map(bc, _v_of(model.pitch[bodies][:, None] * jnp.einsum("gij,gj->gi", T, a)))
+        tb = jax.tree.map(bc, _v_of(t))
+        p = tuple(tb[i] + sn * c1[i] + omc * c2[i] + th * c3[i] for i in R3)
+        S = jnp.concatenate([a, jnp.cross(anc, a) + model.pitch[bodies][:, None] * a], axis=1)
+        return R, p, (z3, z3), jax.tree.map(bc, _sv_of(S))
+    if jt == "prismatic":
+        x = q[qi[:, 0]]
+        Ta = jax.tree.map(bc, _v_of(jnp.einsum("gij,gj->gi", T, a)))
+        tb = jax.tree.map(bc, _v_of(t))
+        p = tuple(tb[i] + x * Ta[i] for i in R3)
+        S = jnp.concatenate([jnp.zeros_like(a), a], axis=1)
+        return jax.tree.map(bc, _m_of(T)), p, (z3, z3), jax.tree.map(bc, _sv_of(S))
+    if jt in ("spherical", "free"):
+        quat = [q[qi[:, k]] for k in ((0, 1, 2, 3) if jt == "spherical" else (3, 4, 5, 6))]
+        Rj = _quat_rot(*quat)
+        Tm = jax.tree.map(bc, _m_of(T))
+        R = _mm(Tm, Rj)
+        if jt == "spherical":
+            pj = _sub(jax.tree.map(bc, _v_of(anc)), _mv(Rj, jax.tree.map(bc, _v_of(anc))))
+            # columns [e_i; anchor x e_i], constant
+            S = jnp.concatenate([jnp.broadcast_to(jnp.eye(3, dtype=q.dtype), (G, 3, 3)),
+                                 _skew_np(anc)], axis=1)              # (G, 6, 3)
+            cols = [jax.tree.map(bc, _sv_of(S[:, :, k])) for k in R3]
+            cJ = (z3, z3)
+        else:
+            pj = tuple(q[qi[:, k]] for k in R3)
+            one = jnp.ones_like(zero)
+            e = [(one, zero, zero), (zero, one, zero), (zero, zero, one)]
+            # linear DoFs: [0; Rᵀ e_i] (row i of R); angular DoFs: [e_i; 0]
+            cols = [(z3, Rj[i]) for i in R3] + [(e[i], z3) for i in R3]
+            vlin = tuple(v[vi[:, k]] for k in R3)
+            w = tuple(v[vi[:, 3 + k]] for k in R3)
+            cJ = (z3, _scale(-1.0, _cross(w, _mtv(Rj, vlin))))
+        p = _add(jax.tree.map(bc, _v_of(t)), _mv(Tm, pj))
+        # a chain of 1-DoF nodes needs -Σ_{l<k} (s_l qd_l) x (s_k qd_k) (kinematics._chain_correction)
+        qd = [v[vi[:, k]] for k in range(len(cols))]
+        cols = [jax.tree.map(lambda x: jnp.broadcast_to(x, zero.shape), c) for c in cols]
+        sc = [tuple(_scale(qd[k], h) for h in cols[k]) for k in range(len(cols))]
+        acc = sc[0]
+        for k in range(1, len(sc)):
+            cJ = tuple(_sub(c, x) for c, x in zip(cJ, _cross_motion(acc, sc[k])))
+            acc = tuple(_add(x, y) for x, y in zip(acc, sc[k]))
+        # S columns body-major: body g's columns in order
+        Scols = tuple(tuple(jnp.stack([cols[k][h][i] for k in range(len(cols))], axis=1).reshape((-1,) + q.shape[1:])
+                            for i in R3) for h in range(2))
+        return R, p, cJ, Scols
+    raise NotImplementedError(jt)
+
+
+def _joint_state_planar(model, bodies, qi, vi, q, v):
+    """Planar joints through the array form (joints.JCALC), then split into components."""
+    if q.ndim > 1:  # members on the trailing axis: one member at a time, vmapped
+        f = lambda q, v: _joint_state_planar(model, bodies, qi, vi, q, v)
+        return jax.vmap(f, in_axes=-1, out_axes=-1)(q, v)
+    R, p, S, c = jax.vmap(joints.JCALC["planar"])(q[qi], v[vi], model.axis[bodies], model.anchor[bodies],
+                                                   model.pitch[bodies])
+    from .kinematics import _chain_correction
+    c = c + jax.vmap(_chain_correction)(S, v[vi])
+    T = model.tree_rot[bodies]
+    Rb = T @ R
+    pb = model.tree_pos[bodies] + jnp.einsum("gij,gj->gi", T, p)
+    return _m_of(Rb), _v_of(pb), _sv_of(c), _sv_of(jnp.swapaxes(S, 1, 2).reshape((-1, 6)))
+
+
+def joint_state(model, q, v):
+    """Per-node (R_up m3, p_up v3, s, vJ, cJ) as component tuples of (nv,) arrays
+    (kinematics.joint_state, unrolled)."""
+    topo = model.topo
+    Rs, ps, cs, Ss = [], [], [], []
+    for jt, bodies, qi, vi in topo.joint_groups:
+        if jt == "planar":
+            R, p, c, S = _joint_state_planar(model, bodies, qi, vi, q, v)
+        else:
+            R, p, c, S = _group_state(model, jt, bodies, qi, vi, q, v)
+        Rs.append(R), ps.append(p), cs.append(c), Ss.append(S)
+    body_perm, dof_perm = topo.joint_group_perm
+    cat = lambda parts, idx: jax.tree.map(lambda *xs: jnp.concatenate(xs)[idx], *parts)
+    bshape = q.shape[1:]
+    first = jnp.asarray(topo.dof_is_first).reshape((-1,) + (1,) * len(bshape))
+    last = jnp.asarray(topo.dof_is_last).reshape(first.shape)
+    db = topo.dof_body
+    R_b, p_b, c_b = cat(Rs, body_perm), cat(ps, body_perm), cat(cs, body_perm)
+    R_up = tuple(tuple(jnp.where(first, R_b[i][j][db], float(i == j)) for j in R3) for i in R3)
+    p_up = tuple(jnp.where(first, p_b[i][db], 0.0) for i in R3)
+    cJ = jax.tree.map(lambda x: jnp.where(last, x[db], 0.0), c_b)
+    s = cat(Ss, dof_perm)
+    s = jax.tree.map(lambda x: jnp.broadcast_to(x, v.shape), s)
+    vJ = jax.tree.map(lambda x: x * v, s)
+    return R_up, p_up, s, vJ, cJ
+
+
+# --- the algorithm ---------------------------------------------------------------
+
+def aba(model, q, v, tau, f_ext=None):
+    """Joint accelerations by the ABA, unrolled (drop-in for jaxmbd.aba.aba:
+    tau includes every generalized force; f_ext (n, 6) body-frame forces).
+
+    Members may ride on trailing axes: q (nq, *batch), v and tau (nv, *batch),
+    f_ext (n, 6, *batch) give qdd (nv, *batch), every operation then running
+    over contiguous member rows (see :func:`aba_batch`)."""
+    topo = model.topo
+    dt = q.dtype
+    bshape = q.shape[1:]
+    full = (topo.nv,) + bshape
+    bc = lambda x: jnp.broadcast_to(x.reshape(x.shape + (1,) * len(bshape)), x.shape + bshape)
+    R_up, p_up, s, vJ, cJ = joint_state(model, q, v)
+
+    def fwd_v(v_p, inp):
+        R, p, vJ_k = inp
+        return tuple(_add(x, y) for x, y in zip(_apply_motion(R, p, v_p), vJ_k))
+
+    z3 = (jnp.zeros(bshape, dt),) * 3
+    vel = tree_forward(topo, fwd_v, (z3, z3), (R_up, p_up, vJ))
+    c = tuple(_add(x, y) for x, y in zip(cJ, _cross_motion(vel, vJ)))
+    last = jnp.asarray(topo.dof_is_last)
+    Ib = body_inertias(model)[topo.dof_body]
+    I = jax.tree.map(bc, _inertia_of(jnp.where(last[:, None, None], Ib, 0.0)))
+    pA = _cross_force(vel, _inertia_mul(I, vel))
+    if f_ext is not None:
+        fe = jnp.zeros((topo.nv, 6) + bshape, dt).at[topo.body_last_dof].set(f_ext)
+        fe = (tuple(fe[:, i] for i in R3), tuple(fe[:, 3 + i] for i in R3))
+        pA = tuple(_sub(x, y) for x, y in zip(pA, fe))
+
+    def bwd(acc, inp):
+        IA, pa = acc
+        R, p, s_k, c_k, tau_k, arm = inp
+        U = _inertia_mul(IA, s_k)
+        D = _sdot(s_k, U) + arm
+        u = tau_k - _sdot(s_k, pa)
+        Ia = _inertia_sub_outer(IA, U, D)
+        Iac = _inertia_mul(Ia, c_k)
+        r = u / D
+        pa_k = tuple(tuple(pa[h][i] + Iac[h][i] + U[h][i] * r for i in R3) for h in range(2))
+        return (_inertia_up(R, p, Ia), _apply_force_up(R, p, pa_k)), (U, D, u)
+
+    U, D, u = tree_backward(topo, bwd, (I, pA), (R_up, p_up, s, c, tau, bc(model.armature)))
+
+    def fwd_a(par, inp):
+        a_p, _ = par
+        R, p, s_k, c_k, U_k, D_k, u_k = inp
+        a1 = tuple(_add(x, y) for x, y in zip(_apply_motion(R, p, a_p), c_k))
+        qdd = (u_k - _sdot(U_k, a1)) / D_k
+        return tuple(_add(x, _scale(qdd, y)) for x, y in zip(a1, s_k)), qdd
+
+    g = model.gravity
+    zero = jnp.zeros(bshape, dt)
+    a0 = ((zero, zero, zero), tuple(zero - g[i] for i in R3))
+    _, qdd = tree_forward(topo, fwd_a, (a0, zero), (R_up, p_up, s, c, U, D, u))
+    return qdd
+
+
+def aba_batch(model, q, v, tau, f_ext=None):
+    """The unrolled ABA for a batch with members on the leading axis, computed
+    with members on the trailing (minor) axis: q (B, nq), v and tau (B, nv),
+    f_ext (B, n, 6) -> qdd (B, nv).  Same numbers as vmapping :func:`aba`."""
+    f_ext = None if f_ext is None else jnp.moveaxis(f_ext, 0, -1)
+    return aba(model, q.T, v.T, tau.T, f_ext).T
