@@ -353,9 +353,9 @@ def cmd_bench(a):
         if B < 1:
             raise UsageError(f"--batch must be >= 1, got {B}")
         q, v = (jnp.asarray(x) for x in _initial_states(model, B, 0, 0.1))
-        for method in ("aba", "crba"):
+        for method in ("aba", "aba_unrolled", "crba"):
             rate, comp, _ = rk4_rollout_rate(model, q, v, a.steps, a.dt0, method)
-            print(f"batch {B:6d} {method:4s}: {rate:12,.0f} steps/s  (compile {comp:.2f} s)")
+            print(f"batch {B:6d} {method:12s}: {rate:12,.0f} steps/s  (compile {comp:.2f} s)")
     print("for the comparison with MuJoCo, see bench/throughput.py")
     return 0
 

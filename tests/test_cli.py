@@ -112,7 +112,7 @@ def test_killed_run_resumes_without_losing_or_duplicating(tmp_path):
 def test_bench_runs(capsys):
     assert cli.main(["bench", "pendulum", "--batch", "2", "--steps", "5"]) == 0
     out = capsys.readouterr().out
-    assert out.count("steps/s") == 2
+    assert out.count("steps/s") == 3 and "aba_unrolled" in out
 
 
 def test_model_files_from_the_command_line(tmp_path, capsys):
