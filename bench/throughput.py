@@ -162,7 +162,7 @@ def main(argv=None):
                      f" | {r['aba_compile']:.1f} | {r['unr_compile']:.1f} | {r['crba_compile']:.1f} | "
                      f"{fmt(r, 'mjx_compile', '{:.1f}')} | "
                      f"{r['dev']:.1e}; {fmt(r, 'mjx_dev', '{:.1e}')} |")
-    desc.append(mjx_desc + (f"; MJX runs single-device (one XLA CPU device)" if "mjx" in rows[0] else ""))
+    desc.append(mjx_desc + ("; MJX runs single-device (one XLA CPU device)" if "mjx" in rows[0] else ""))
     if sh:
         desc.append(f"{ndev} XLA CPU devices (--xla_force_host_platform_device_count); the unsharded jaxmbd "
                     "columns and MJX use one of them")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 import jax
@@ -27,7 +26,7 @@ import numpy as np  # noqa: E402
 
 import jaxmbd  # noqa: E402
 from jaxmbd import models  # noqa: E402
-from jaxmbd.cli import rk4_rollout_rate  # noqa: E402
+from jaxmbd.cli import compile_and_time, rk4_rollout_rate  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -49,17 +48,8 @@ def mjx_rate(mj, q, v, steps):
         d = d0.replace(qpos=q, qvel=v)
         return jax.lax.fori_loop(0, steps, lambda _, d: mjx.step(m, d), d).qpos
 
-    f = jax.jit(jax.vmap(one))
     q, v = jnp.asarray(q), jnp.asarray(v)
-    t0 = time.perf_counter()
-    c = f.lower(q, v).compile()
-    t_compile = time.perf_counter() - t0
-    c(q, v).block_until_ready()
-    best = np.inf
-    for _ in range(2):
-        t0 = time.perf_counter()
-        out = c(q, v).block_until_ready()
-        best = min(best, time.perf_counter() - t0)
+    best, t_compile, out = compile_and_time(jax.jit(jax.vmap(one)), q, v)
     return q.shape[0] * steps / best, t_compile, np.asarray(out), str(out.dtype)
 
 

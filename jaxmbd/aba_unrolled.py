@@ -352,7 +352,6 @@ def aba(model, q, v, tau, f_ext=None):
     topo = model.topo
     dt = q.dtype
     bshape = q.shape[1:]
-    full = (topo.nv,) + bshape
     bc = lambda x: jnp.broadcast_to(x.reshape(x.shape + (1,) * len(bshape)), x.shape + bshape)
     R_up, p_up, s, vJ, cJ = joint_state(model, q, v)
 

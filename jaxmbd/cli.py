@@ -326,16 +326,23 @@ def rk4_rollout_rate(model, q, v, steps, dt, dynamics, shard=False):
     f = jax.jit(lambda q, v: jaxmbd.rollout(model, q, v, t1=dt * steps, integrator=integrators.RK4(), dt0=dt,
                                             max_steps=steps + 1, adjoint="none", dynamics=dynamics,
                                             shard=shard).qs)
+    best, t_compile, out = compile_and_time(f, q, v)
+    return q.shape[0] * steps / best, t_compile, np.asarray(out)
+
+
+def compile_and_time(f, *args):
+    """(best of 2 wall times after a warm-up, seconds to lower and compile,
+    the result) for the jitted f on args."""
     t0 = time.perf_counter()
-    c = f.lower(q, v).compile()
+    c = f.lower(*args).compile()
     t_compile = time.perf_counter() - t0
-    c(q, v).block_until_ready()
+    c(*args).block_until_ready()
     best = np.inf
     for _ in range(2):
         t0 = time.perf_counter()
-        out = c(q, v).block_until_ready()
+        out = c(*args).block_until_ready()
         best = min(best, time.perf_counter() - t0)
-    return q.shape[0] * steps / best, t_compile, np.asarray(out)
+    return best, t_compile, out
 
 
 def cmd_bench(a):

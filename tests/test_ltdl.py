@@ -258,7 +258,9 @@ def test_nonsymmetric_lu_on_the_branch_pattern(topo):
     # compact input, batched
     lo, up = A[model.topo.M_rows, model.topo.M_cols], A[model.topo.M_cols, model.topo.M_rows]
     Fb = jax.vmap(lambda c: ltdl.factor(model, c, kind="lu"))(np.stack([np.concatenate([lo, up])] * 3))
-    np.testing.assert_allclose(Fb.vals[2], F.vals, rtol=1e-13, atol=1e-15)
+    # (rounding only: the batch-minor kernels order their multiply-adds differently;
+    # 1.8e-13 relative was seen on a GPU, well under 1e-12)
+    np.testing.assert_allclose(Fb.vals[2], F.vals, rtol=1e-12, atol=1e-15)
     # symmetric input: U = Lᵀ and the same D, L as LᵀDL
     S = ltdl.factor(model, H, kind="lu")
     np.testing.assert_allclose(S.vals[:nM], ltdl.factor(model, H).vals, rtol=1e-12, atol=1e-15)
