@@ -33,11 +33,17 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from . import joints
-from .kinematics import body_inertias
+from . import joints, spatial
+from .kinematics import _chain_correction, node_inertias
+from .rnea import node_forces
 from .topology import tree_backward, tree_forward
 
 R3 = range(3)
+
+
+def _spread(x, bshape):
+    """x broadcast over trailing batch axes bshape (per-node or per-body constants)."""
+    return jnp.broadcast_to(x.reshape(x.shape + (1,) * len(bshape)), x.shape + bshape)
 
 
 # --- v3 / m3 algebra on component tuples --------------------------------------
@@ -80,10 +86,6 @@ def _sym(entry):
     """A symmetric m3 from ``entry(i, j)`` evaluated for i <= j only."""
     up = {(i, j): entry(i, j) for i in R3 for j in R3 if i <= j}
     return tuple(tuple(up[(min(i, j), max(i, j))] for j in R3) for i in R3)
-
-
-def _transpose(M):
-    return tuple(tuple(M[j][i] for j in R3) for i in R3)
 
 
 def _cross_cols(p, M):
@@ -147,9 +149,9 @@ def _inertia_up(R, p, I):
     B = tuple(tuple(_dot(TB[i], R[j]) for j in R3) for i in R3)
     C = _rotate_sym(R, C)
     M = _rows_cross(B, p)
-    PCP = _rows_cross(_cross_cols(p, C), p)
-    A2 = _sym(lambda i, j: A[i][j] - M[i][j] - M[j][i] - PCP[i][j])
     PC = _cross_cols(p, C)
+    PCP = _rows_cross(PC, p)
+    A2 = _sym(lambda i, j: A[i][j] - M[i][j] - M[j][i] - PCP[i][j])
     B2 = tuple(tuple(B[i][j] + PC[i][j] for j in R3) for i in R3)
     return A2, B2, C
 
@@ -164,13 +166,6 @@ def _inertia_sub_outer(I, U, D):
     B2 = tuple(tuple(B[i][j] - Wd[i] * Uu[j] for j in R3) for i in R3)
     C2 = _sym(lambda i, j: C[i][j] - Ud[i] * Uu[j])
     return A2, B2, C2
-
-
-def _add_inertia(I, J):
-    A, B, C = I
-    A2, B2, C2 = J
-    add3 = lambda X, Y: tuple(tuple(X[i][j] + Y[i][j] for j in R3) for i in R3)
-    return add3(A, A2), add3(B, B2), add3(C, C2)
 
 
 def _sdot(a, b):
@@ -215,23 +210,14 @@ def _quat_rot(w, x, y, z):
 
 # --- joint state ------------------------------------------------------------------
 
-def _skew_np(a):
-    z = jnp.zeros_like(a[..., 0])
-    return jnp.stack([jnp.stack([z, -a[..., 2], a[..., 1]], -1),
-                      jnp.stack([a[..., 2], z, -a[..., 0]], -1),
-                      jnp.stack([-a[..., 1], a[..., 0], z], -1)], -2)
-
-
 def _group_state(model, jt, bodies, qi, vi, q, v):
-    # per-body constants spread over the trailing batch axes
-    bc = lambda x: jnp.broadcast_to(x.reshape(x.shape + (1,) * (q.ndim - 1)), x.shape + q.shape[1:])
-    return _group_state_bc(model, jt, bodies, qi, vi, q, v, bc)
-
-
-def _group_state_bc(model, jt, bodies, qi, vi, q, v, bc):
     """One joint type's bodies: (R_b m3, p_b v3, cJ per body (6-vector), S
     columns per DoF as a spatial vector, body-major).  R_b, p_b: the body's
     pose in its parent (tree transform composed with the joint's)."""
+    bc = lambda x: _spread(x, q.shape[1:])  # noqa: E731
+    M = lambda x: jax.tree.map(bc, _m_of(x))  # noqa: E731  (per-body constants as components)
+    V = lambda x: jax.tree.map(bc, _v_of(x))  # noqa: E731
+    SV = lambda x: jax.tree.map(bc, _sv_of(x))  # noqa: E731
     T = model.tree_rot[bodies]
     t = model.tree_pos[bodies]
     a = model.axis[bodies]
@@ -241,37 +227,38 @@ def _group_state_bc(model, jt, bodies, qi, vi, q, v, bc):
     z3 = (zero, zero, zero)
     if jt in ("revolute", "helical"):
         th = q[qi[:, 0]]
-        K = _skew_np(a)
+        K = jax.vmap(spatial.skew)(a)
         TK = T @ K
         TK2 = TK @ K
         sn, omc = jnp.sin(th), 1.0 - jnp.cos(th)
-        Tm, TKm, TK2m = jax.tree.map(bc, _m_of(T)), jax.tree.map(bc, _m_of(TK)), jax.tree.map(bc, _m_of(TK2))
+        Tm, TKm, TK2m = M(T), M(TK), M(TK2)
         R = tuple(tuple(Tm[i][j] + sn * TKm[i][j] + omc * TK2m[i][j] for j in R3) for i in R3)
-        c1 = jax.tree.map(bc, _v_of(-jnp.einsum("gij,gj->gi", TK, anc)))
-        c2 = jax.tree.map(bc, _v_of(-jnp.einsum("gij,gj->gi", TK2, anc)))
-        c3 = jax.tree.map(bc, _v_of(model.pitch[bodies][:, None] * jnp.einsum("gij,gj->gi", T, a)))
-        tb = jax.tree.map(bc, _v_of(t))
+        c1 = V(-jnp.einsum("gij,gj->gi", TK, anc))
+        c2 = V(-jnp.einsum("gij,gj->gi", TK2, anc))
+        c3 = V(model.pitch[bodies][:, None] * jnp.einsum("gij,gj->gi", T, a))
+        tb = V(t)
         p = tuple(tb[i] + sn * c1[i] + omc * c2[i] + th * c3[i] for i in R3)
         S = jnp.concatenate([a, jnp.cross(anc, a) + model.pitch[bodies][:, None] * a], axis=1)
-        return R, p, (z3, z3), jax.tree.map(bc, _sv_of(S))
+        return R, p, (z3, z3), SV(S)
     if jt == "prismatic":
         x = q[qi[:, 0]]
-        Ta = jax.tree.map(bc, _v_of(jnp.einsum("gij,gj->gi", T, a)))
-        tb = jax.tree.map(bc, _v_of(t))
+        Ta = V(jnp.einsum("gij,gj->gi", T, a))
+        tb = V(t)
         p = tuple(tb[i] + x * Ta[i] for i in R3)
         S = jnp.concatenate([jnp.zeros_like(a), a], axis=1)
-        return jax.tree.map(bc, _m_of(T)), p, (z3, z3), jax.tree.map(bc, _sv_of(S))
+        return M(T), p, (z3, z3), SV(S)
     if jt in ("spherical", "free"):
         quat = [q[qi[:, k]] for k in ((0, 1, 2, 3) if jt == "spherical" else (3, 4, 5, 6))]
         Rj = _quat_rot(*quat)
-        Tm = jax.tree.map(bc, _m_of(T))
+        Tm = M(T)
         R = _mm(Tm, Rj)
         if jt == "spherical":
-            pj = _sub(jax.tree.map(bc, _v_of(anc)), _mv(Rj, jax.tree.map(bc, _v_of(anc))))
+            ancm = V(anc)
+            pj = _sub(ancm, _mv(Rj, ancm))
             # columns [e_i; anchor x e_i], constant
             S = jnp.concatenate([jnp.broadcast_to(jnp.eye(3, dtype=q.dtype), (G, 3, 3)),
-                                 _skew_np(anc)], axis=1)              # (G, 6, 3)
-            cols = [jax.tree.map(bc, _sv_of(S[:, :, k])) for k in R3]
+                                 jax.vmap(spatial.skew)(anc)], axis=1)              # (G, 6, 3)
+            cols = [SV(S[:, :, k]) for k in R3]
             cJ = (z3, z3)
         else:
             pj = tuple(q[qi[:, k]] for k in R3)
@@ -282,7 +269,7 @@ def _group_state_bc(model, jt, bodies, qi, vi, q, v, bc):
             vlin = tuple(v[vi[:, k]] for k in R3)
             w = tuple(v[vi[:, 3 + k]] for k in R3)
             cJ = (z3, _scale(-1.0, _cross(w, _mtv(Rj, vlin))))
-        p = _add(jax.tree.map(bc, _v_of(t)), _mv(Tm, pj))
+        p = _add(V(t), _mv(Tm, pj))
         # a chain of 1-DoF nodes needs -Σ_{l<k} (s_l qd_l) x (s_k qd_k) (kinematics._chain_correction)
         qd = [v[vi[:, k]] for k in range(len(cols))]
         cols = [jax.tree.map(lambda x: jnp.broadcast_to(x, zero.shape), c) for c in cols]
@@ -305,7 +292,6 @@ def _joint_state_planar(model, bodies, qi, vi, q, v):
         return jax.vmap(f, in_axes=-1, out_axes=-1)(q, v)
     R, p, S, c = jax.vmap(joints.JCALC["planar"])(q[qi], v[vi], model.axis[bodies], model.anchor[bodies],
                                                    model.pitch[bodies])
-    from .kinematics import _chain_correction
     c = c + jax.vmap(_chain_correction)(S, v[vi])
     T = model.tree_rot[bodies]
     Rb = T @ R
@@ -352,7 +338,7 @@ def aba(model, q, v, tau, f_ext=None):
     topo = model.topo
     dt = q.dtype
     bshape = q.shape[1:]
-    bc = lambda x: jnp.broadcast_to(x.reshape(x.shape + (1,) * len(bshape)), x.shape + bshape)
+    bc = lambda x: _spread(x, bshape)  # noqa: E731
     R_up, p_up, s, vJ, cJ = joint_state(model, q, v)
 
     def fwd_v(v_p, inp):
@@ -362,12 +348,10 @@ def aba(model, q, v, tau, f_ext=None):
     z3 = (jnp.zeros(bshape, dt),) * 3
     vel = tree_forward(topo, fwd_v, (z3, z3), (R_up, p_up, vJ))
     c = tuple(_add(x, y) for x, y in zip(cJ, _cross_motion(vel, vJ)))
-    last = jnp.asarray(topo.dof_is_last)
-    Ib = body_inertias(model)[topo.dof_body]
-    I = jax.tree.map(bc, _inertia_of(jnp.where(last[:, None, None], Ib, 0.0)))
+    I = jax.tree.map(bc, _inertia_of(node_inertias(model)))
     pA = _cross_force(vel, _inertia_mul(I, vel))
     if f_ext is not None:
-        fe = jnp.zeros((topo.nv, 6) + bshape, dt).at[topo.body_last_dof].set(f_ext)
+        fe = node_forces(model, f_ext)
         fe = (tuple(fe[:, i] for i in R3), tuple(fe[:, 3 + i] for i in R3))
         pA = tuple(_sub(x, y) for x, y in zip(pA, fe))
 

@@ -29,8 +29,9 @@ def passive_force(model, q, v):
 
 
 def node_forces(model, f_ext):
-    """(n,6) body forces -> (nv,6) on each body's last node."""
-    return jnp.zeros((model.nv, 6), f_ext.dtype).at[model.topo.body_last_dof].set(f_ext)
+    """(n,6) body forces -> (nv,6) on each body's last node (trailing batch
+    axes, (n, 6, *batch), carry through)."""
+    return jnp.zeros((model.nv,) + f_ext.shape[1:], f_ext.dtype).at[model.topo.body_last_dof].set(f_ext)
 
 
 @jax.jit
