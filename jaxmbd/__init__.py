@@ -7,8 +7,16 @@ import; everything then runs in whatever precision the inputs have.
 """
 
 import os as _os
+import sys as _sys
 
-import jax as _jax
+_argv = getattr(_sys, "orig_argv", [])
+if _os.path.basename(_sys.argv[0]) == "jaxmbd" or ["-m", "jaxmbd"] in (_argv[i:i + 2] for i in range(len(_argv))):
+    # the jaxmbd command is starting: Ctrl-C while JAX imports is one line and exit status 130, not a
+    # traceback (jaxmbd.cli.main then takes over)
+    import signal as _signal
+    _signal.signal(_signal.SIGINT, lambda *_: (_os.write(2, b"jaxmbd: interrupted\n"), _os._exit(130)))
+
+import jax as _jax  # noqa: E402
 
 if _os.environ.get("JAXMBD_X64", "1") != "0":
     _jax.config.update("jax_enable_x64", True)
@@ -29,6 +37,7 @@ from .dae import constrained_dynamics, assemble  # noqa: E402
 from .simulate import simulate, Solution, status_name  # noqa: E402
 from .rollout import rollout, Rollout  # noqa: E402
 from .io import load_mjcf, load_urdf  # noqa: E402
+from .runtime import release_compiled_programs  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -39,7 +48,7 @@ __all__ = [
     "neutral_q", "qdot", "joint_state", "inverse_dynamics", "bias_force", "passive_force", "rnea",
     "mass_matrix", "mass_matrix_compact", "compact_to_dense", "composite_inertias",
     "forward_dynamics", "aba", "coriolis_matrix", "cost", "ltdl", "linalg", "models",
-    "integrators", "simulate", "Solution", "status_name", "rollout", "Rollout",
+    "release_compiled_programs", "integrators", "simulate", "Solution", "status_name", "rollout", "Rollout",
     "load_mjcf", "load_urdf", "forces", "constraints", "dae", "Mechanism", "constraint_residual",
     "constraint_jacobian", "constraint_bias", "constrained_dynamics", "assemble",
 ]

@@ -8,16 +8,19 @@ MODEL is a built-in model's name or an MJCF (.xml) or URDF (.urdf) file
 (``--floating-base`` puts a URDF robot on a free joint).  ``jaxmbd`` alone
 runs ``jaxmbd simulate`` with its defaults (the humanoid,
 64 randomized initial states).  Bad input gives one line on stderr and exit
-status 2."""
+status 2; Ctrl-C, one line and exit status 130."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 
 import numpy as np
@@ -107,13 +110,68 @@ def _initial_states(model, batch, seed, scale):
 
 # --- simulate -------------------------------------------------------------------------------
 
-def _settings(args):
-    keys = ("model", "floating_base", "batch", "t1", "integrator", "rtol", "atol", "dt0", "saves", "chunks", "seed", "init_scale",
-            "max_steps")
-    return {k: getattr(args, k) for k in keys}
+SETTINGS = ("model", "floating_base", "batch", "t1", "integrator", "rtol", "atol", "dt0", "saves", "chunks", "seed",
+            "init_scale", "max_steps")
+CHUNK_KEYS = ("ts", "qs", "vs", "q_end", "v_end", "status", "accepted", "rejected")
+
+
+def _model_digest(model):
+    """(sha256 of the model's static structure: pytree and kinematic tree;
+    {parameter: sha256 of its dtype, shape and bytes} for every array leaf)."""
+    import jax
+
+    import jaxmbd
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(model)
+    topo = (model.tree if isinstance(model, jaxmbd.Mechanism) else model).topo
+    structure = f"{treedef}|{topo.names}|{topo.parent}|{topo.jtype}"
+    params = {}
+    for path, x in leaves:
+        x = np.ascontiguousarray(x)
+        h = hashlib.sha256(f"{x.dtype}{x.shape}".encode())
+        h.update(x.tobytes())
+        params[jax.tree_util.keystr(path).lstrip(".")] = h.hexdigest()[:16]
+    return hashlib.sha256(structure.encode()).hexdigest(), params
+
+
+def _settings(a, model):
+    """Everything a run's numbers depend on: the command's settings, the
+    model by content (the file's sha256 for a model file; for every model its
+    structure and parameters), float64 or not, and the versions."""
+    import jax
+
+    import jaxmbd
+    s = {k: getattr(a, k) for k in SETTINGS}
+    if a.model not in MODELS:
+        with open(a.model, "rb") as f:
+            s["model_file_sha256"] = hashlib.sha256(f.read()).hexdigest()
+    s["model_structure_sha256"], s["model_parameters"] = _model_digest(model)
+    s.update(x64=bool(jax.config.jax_enable_x64), jaxmbd=jaxmbd.__version__, jax=jax.__version__)
+    return s
+
+
+def _settings_diff(old, new):
+    """What differs between an unfinished run's settings and this command's, in words."""
+    out = []
+    for k in dict.fromkeys([*new, *old]):
+        o, n = old.get(k), new.get(k)
+        if o == n:
+            continue
+        if k == "model_file_sha256":
+            out.append(f"content of the model file {new['model']} (sha256 {str(o)[:12]} -> {str(n)[:12]})")
+        elif k == "model_structure_sha256":
+            out.append("the model's structure")
+        elif k == "model_parameters":
+            o, n = o or {}, n or {}
+            changed = [p for p in dict.fromkeys([*n, *o]) if o.get(p) != n.get(p)]
+            out.append(f"model parameters {', '.join(changed[:6])}{', ...' if len(changed) > 6 else ''}")
+        else:
+            out.append(f"{k.replace('_', '-')}: {o!r} -> {n!r}")
+    return "; ".join(out)
 
 
 def _check_simulate_args(a):
+    if a.resume and a.overwrite:
+        raise UsageError("--resume continues a run and --overwrite starts it over: give one of them")
     if a.batch < 1:
         raise UsageError(f"--batch must be >= 1, got {a.batch}")
     if not (math.isfinite(a.t1) and a.t1 > 0):
@@ -136,6 +194,86 @@ def _check_simulate_args(a):
         raise UsageError(f"--init-scale must be a finite number >= 0, got {a.init_scale}")
 
 
+def _check_outputs(a):
+    """Every output path, checked before any work: the parent directory
+    exists and is writable, no output is a directory, and (without --resume or
+    --overwrite) none exists yet.  Returns (png or None, the chunk directory)."""
+    out = a.out
+    png = None if a.no_plot else os.path.splitext(out)[0] + ".png"
+    parts = out + ".parts"
+    if png == out:
+        raise UsageError(f"--out {out}: the plot would overwrite it; name the output .npz (or add --no-plot)")
+    d = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(d):
+        raise UsageError(f"--out {out}: " + (f"{d} is not a directory" if os.path.exists(d) else
+                                             f"directory {d} does not exist"))
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out}: directory {d} is not writable")
+    if os.path.isdir(out):
+        raise UsageError(f"--out {out} is a directory; name a file, e.g. {os.path.join(out, 'jaxmbd_run.npz')}")
+    if png is not None and os.path.isdir(png):
+        raise UsageError(f"the plot {png} would overwrite a directory; choose another --out (or add --no-plot)")
+    if os.path.exists(parts) and not os.path.isdir(parts):
+        raise UsageError(f"{parts} (where the chunks go) exists and is not a directory")
+    if a.resume:
+        if not os.path.isdir(parts):
+            raise UsageError(f"--resume: no unfinished run at {parts}"
+                             + (f" ({out} is finished)" if os.path.exists(out) else ""))
+    elif not a.overwrite:
+        if os.path.isdir(parts):
+            raise UsageError(f"{parts} holds an unfinished run; continue it with --resume, "
+                             "or start over with --overwrite")
+        for path in (out, png):
+            if path is not None and os.path.exists(path):
+                raise UsageError(f"{path} exists; use --overwrite to replace it (or choose another --out)")
+    return png, parts
+
+
+def _read_chunk(path, ts, batch, nq, nv):
+    """A finished chunk's arrays, every one read in full (zip CRCs checked) and
+    of the right shape; a damaged chunk is a UsageError naming the file."""
+    want = dict(ts=ts.shape, qs=(batch, ts.size, nq), vs=(batch, ts.size, nv), q_end=(batch, nq),
+                v_end=(batch, nv), status=(batch,), accepted=(batch,), rejected=(batch,))
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            d = {k: z[k] for k in CHUNK_KEYS}
+        bad = [f"{k} has shape {d[k].shape}, not {want[k]}" for k in CHUNK_KEYS if d[k].shape != want[k]]
+        if not bad and not np.array_equal(d["ts"], ts):
+            bad = ["its save times are not this run's"]
+        if bad:
+            raise ValueError(bad[0])
+    except Exception as e:  # noqa: BLE001 - whatever np.load raises on a broken file (zip, zlib, header, key ...)
+        why = (str(e).splitlines() or [""])[0][:120]
+        raise UsageError(f"{path} is damaged ({type(e).__name__}: {why}); delete it and --resume again "
+                         "(it is recomputed), or start over with --overwrite") from None
+    return d
+
+
+def _check_resume(a, settings, parts, ts_all, per, model):
+    """--resume: the unfinished run's settings must equal this command's, and
+    every finished chunk must be intact.  Returns the number of finished chunks."""
+    meta = os.path.join(parts, "settings.json")
+    try:
+        with open(meta) as f:
+            old = json.load(f)
+        if not isinstance(old, dict):
+            raise ValueError("not a JSON object")
+    except FileNotFoundError:
+        raise UsageError(f"--resume: no unfinished run at {parts} (no settings.json)") from None
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--resume: {meta} is damaged ({e}); start over with --overwrite") from None
+    if old != settings:
+        raise UsageError(f"--resume: the unfinished run at {parts} differs from this command in "
+                         f"{_settings_diff(old, settings)}; run the same command, or start over with --overwrite")
+    done = 0
+    while done < a.chunks and os.path.exists(os.path.join(parts, f"chunk_{done:05d}.npz")):
+        done += 1
+    for c in range(done):
+        _read_chunk(os.path.join(parts, f"chunk_{c:05d}.npz"), ts_all[c * per:(c + 1) * per], a.batch, model.nq,
+                    model.nv)
+    return done
+
+
 def _atomic_savez(path, **arrays):
     tmp = path + ".tmp.npz"
     np.savez_compressed(tmp, **arrays)
@@ -155,46 +293,40 @@ def _progress(done, total, t, t1, steps, elapsed, tty):
 
 
 def cmd_simulate(a):
+    _check_simulate_args(a)
+    png, parts = _check_outputs(a)
+    if not a.no_compile_cache:
+        _enable_compile_cache()  # before anything compiles, model building included
     import jax.numpy as jnp
 
     import jaxmbd
     from jaxmbd import integrators
     from jaxmbd.integrators.base import STATUS_NAMES
 
-    _check_simulate_args(a)
     model = _load_model(a.model, a.floating_base)
     method = getattr(integrators, INTEGRATORS[a.integrator])()
     out = a.out
-    parts = out + ".parts"
-    settings = _settings(a)
+    settings = _settings(a, model)
     per = int(math.ceil(a.saves / a.chunks))
     n_save = per * a.chunks
     ts_all = np.linspace(0.0, a.t1, n_save + 1)[1:]
 
-    q, v = _initial_states(model, a.batch, a.seed, a.init_scale)
-    status = np.zeros(a.batch, np.int32)
-    done_chunks = 0
-    if a.resume:
-        meta = os.path.join(parts, "settings.json")
-        if not os.path.exists(meta):
-            raise UsageError(f"--resume: no unfinished run at {parts}")
-        with open(meta) as f:
-            old = json.load(f)
-        if old != settings:
-            diff = ", ".join(f"{k}: {old.get(k)!r} -> {settings.get(k)!r}" for k in settings if old.get(k) != settings[k])
-            raise UsageError(f"--resume: settings differ from the unfinished run ({diff})")
-        while os.path.exists(os.path.join(parts, f"chunk_{done_chunks:05d}.npz")):
-            done_chunks += 1
-        if done_chunks:
-            last = np.load(os.path.join(parts, f"chunk_{done_chunks - 1:05d}.npz"))
+    done_chunks = _check_resume(a, settings, parts, ts_all, per, model) if a.resume else 0
+    if done_chunks:
+        with np.load(os.path.join(parts, f"chunk_{done_chunks - 1:05d}.npz")) as last:
             q, v, status = last["q_end"], last["v_end"], last["status"]
+    else:
+        q, v = _initial_states(model, a.batch, a.seed, a.init_scale)
+        status = np.zeros(a.batch, np.int32)
+    if a.resume:
         print(f"resuming at chunk {done_chunks}/{a.chunks} (t = {ts_all[done_chunks * per - 1] if done_chunks else 0.0:.4g})")
     else:
-        if os.path.exists(parts):
+        if os.path.exists(parts):  # --overwrite
             shutil.rmtree(parts)
         os.makedirs(parts)
         with open(os.path.join(parts, "settings.json"), "w") as f:
             json.dump(settings, f)
+    _ctrl_c.message = f"jaxmbd: interrupted; finished chunks are kept in {parts}, continue with --resume"
 
     print(f"jaxmbd {jaxmbd.__version__}: {a.model} ({model.summary()})")
     print(f"{a.batch} members, t1 = {a.t1}, {INTEGRATORS[a.integrator]}, rtol = {a.rtol}, atol = {a.atol}"
@@ -235,7 +367,8 @@ def cmd_simulate(a):
         _progress(c + 1, a.chunks, float(ts[-1]), a.t1, steps_total, time.perf_counter() - t_start, tty)
 
     # assemble
-    chunks = [np.load(os.path.join(parts, f"chunk_{c:05d}.npz")) for c in range(a.chunks)]
+    chunks = [_read_chunk(os.path.join(parts, f"chunk_{c:05d}.npz"), ts_all[c * per:(c + 1) * per], a.batch,
+                          model.nq, model.nv) for c in range(a.chunks)]
     ts = np.concatenate([ch["ts"] for ch in chunks])
     qs = np.concatenate([ch["qs"] for ch in chunks], axis=1)
     vs = np.concatenate([ch["vs"] for ch in chunks], axis=1)
@@ -245,6 +378,7 @@ def cmd_simulate(a):
     assert np.all(np.diff(ts) > 0) and ts.size == n_save
     _atomic_savez(out, ts=ts, qs=qs, vs=vs, status=status, accepted=accepted, rejected=rejected,
                   settings=np.array(json.dumps(settings)), nq=np.array(model.nq), nv=np.array(model.nv))
+    _ctrl_c.message = f"jaxmbd: interrupted after writing {out}"
     shutil.rmtree(parts)
 
     # summary
@@ -269,8 +403,7 @@ def cmd_simulate(a):
         print(f"throughput: {sps:,.0f} member-steps/s; compile (first chunk minus a typical chunk): "
               f"{compile_s:.2f} s; wall {sum(walls):.2f} s")
     print(f"wrote {out}")
-    if not a.no_plot:
-        png = os.path.splitext(out)[0] + ".png"
+    if png is not None:
         _plot(png, ts, qs, a.model)
         print(f"wrote {png}")
     return 0
@@ -387,7 +520,12 @@ def _parser():
     s.add_argument("--init-scale", type=float, default=0.3, help="spread of the random initial states")
     s.add_argument("--out", default="jaxmbd_run.npz")
     s.add_argument("--resume", action="store_true", help="continue an interrupted run with the same settings")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace an existing output or unfinished run at --out (its finished chunks are deleted)")
     s.add_argument("--no-plot", action="store_true")
+    s.add_argument("--no-compile-cache", action="store_true",
+                   help="do not keep compiled programs on disk (default: in $JAXMBD_CACHE_DIR, else "
+                        "$XDG_CACHE_HOME/jaxmbd/jax, else ~/.cache/jaxmbd/jax)")
     s.set_defaults(func=cmd_simulate)
     i = sub.add_parser("info", help="topology and predicted operation counts of a model")
     i.add_argument("model", help=MODEL_HELP)
@@ -415,20 +553,116 @@ def _single_threaded_eigen():
         os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false").strip()
 
 
-def main(argv=None):
-    _single_threaded_eigen()
-    p = _parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("simulate", "info", "bench", "-h", "--help"):
-        argv = ["simulate"] + argv
-    args = p.parse_args(argv)
+def cache_dir():
+    """Where ``jaxmbd simulate`` keeps compiled programs: $JAXMBD_CACHE_DIR,
+    else $XDG_CACHE_HOME/jaxmbd/jax, else ~/.cache/jaxmbd/jax."""
+    if os.environ.get("JAXMBD_CACHE_DIR"):
+        return os.environ["JAXMBD_CACHE_DIR"]
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "jaxmbd", "jax")
+
+
+def _enable_compile_cache():
+    """JAX's persistent compilation cache in cache_dir(): a repeated run loads
+    its compiled programs instead of compiling them again.  Takes effect only
+    before the process's first compile.  A directory that cannot be made or
+    written is a one-line warning, and the run goes on without the cache."""
+    import jax
+    d = cache_dir()
     try:
-        return args.func(args)
-    except UsageError as e:
-        print(f"jaxmbd: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\njaxmbd: interrupted; finished chunks are kept, continue with --resume", file=sys.stderr)
+        os.makedirs(d, exist_ok=True)
+        if not os.access(d, os.W_OK | os.X_OK):
+            raise PermissionError("not writable")
+    except OSError as e:
+        print(f"jaxmbd: warning: compilation cache off ({d}: {e.strerror or e})", file=sys.stderr)
+        return
+    jax.config.update("jax_compilation_cache_dir", d)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+class _CtrlC:
+    """Within ``with``: Ctrl-C ends the command at once with one line on
+    stderr (``message``) and exit status 130.  Python runs signal handlers only
+    in the main thread between bytecodes, which could wait out a long XLA
+    compile; so the signal's wakeup byte wakes a watcher thread instead, which
+    writes the line and ends the process (finished chunks are on disk)."""
+
+    _STOP = b"\xff"
+
+    def __init__(self):
+        self.message = "jaxmbd: interrupted"
+        self._once = threading.Lock()
+        self._armed = False
+
+    def __enter__(self):
+        self.message = "jaxmbd: interrupted"
+        self._once = threading.Lock()
+        self._armed = threading.current_thread() is threading.main_thread()
+        if self._armed:
+            self._r, self._w = os.pipe()
+            os.set_blocking(self._w, False)
+            self._watcher = threading.Thread(target=self._watch, name="jaxmbd-ctrl-c", daemon=True)
+            self._watcher.start()
+            self._old_fd = signal.set_wakeup_fd(self._w, warn_on_full_buffer=False)
+            self._old_handler = signal.signal(signal.SIGINT, lambda *_: None)  # the watcher acts
+        return self
+
+    def __exit__(self, *exc):
+        if self._armed:
+            signal.signal(signal.SIGINT, self._old_handler)
+            signal.set_wakeup_fd(self._old_fd)
+            os.write(self._w, self._STOP)
+            self._watcher.join()
+            os.close(self._r)
+            os.close(self._w)
+        return False
+
+    def report(self):
+        """Write the line, once (the watcher and main() may both get here)."""
+        if not self._once.acquire(blocking=False):
+            return False
+        try:
+            sys.stderr.write(("\n" if sys.stderr.isatty() else "") + self.message + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        return True
+
+    def _watch(self):
+        while True:
+            data = os.read(self._r, 64)
+            if not data or self._STOP in data:
+                return
+            if signal.SIGINT in data and self.report():
+                try:
+                    sys.stdout.flush()
+                except (OSError, ValueError):
+                    pass
+                os._exit(130)
+
+
+_ctrl_c = _CtrlC()
+
+
+def main(argv=None):
+    try:
+        with _ctrl_c:
+            _single_threaded_eigen()
+            p = _parser()
+            argv = list(sys.argv[1:] if argv is None else argv)
+            if not argv or argv[0] not in ("simulate", "info", "bench", "-h", "--help"):
+                argv = ["simulate"] + argv
+            args = p.parse_args(argv)
+            try:
+                return args.func(args)
+            except UsageError as e:
+                print(f"jaxmbd: error: {e}", file=sys.stderr)
+                return 2
+    except KeyboardInterrupt:  # only where the watcher is not armed: outside the main thread, or in a tiny window
+        _ctrl_c.report()
         return 130
 
 

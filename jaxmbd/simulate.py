@@ -3,15 +3,15 @@ kinematic tree with any integrator of :mod:`jaxmbd.integrators`."""
 
 from __future__ import annotations
 
-import math
-
 import equinox as eqx
+import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .integrators.base import (CONSTRAINT_FAILURE, MAX_STEPS, NEWTON_FAILURE, NONFINITE, STATUS_NAMES,
-                               STEP_UNDERFLOW, SUCCESS, AbstractIntegrator, Controller, rms)
+from .integrators.base import (BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TIMES, BAD_TOLERANCES, CONSTRAINT_FAILURE,
+                               MAX_STEPS, NEWTON_FAILURE, NONFINITE, STATUS_NAMES, STEP_UNDERFLOW, SUCCESS,
+                               AbstractIntegrator, Controller, rms)
 from .integrators.chart import ChartODE
 from .kinematics import _check
 
@@ -23,7 +23,7 @@ class Solution(eqx.Module):
     ``keep_states=False``); obs: the pytree ``observe(model, q, v)`` at the
     save times, leading axis S (None without ``observe``); status (int: 0
     success, 1 max_steps reached, 2 step size underflow, 3 Newton failure,
-    4 non-finite state, 5 constraint failure; see ``status_name``); stats:
+    4 non-finite state, 5 constraint failure, 6-9 invalid input: see ``status_name``); stats:
     dict of counters; t: the time reached.  Save times not reached
     (status != 0) hold the last state.
 
@@ -55,6 +55,12 @@ class Solution(eqx.Module):
 
 def status_name(status) -> str:
     return STATUS_NAMES[int(status)]
+
+
+MAX_STEPS_DEFAULT = 100_000
+"""simulate's default bound on step attempts: a safety bound, not a cost (the loop stops when done)."""
+DEFAULT_CHECKPOINTS = 100
+"""Checkpoints kept by the reverse pass of ``adjoint="checkpoint"`` (at most; fewer if max_steps is smaller)."""
 
 
 def _initial_step(ode, integrator, t0, q0, v0, sc_y, sc_v, span):
@@ -120,10 +126,10 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator, saveat=None
 
 @eqx.filter_jit
 def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIntegrator, dt0=None,
-             rtol=1.0e-6, atol=1.0e-6, saveat=None, control=None, params=None, max_steps=4096,
+             rtol=1.0e-6, atol=1.0e-6, saveat=None, control=None, params=None, max_steps=MAX_STEPS_DEFAULT,
              controller: Controller = Controller(), dynamics="aba", adjoint="checkpoint", observe=None,
              keep_states=True, multipliers=False, constraint_solver="schur", assemble_initial=True,
-             step_history=0) -> Solution:
+             step_history=0, checkpoints=None) -> Solution:
     """Integrate the model from (q0, v0) at t0 to t1 (default: the model's own
     initial state ``model.q0``, ``model.v0``).
 
@@ -141,20 +147,23 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     saveat: increasing save times in [t0, t1] (default [t1]); steps are shortened
       to land on them; the run ends at the last one.
     control: joint torques: None, an (nv,) array, or ``tau(t, q, v, params)``.
-    max_steps: bound on step attempts (accepted + rejected).  The loop is a
-      bounded, checkpointed scan (memory O(sqrt(max_steps)) under reverse-mode
-      differentiation); finished iterations are skipped, except under vmap,
-      where every member runs max_steps masked iterations.
+    max_steps: a safety bound on step attempts (accepted + rejected; default
+      100,000); it does not set the cost: the loop stops when the run is done,
+      and under vmap when the last member is done.
     dynamics: "aba", "aba_unrolled" or "crba" (forward-dynamics method,
       :func:`jaxmbd.forward_dynamics`).
     observe: optional ``observe(model, q, v) -> pytree``, recorded at the save
       times inside the loop (evaluated after every step); with
       ``keep_states=False`` only it is kept, so the loop carries no (S, nq)
       trajectory buffer (large batches, many save times).
-    adjoint: "checkpoint" (default; the bounded scan above, reverse-mode
-      differentiable) or "none": a ``lax.while_loop`` that stops when every
-      member is done (the fastest batched forward runs; forward-mode only,
-      ``jax.grad`` raises).
+    adjoint: "checkpoint" (default) or "none".  Both are a while loop that
+      runs as many steps as the run needs.  "checkpoint" is reverse-mode
+      differentiable (``jax.grad``) with bounded memory: the reverse pass keeps
+      ``checkpoints`` copies of the loop state (default min(max_steps, 100))
+      and recomputes the steps between them (online binomial checkpointing,
+      Stumm-Walther; ``equinox.internal.while_loop``), so a gradient costs a
+      few forward runs.  "none" is forward-mode differentiable only
+      (``jax.jvp``, ``jax.jacfwd``; ``jax.grad`` raises).
 
     Mechanisms (models with loop constraints, :class:`jaxmbd.Mechanism`) are
     integrated as index-3 DAEs by generalized coordinate partitioning
@@ -180,7 +189,12 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     accepted steps (``Solution.steps``).
 
     Returns a :class:`Solution`; failures are reported per call (per batch
-    member under vmap) in ``status``, never as silent NaNs."""
+    member under vmap) in ``status``, never as silent NaNs.  Inputs that may
+    be traced are checked inside the trace, and a bad one makes the status a
+    failure before any step is taken: a non-finite model parameter, a mass
+    matrix that is not positive definite at q0 (e.g. a negative mass from an
+    optimizer's step), negative tolerances, t1 <= t0 or dt0 <= 0 (statuses
+    6-9, ``integrators.STATUS_NAMES``)."""
     if not isinstance(integrator, AbstractIntegrator):
         raise TypeError(f"integrator must be a jaxmbd.integrators method, got {type(integrator).__name__}")
     from .constraints import Mechanism
@@ -280,19 +294,26 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         return out
 
     k0 = jnp.sum(ts <= t0).astype(jnp.int32)
-    saved0 = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n_save,) + jnp.shape(x)), record(q0, v0))
+    rec0 = record(q0, v0)
+    # rows before k0 hold the initial state; the others are written once in the loop (their initial value must
+    # not depend on the inputs: a buffer's overwritten entries pass their cotangent on unchanged)
+    before = ts <= t0
+    saved0 = jax.tree_util.tree_map(
+        lambda x: jnp.where(before.reshape((-1,) + (1,) * jnp.ndim(x)), x[None], jnp.zeros_like(x)[None]), rec0)
     zero = jnp.zeros((), jnp.int32)
-    bad0 = ~(jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(v0)) & jnp.isfinite(h0))
-    status0 = jnp.where(bad0, NONFINITE, jnp.where(bad_part, CONSTRAINT_FAILURE, SUCCESS))
+    nonfinite0 = ~(jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(v0)) & jnp.isfinite(h0))
+    status0 = jnp.where(nonfinite0, NONFINITE, jnp.where(bad_part, CONSTRAINT_FAILURE, SUCCESS))
+    status0 = _input_status(model if mech is None else mech.tree, q0, status0, rtol, atol, t0, t1, dt0)
+    bad0 = status0 != SUCCESS
     stats0 = {k: zero for k in STAT_KEYS}
     if mech is not None:
         stats0["partitions"] = zero
-    state = dict(t=t0, q=q0, v=v0, h=h0, k=k0, saved=saved0, done=(k0 >= n_save) | bad0 | bad_part, n=zero,
+    state = dict(t=t0, q=q0, v=v0, h=h0, k=k0, saved=saved0, done=(k0 >= n_save) | bad0, n=zero,
                  status=status0.astype(jnp.int32),
                  after_reject=jnp.array(False), stats=stats0,
                  cache=integrator.init_cache(ode0, t0, indep(part0, v0)), part=part0)
     if mech is not None:
-        state["drift"] = saved0["res"][0]
+        state["drift"] = rec0["res"]
     n_hist = int(step_history)
     if n_hist < 0:
         raise ValueError(f"step_history must be >= 0, got {step_history}")
@@ -305,7 +326,9 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         target = ts[jnp.minimum(s["k"], n_save - 1)]
         remaining = target - s["t"]
         clipped = s["h"] * (1.0 + 1e-8) >= remaining  # no sliver step from rounding in t
-        h = jnp.where(clipped, remaining, s["h"])
+        # a member that is done (under vmap it is stepped, masked, until the last one is) takes a regular
+        # step instead of h = 0, so that no derivative of the masked step is infinite (0 * inf = NaN)
+        h = jnp.where(clipped & ~s["done"], remaining, s["h"])
         sy, sv = scales(ode, s["q"], s["v"], part)
         att = integrator.attempt(ode, s["t"], indep(part, s["v"]), h, (sy, sv), s["cache"])
         q1, v1 = ode.finish(att.y, att.yd)
@@ -331,7 +354,7 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         k = s["k"]
         # write row k only (kept as it was unless this step reached its save time)
         rec = record(q1, v1)
-        saved = jax.tree_util.tree_map(lambda b, x: b.at[k].set(jnp.where(reached, x, b[k])), s["saved"], rec)
+        saved = jax.tree_util.tree_map(lambda x, b: eqxi.buffer_at_set(b, k, x, pred=reached), rec, s["saved"])
         k_new = jnp.where(reached, k + 1, k)
         h_min = 16 * jnp.finfo(dt).eps * jnp.maximum(jnp.abs(s["t"]), 1.0)
         fixed_fail = (not adaptive) & ~accept & ~retry
@@ -362,9 +385,9 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         if mech is not None:
             extra["drift"] = jnp.where(accept, jnp.maximum(s["drift"], rec["res"]), s["drift"])
         if n_hist:
-            i = jnp.where(accept, st["accepted"], n_hist)      # out of range: dropped
-            extra["hist"] = dict(t=s["hist"]["t"].at[i].set(t_new, mode="drop"),
-                                 h=s["hist"]["h"].at[i].set(h, mode="drop"))
+            i, keep = jnp.minimum(st["accepted"], n_hist - 1), accept & (st["accepted"] < n_hist)
+            extra["hist"] = dict(t=eqxi.buffer_at_set(s["hist"]["t"], i, t_new, pred=keep),
+                                 h=eqxi.buffer_at_set(s["hist"]["h"], i, h, pred=keep))
         return dict(**extra, t=jnp.where(accept, t_new, s["t"]), q=q_new,
                     v=jnp.where(accept, v1, s["v"]), h=h_new, k=k_new, saved=saved,
                     done=finished | failed, n=s["n"] + 1,
@@ -372,26 +395,49 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
                     after_reject=~accept, stats={k_: v.astype(jnp.int32) for k_, v in stats.items()},
                     cache=cache, part=part)
 
-    def guarded(s, _):
-        return jax.lax.cond(s["done"] | (s["n"] >= max_steps), lambda s: s, step, s), None
+    def cond(s):
+        return ~s["done"] & (s["n"] < max_steps)
 
     if adjoint not in ("checkpoint", "none"):
         raise ValueError(f"unknown adjoint {adjoint!r}; expected 'checkpoint' or 'none'")
+    def buffers(s):  # written once per row, never read in the loop
+        return (s["saved"], s["hist"]) if "hist" in s else s["saved"]
     if adjoint == "none":
-        s = jax.lax.while_loop(lambda s: ~s["done"] & (s["n"] < max_steps), step, state)
-        return _solution(ts, s, n_save, record)
-    n_inner = max(1, int(math.ceil(math.sqrt(int(max_steps)))))
-    n_outer = int(math.ceil(int(max_steps) / n_inner))
-
-    @jax.checkpoint
-    def block(s):
-        return jax.lax.scan(guarded, s, None, length=n_inner)[0]
-
-    def outer(s, _):
-        return jax.lax.cond(s["done"] | (s["n"] >= max_steps), lambda s: s, block, s), None
-
-    s, _ = jax.lax.scan(outer, state, None, length=n_outer)
+        s = eqxi.while_loop(cond, step, state, buffers=buffers, kind="lax")
+    else:
+        n_ck = int(max_steps) if checkpoints is None and int(max_steps) <= DEFAULT_CHECKPOINTS else (
+            DEFAULT_CHECKPOINTS if checkpoints is None else int(checkpoints))
+        s = eqxi.while_loop(cond, step, state, max_steps=int(max_steps), buffers=buffers, kind="checkpointed",
+                            checkpoints=n_ck)
     return _solution(ts, s, n_save, record)
+
+
+def _input_status(tree, q0, status, rtol, atol, t0, t1, dt0):
+    """The status of inputs that are checked inside the trace (they may be
+    traced: an optimizer's step, a batch member): non-finite parameters, a mass
+    matrix that is not positive definite at q0 (a Cholesky factorization of the
+    CRBA's H fails) or a body with a negative mass or an indefinite inertia,
+    negative or non-finite tolerances, t1 <= t0, dt0 <= 0.
+    The first failure found in that order wins; ``status`` is kept otherwise."""
+    from .crba import mass_matrix
+    leaves = [x for x in jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_inexact_array))]
+    params_ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves])) if leaves else jnp.array(True)
+    H = mass_matrix(tree, jnp.where(jnp.isfinite(q0), q0, 0.0))
+    spd = jnp.all(jnp.isfinite(jnp.linalg.cholesky(H))) if H.shape[0] else jnp.array(True)
+    # each body's mass >= 0 and rotational inertia about its COM positive semi-definite (a negated inertia
+    # can leave H positive definite and still be unphysical)
+    I_c = jnp.where(jnp.isfinite(tree.inertia), tree.inertia, 0.0)
+    lam_min = jnp.linalg.eigvalsh(0.5 * (I_c + jnp.swapaxes(I_c, -1, -2)))[..., 0]
+    scale = jnp.maximum(jnp.trace(jnp.abs(I_c), axis1=-2, axis2=-1), jnp.finfo(H.dtype).tiny)
+    spd = spd & jnp.all(tree.mass >= 0) & jnp.all(lam_min >= -1e-12 * scale)
+    tol_ok = jnp.isfinite(rtol) & jnp.isfinite(atol) & (rtol >= 0) & (atol >= 0) & ((rtol > 0) | (atol > 0))
+    times_ok = jnp.isfinite(t0) & jnp.isfinite(t1) & (t1 > t0)
+    if dt0 is not None:
+        times_ok = times_ok & (jnp.asarray(dt0) > 0) & jnp.isfinite(dt0)
+    for ok, code in ((times_ok, BAD_TIMES), (tol_ok, BAD_TOLERANCES), (spd, BAD_MASS_MATRIX),
+                     (params_ok, BAD_PARAMETERS)):
+        status = jnp.where(ok, status, code)
+    return status
 
 
 def _solution(ts, s, n_save, record):

@@ -24,13 +24,15 @@ settings.register_profile("jaxmbd", max_examples=8, deadline=None, derandomize=T
 settings.load_profile("jaxmbd")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _release_compiled_programs():
-    """Drop compiled executables after each test module: a worker otherwise keeps
-    every program it compiled (the integrator tests compile large loops), and
-    two full runs had an xdist worker die with a segfault inside XLA's compiler
-    late in the run (not reproducible in isolation)."""
+@pytest.fixture(autouse=True)
+def _bound_memory_mappings():
+    """Keep the worker's memory mappings bounded: XLA:CPU holds about three per
+    compiled kernel until its program is freed, and a worker that reached the
+    kernel's vm.max_map_count (65,530) aborted inside XLA's JIT linker on its
+    next compile (tests/test_runtime.py reproduces it).  After every test,
+    compiled programs are freed once the worker holds more than 40,000
+    mappings (jaxmbd.release_compiled_programs), so programs shared between
+    the tests of a module are kept until then."""
     yield
-    import gc
-    jax.clear_caches()
-    gc.collect()
+    import jaxmbd
+    jaxmbd.release_compiled_programs()

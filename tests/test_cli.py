@@ -15,15 +15,31 @@ from jaxmbd import cli
 from jaxmbd import integrators as I
 
 
+@pytest.fixture(autouse=True)
+def _no_home_cache(tmp_path_factory, monkeypatch):
+    """No test writes the user's compilation cache: subprocesses get a
+    temporary one, in-process runs (``main``) must pass --no-compile-cache
+    (JAX's cache, once on, stays on for the whole pytest process)."""
+    import jax
+    monkeypatch.setenv("JAXMBD_CACHE_DIR", str(tmp_path_factory.mktemp("jax_cache")))
+    yield
+    assert jax.config.jax_compilation_cache_dir is None, "an in-process run turned the compilation cache on"
+
+
+def main(args):
+    """cli.main in-process, without the persistent compilation cache."""
+    return cli.main([*args, "--no-compile-cache"] if args[0] == "simulate" else args)
+
+
 def test_info(capsys):
-    assert cli.main(["info", "grid_tree4"]) == 0
+    assert main(["info", "grid_tree4"]) == 0
     out = capsys.readouterr().out
     assert "16 bodies" in out and "nv=16" in out and "D0 = " in out and "speed-up" in out
 
 
 def test_help_lists_the_subcommands(capsys):
     with pytest.raises(SystemExit) as e:
-        cli.main(["--help"])
+        main(["--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
     for cmd in ("simulate", "info", "bench"):
@@ -34,7 +50,7 @@ def test_simulate_writes_npz_and_png_matching_a_direct_rollout(tmp_path, capsys)
     out = str(tmp_path / "run.npz")
     args = ["simulate", "double_pendulum", "--batch", "3", "--t1", "0.2", "--saves", "8", "--chunks", "4",
             "--dt0", "0.005", "--seed", "1", "--out", out]
-    assert cli.main(args) == 0
+    assert main(args) == 0
     text = capsys.readouterr().out
     assert "members: 3" in text and "failures: none" in text and "throughput" in text
     d = np.load(out)
@@ -61,7 +77,7 @@ def test_simulate_writes_npz_and_png_matching_a_direct_rollout(tmp_path, capsys)
     (["info", "no_such_model"], "unknown model"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, msg, capsys):
-    assert cli.main(args) == 2
+    assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("jaxmbd: error:") and msg in err and "\n" not in err
 
@@ -69,11 +85,11 @@ def test_bad_input_is_one_line_and_exit_2(args, msg, capsys):
 def test_model_file_and_resume_without_a_run(tmp_path, capsys):
     f = tmp_path / "robot.xml"
     f.write_text("<mujoco/>")
-    assert cli.main(["simulate", str(f)]) == 2
+    assert main(["simulate", str(f)]) == 2
     assert "robot.xml: no bodies in <worldbody>" in capsys.readouterr().err
-    assert cli.main(["simulate", str(tmp_path / "missing.urdf")]) == 2
+    assert main(["simulate", str(tmp_path / "missing.urdf")]) == 2
     assert "no such model file" in capsys.readouterr().err
-    assert cli.main(["simulate", "pendulum", "--resume", "--out", str(tmp_path / "x.npz")]) == 2
+    assert main(["simulate", "pendulum", "--resume", "--out", str(tmp_path / "x.npz")]) == 2
     assert "no unfinished run" in capsys.readouterr().err
 
 
@@ -82,7 +98,8 @@ def test_killed_run_resumes_without_losing_or_duplicating(tmp_path):
     resume it, and compare with an uninterrupted run: identical arrays,
     every save time exactly once."""
     common = ["simulate", "stiff_double_pendulum", "--integrator", "dopri5", "--batch", "2", "--t1", "1.2",
-              "--saves", "24", "--chunks", "24", "--rtol", "1e-4", "--atol", "1e-4", "--no-plot"]
+              "--saves", "24", "--chunks", "24", "--rtol", "1e-4", "--atol", "1e-4", "--no-plot",
+              "--no-compile-cache"]
     out = str(tmp_path / "killed.npz")
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     proc = subprocess.Popen([sys.executable, "-m", "jaxmbd", *common, "--out", out], env=env,
@@ -102,7 +119,7 @@ def test_killed_run_resumes_without_losing_or_duplicating(tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"resuming at chunk {len(done)}/24" in r.stdout
     ref = str(tmp_path / "whole.npz")
-    assert cli.main([*common, "--out", ref]) == 0
+    assert main([*common, "--out", ref]) == 0
     a, b = np.load(out), np.load(ref)
     assert a["ts"].size == 24 and np.all(np.diff(a["ts"]) > 0)
     for k in ("ts", "qs", "vs", "status", "accepted", "rejected"):
@@ -110,7 +127,7 @@ def test_killed_run_resumes_without_losing_or_duplicating(tmp_path):
 
 
 def test_bench_runs(capsys):
-    assert cli.main(["bench", "pendulum", "--batch", "2", "--steps", "5"]) == 0
+    assert main(["bench", "pendulum", "--batch", "2", "--steps", "5"]) == 0
     out = capsys.readouterr().out
     assert out.count("steps/s") == 3 and "aba_unrolled" in out
 
@@ -126,17 +143,237 @@ def test_model_files_from_the_command_line(tmp_path, capsys):
         pytest.skip("example-robot-data is not installed")
     assert os.path.exists(hopper)
     for path in (hopper, ur5[0]):
-        assert cli.main(["info", path]) == 0
+        assert main(["info", path]) == 0
         out = capsys.readouterr().out
         assert "DoF" in out or "nv" in out
         npz = tmp_path / (os.path.basename(path) + ".npz")
-        assert cli.main(["simulate", path, "--batch", "2", "--t1", "0.004", "--saves", "2", "--chunks", "1",
-                         "--out", str(npz), "--no-plot"]) == 0
+        assert main(["simulate", path, "--batch", "2", "--t1", "0.004", "--saves", "2", "--chunks", "1",
+                     "--out", str(npz), "--no-plot"]) == 0
         with np.load(npz) as d:
             assert np.all(np.isfinite(d["qs"]))
     capsys.readouterr()
     bad = tmp_path / "broken.urdf"
     bad.write_text("<robot><link name='a'>")
-    assert cli.main(["info", str(bad)]) == 2
+    assert main(["info", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "broken.urdf" in err[0]
+
+
+# --- never mix or lose data ------------------------------------------------------------------
+
+PENDULUM_XML = """<mujoco model="pend">
+  <option gravity="0 0 -9.81"/>
+  <worldbody>
+    <body name="arm">
+      <joint name="hinge" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.02" mass="1" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def small(model, out, *extra):
+    return ["simulate", model, "--batch", "2", "--t1", "0.05", "--saves", "5", "--chunks", "5", "--dt0", "0.005",
+            "--no-plot", "--out", str(out), *extra]
+
+
+def interrupted(monkeypatch, capsys, args, after):
+    """Run args in-process and Ctrl-C it after `after` chunks: an unfinished run."""
+    progress = cli._progress
+
+    def progress_then_ctrl_c(done, *rest):
+        progress(done, *rest)
+        if done == after:
+            raise KeyboardInterrupt
+    with monkeypatch.context() as m:
+        m.setattr(cli, "_progress", progress_then_ctrl_c)
+        assert main(args) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "--resume" in err
+    parts = args[args.index("--out") + 1] + ".parts"
+    done = sorted(f for f in os.listdir(parts) if f.startswith("chunk_"))
+    assert done == [f"chunk_{c:05d}.npz" for c in range(after)]
+    return parts
+
+
+def one_line_error(capsys):
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("jaxmbd: error:") and "\n" not in err, err
+    return err
+
+
+def test_resume_refuses_a_changed_model_file_or_setting(tmp_path, monkeypatch, capsys):
+    """An edited model file (same path), or any changed setting, is refused by
+    --resume, naming what differs; the unchanged command resumes, and its result
+    equals an uninterrupted run's."""
+    xml = tmp_path / "robot.xml"
+    xml.write_text(PENDULUM_XML)
+    out = tmp_path / "run.npz"
+    interrupted(monkeypatch, capsys, small(str(xml), out), after=2)
+    xml.write_text(PENDULUM_XML.replace("-9.81", "-1.62"))
+    assert main(small(str(xml), out, "--resume")) == 2
+    err = one_line_error(capsys)
+    assert "robot.xml" in err and "gravity" in err and "--overwrite" in err
+    xml.write_text(PENDULUM_XML)
+    for flag, value in (("--seed", "1"), ("--dt0", "0.0025"), ("--t1", "0.1"), ("--rtol", "1e-5")):
+        args = small(str(xml), out, "--resume")
+        if flag in args:
+            args[args.index(flag) + 1] = value
+        else:
+            args += [flag, value]
+        assert main(args) == 2
+        assert f"{flag.lstrip('-')}: " in one_line_error(capsys)
+    assert main(small(str(xml), out, "--resume", "--integrator", "euler")) == 2
+    assert "integrator: 'rk4' -> 'euler'" in one_line_error(capsys)
+    assert main(small(str(xml), out, "--resume")) == 0
+    assert "resuming at chunk 2/5" in capsys.readouterr().out
+    assert main(small(str(xml), tmp_path / "whole.npz")) == 0
+    a, b = np.load(out), np.load(tmp_path / "whole.npz")
+    for k in ("ts", "qs", "vs", "status", "accepted"):
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def test_built_in_model_is_identified_by_its_parameters(tmp_path, monkeypatch, capsys):
+    """A built-in model whose numbers changed (e.g. a new jaxmbd) is not resumed."""
+    import equinox as eqx
+    out = tmp_path / "run.npz"
+    interrupted(monkeypatch, capsys, small("pendulum", out), after=1)
+    pendulum = cli.MODELS["pendulum"]
+    heavier = lambda m: eqx.tree_at(lambda p: p.mass, pendulum(m), pendulum(m).mass * 2)  # noqa: E731
+    monkeypatch.setitem(cli.MODELS, "pendulum", heavier)
+    assert main(small("pendulum", out, "--resume")) == 2
+    assert "model parameters mass" in one_line_error(capsys)
+
+
+def test_existing_outputs_are_kept_without_overwrite(tmp_path, monkeypatch, capsys):
+    """Re-running a command does not delete an unfinished run's chunks nor
+    replace a finished run; --overwrite does."""
+    out = tmp_path / "run.npz"
+    parts = interrupted(monkeypatch, capsys, small("pendulum", out), after=3)
+    assert main(small("pendulum", out)) == 2
+    err = one_line_error(capsys)
+    assert "unfinished run" in err and "--resume" in err and "--overwrite" in err
+    assert len([f for f in os.listdir(parts) if f.startswith("chunk_")]) == 3
+    assert main(small("pendulum", out, "--resume", "--overwrite")) == 2
+    one_line_error(capsys)
+    assert main(small("pendulum", out, "--resume")) == 0
+    capsys.readouterr()
+    first = np.load(out)["qs"]
+    assert main(small("pendulum", out, "--seed", "3")) == 2
+    assert "run.npz exists" in one_line_error(capsys) and np.array_equal(np.load(out)["qs"], first)
+    # the plot is an output too
+    os.remove(out)
+    (tmp_path / "run.png").write_bytes(b"png")
+    args = small("pendulum", out)
+    args.remove("--no-plot")
+    assert main(args) == 2
+    assert "run.png exists" in one_line_error(capsys)
+    assert main(small("pendulum", out, "--seed", "3", "--overwrite")) == 0
+    assert not np.array_equal(np.load(out)["qs"], first) and not os.path.exists(parts)
+
+
+def test_output_paths_are_checked_before_any_work(tmp_path, monkeypatch, capsys):
+    def no_work(*args, **kw):
+        raise AssertionError("work started before the output paths were checked")
+    monkeypatch.setattr(cli, "_load_model", no_work)
+    monkeypatch.setattr(cli, "_enable_compile_cache", no_work)
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "file").write_text("")
+    (tmp_path / "r.npz.parts").write_text("")
+    (tmp_path / "p.png").mkdir()
+    for out, msg in ((tmp_path / "adir", "is a directory"),
+                     (tmp_path / "missing" / "r.npz", "does not exist"),
+                     (tmp_path / "file" / "r.npz", "file is not a directory"),
+                     (tmp_path / "r.npz", "not a directory")):
+        assert cli.main(small("pendulum", out)) == 2
+        assert msg in one_line_error(capsys)
+    for out, msg in ((tmp_path / "p.npz", "p.png would overwrite a directory"),
+                     (tmp_path / "x.png", "the plot would overwrite it")):
+        args = small("pendulum", out)
+        args.remove("--no-plot")
+        assert cli.main(args) == 2
+        assert msg in one_line_error(capsys)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "wrong shape"])
+def test_damaged_chunk_is_reported_before_computing(damage, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run.npz"
+    parts = interrupted(monkeypatch, capsys, small("pendulum", out), after=3)
+    chunk = os.path.join(parts, "chunk_00001.npz")
+    if damage == "garbage":
+        open(chunk, "wb").write(bytes(range(256)) * 4)
+    elif damage == "truncated":
+        data = open(chunk, "rb").read()
+        open(chunk, "wb").write(data[:len(data) // 2])
+    else:
+        with np.load(chunk) as z:
+            d = dict(z)
+        np.savez_compressed(chunk, **dict(d, qs=d["qs"][:, :, :0]))
+    with monkeypatch.context() as m:
+        m.setattr(jaxmbd, "rollout", lambda *a, **k: pytest.fail("computed before checking the chunks"))
+        assert main(small("pendulum", out, "--resume")) == 2
+    err = one_line_error(capsys)
+    assert "chunk_00001.npz is damaged" in err and "--resume" in err and "--overwrite" in err
+    os.remove(chunk)
+    assert main(small("pendulum", out, "--resume")) == 0
+    assert "resuming at chunk 1/5" in capsys.readouterr().out
+    assert main(small("pendulum", tmp_path / "whole.npz")) == 0
+    np.testing.assert_array_equal(np.load(out)["qs"], np.load(tmp_path / "whole.npz")["qs"])
+
+
+# --- compilation cache ---------------------------------------------------------------------------
+
+def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv("JAXMBD_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cli.cache_dir() == str(tmp_path / "jaxmbd" / "jax")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cli.cache_dir() == str(tmp_path / "home" / ".cache" / "jaxmbd" / "jax")
+    monkeypatch.setenv("JAXMBD_CACHE_DIR", str(tmp_path / "mine"))
+    assert cli.cache_dir() == str(tmp_path / "mine")
+
+
+def test_compile_cache_is_written_unless_turned_off(tmp_path):
+    """The command keeps compiled programs in JAXMBD_CACHE_DIR; --no-compile-cache
+    writes nothing; both give the same numbers."""
+    runs = {}
+    for name, flags in (("on", []), ("off", ["--no-compile-cache"])):
+        cache = tmp_path / f"cache_{name}"
+        env = dict(os.environ, JAX_PLATFORMS="cpu", JAXMBD_CACHE_DIR=str(cache))
+        out = tmp_path / f"{name}.npz"
+        r = subprocess.run([sys.executable, "-m", "jaxmbd", *small("pendulum", out, *flags)], env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        runs[name] = (sorted(os.listdir(cache)) if cache.exists() else [], np.load(out)["qs"])
+    assert any(f.endswith("-cache") for f in runs["on"][0]), runs["on"][0]
+    assert runs["off"][0] == []
+    np.testing.assert_array_equal(runs["on"][1], runs["off"][1])
+
+
+# --- Ctrl-C ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("when", ["importing", "compiling"])
+def test_ctrl_c_is_one_line_at_any_moment(when, tmp_path):
+    """SIGINT while Python imports JAX, or while XLA compiles the rollout
+    (which holds the main thread for seconds): exactly one line on stderr, no
+    traceback, exit status 130, at once."""
+    out = tmp_path / "run.npz"
+    args = small("pendulum", out, "--no-compile-cache")
+    args[args.index("--t1") + 1] = "1000"  # still running when the signal comes, however fast the machine
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "jaxmbd", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    if when == "compiling":  # the line before the chunk loop; tracing, then XLA's compile, follow
+        for line in proc.stdout:
+            if line.startswith("2 members"):
+                break
+    time.sleep(0.2 if when == "importing" else 2.0)
+    proc.send_signal(signal.SIGINT)
+    t = time.perf_counter()
+    _, err = proc.communicate(timeout=120)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert "Traceback" not in err and len(lines) == 1, err
+    assert lines[0].startswith("jaxmbd: interrupted") and proc.returncode == 130
+    assert time.perf_counter() - t < 2.0 and not out.exists()

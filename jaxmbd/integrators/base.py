@@ -13,9 +13,15 @@ import numpy as np
 
 # status codes, per batch member
 SUCCESS, MAX_STEPS, STEP_UNDERFLOW, NEWTON_FAILURE, NONFINITE, CONSTRAINT_FAILURE = 0, 1, 2, 3, 4, 5
+# invalid input found inside the trace (traced values that cannot be checked before it); nothing is integrated
+BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TOLERANCES, BAD_TIMES = 6, 7, 8, 9
 STATUS_NAMES = {SUCCESS: "success", MAX_STEPS: "max_steps reached", STEP_UNDERFLOW: "step size underflow",
                 NEWTON_FAILURE: "Newton failure", NONFINITE: "non-finite state",
-                CONSTRAINT_FAILURE: "constraint failure (rank-deficient constraint Jacobian or no assembly)"}
+                CONSTRAINT_FAILURE: "constraint failure (rank-deficient constraint Jacobian or no assembly)",
+                BAD_MASS_MATRIX: "mass matrix not positive definite, or a body's mass or inertia is negative",
+                BAD_PARAMETERS: "non-finite model parameter",
+                BAD_TOLERANCES: "invalid tolerances (rtol, atol must be finite, >= 0 and not both 0)",
+                BAD_TIMES: "invalid times (t1 <= t0, dt0 <= 0, or non-finite)"}
 
 
 class Attempt(NamedTuple):
@@ -96,7 +102,13 @@ def check_tableau(name, A, b, c=None, strictly_lower=False):
 # --- norms and step-size control (digest negrut.md §3.6) -------------------------
 
 def rms(x):
-    return jnp.sqrt(jnp.mean(x * x)) if x.size else jnp.zeros((), x.dtype)
+    """Root mean square; its derivative at x = 0 is taken as 0 (not NaN: an
+    error estimate that is exactly zero, e.g. at rest, must not poison gradients)."""
+    if not x.size:
+        return jnp.zeros((), x.dtype)
+    ms = jnp.mean(x * x)
+    pos = ms > 0
+    return jnp.where(pos, jnp.sqrt(jnp.where(pos, ms, 1.0)), 0.0)
 
 
 class Controller(eqx.Module):
