@@ -191,9 +191,9 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     Returns a :class:`Solution`; failures are reported per call (per batch
     member under vmap) in ``status``, never as silent NaNs.  Inputs that may
     be traced are checked inside the trace, and a bad one makes the status a
-    failure before any step is taken: a non-finite model parameter, a mass
-    matrix that is not positive definite at q0 (e.g. a negative mass from an
-    optimizer's step), negative tolerances, t1 <= t0 or dt0 <= 0 (statuses
+    failure before any step is taken: a non-finite model parameter, a body
+    with a negative mass or an indefinite inertia, or a negative armature
+    (e.g. from an optimizer's step: the mass matrix would be indefinite), negative tolerances, t1 <= t0 or dt0 <= 0 (statuses
     6-9, ``integrators.STATUS_NAMES``)."""
     if not isinstance(integrator, AbstractIntegrator):
         raise TypeError(f"integrator must be a jaxmbd.integrators method, got {type(integrator).__name__}")
@@ -303,7 +303,7 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     zero = jnp.zeros((), jnp.int32)
     nonfinite0 = ~(jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(v0)) & jnp.isfinite(h0))
     status0 = jnp.where(nonfinite0, NONFINITE, jnp.where(bad_part, CONSTRAINT_FAILURE, SUCCESS))
-    status0 = _input_status(model if mech is None else mech.tree, q0, status0, rtol, atol, t0, t1, dt0)
+    status0 = _input_status(model if mech is None else mech.tree, status0, rtol, atol, t0, t1, dt0)
     bad0 = status0 != SUCCESS
     stats0 = {k: zero for k in STAT_KEYS}
     if mech is not None:
@@ -412,29 +412,30 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     return _solution(ts, s, n_save, record)
 
 
-def _input_status(tree, q0, status, rtol, atol, t0, t1, dt0):
+def _input_status(tree, status, rtol, atol, t0, t1, dt0):
     """The status of inputs that are checked inside the trace (they may be
-    traced: an optimizer's step, a batch member): non-finite parameters, a mass
-    matrix that is not positive definite at q0 (a Cholesky factorization of the
-    CRBA's H fails) or a body with a negative mass or an indefinite inertia,
-    negative or non-finite tolerances, t1 <= t0, dt0 <= 0.
-    The first failure found in that order wins; ``status`` is kept otherwise."""
-    from .crba import mass_matrix
-    leaves = [x for x in jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_inexact_array))]
+    traced: an optimizer's step, a batch member): non-finite parameters; a body
+    with a negative mass or a rotational inertia that is not positive
+    semi-definite, or a negative armature (each makes the joint-space mass
+    matrix indefinite or unphysical); negative or non-finite tolerances;
+    t1 <= t0; dt0 <= 0.  The first failure in that order wins; ``status`` is
+    kept otherwise.  Cheap elementwise tests only (no factorization): they
+    cost the compiled program next to nothing."""
+    leaves = jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_inexact_array))
     params_ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves])) if leaves else jnp.array(True)
-    H = mass_matrix(tree, jnp.where(jnp.isfinite(q0), q0, 0.0))
-    spd = jnp.all(jnp.isfinite(jnp.linalg.cholesky(H))) if H.shape[0] else jnp.array(True)
-    # each body's mass >= 0 and rotational inertia about its COM positive semi-definite (a negated inertia
-    # can leave H positive definite and still be unphysical)
-    I_c = jnp.where(jnp.isfinite(tree.inertia), tree.inertia, 0.0)
-    lam_min = jnp.linalg.eigvalsh(0.5 * (I_c + jnp.swapaxes(I_c, -1, -2)))[..., 0]
-    scale = jnp.maximum(jnp.trace(jnp.abs(I_c), axis1=-2, axis2=-1), jnp.finfo(H.dtype).tiny)
-    spd = spd & jnp.all(tree.mass >= 0) & jnp.all(lam_min >= -1e-12 * scale)
+    Ic = 0.5 * (tree.inertia + jnp.swapaxes(tree.inertia, -1, -2))
+    tol = -1e-12 * jnp.maximum(jnp.trace(jnp.abs(Ic), axis1=-2, axis2=-1), 1.0) ** 3
+    d = jnp.diagonal(Ic, axis1=-2, axis2=-1)
+    minors = [Ic[..., i, i] * Ic[..., j, j] - Ic[..., i, j] ** 2 for i, j in ((0, 1), (0, 2), (1, 2))]
+    # Sylvester's criterion for semi-definiteness: every principal minor >= 0
+    psd = jnp.all(d >= tol[..., None], axis=-1) & jnp.all(jnp.stack(minors, -1) >= tol[..., None], axis=-1) & (
+        jnp.linalg.det(Ic) >= tol)
+    inertia_ok = jnp.all(tree.mass >= 0) & jnp.all(psd) & jnp.all(tree.armature >= 0)
     tol_ok = jnp.isfinite(rtol) & jnp.isfinite(atol) & (rtol >= 0) & (atol >= 0) & ((rtol > 0) | (atol > 0))
     times_ok = jnp.isfinite(t0) & jnp.isfinite(t1) & (t1 > t0)
     if dt0 is not None:
         times_ok = times_ok & (jnp.asarray(dt0) > 0) & jnp.isfinite(dt0)
-    for ok, code in ((times_ok, BAD_TIMES), (tol_ok, BAD_TOLERANCES), (spd, BAD_MASS_MATRIX),
+    for ok, code in ((times_ok, BAD_TIMES), (tol_ok, BAD_TOLERANCES), (inertia_ok, BAD_MASS_MATRIX),
                      (params_ok, BAD_PARAMETERS)):
         status = jnp.where(ok, status, code)
     return status

@@ -18,7 +18,8 @@ BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TOLERANCES, BAD_TIMES = 6, 7, 8, 9
 STATUS_NAMES = {SUCCESS: "success", MAX_STEPS: "max_steps reached", STEP_UNDERFLOW: "step size underflow",
                 NEWTON_FAILURE: "Newton failure", NONFINITE: "non-finite state",
                 CONSTRAINT_FAILURE: "constraint failure (rank-deficient constraint Jacobian or no assembly)",
-                BAD_MASS_MATRIX: "mass matrix not positive definite, or a body's mass or inertia is negative",
+                BAD_MASS_MATRIX: "invalid inertia: a body's mass or inertia, or an armature, is negative "
+                                 "(the mass matrix would not be positive definite)",
                 BAD_PARAMETERS: "non-finite model parameter",
                 BAD_TOLERANCES: "invalid tolerances (rtol, atol must be finite, >= 0 and not both 0)",
                 BAD_TIMES: "invalid times (t1 <= t0, dt0 <= 0, or non-finite)"}
