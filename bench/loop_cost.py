@@ -132,8 +132,12 @@ def main():
         r = measure(name, model, kw, a.batch, a.repeats)
         print(r, flush=True)
         rows.append(r)
-    lines = [f"# Batched loop cost ({a.label}): jax.vmap(simulate) with default arguments", ""]
-    lines += [f"- {x}" for x in machine()]
+        write_table(rows, a.label, a.out)  # after every case: a run cut short keeps what it measured
+
+
+def write_table(rows, label, out, header=None):
+    lines = [f"# Batched loop cost ({label}): jax.vmap(simulate) with default arguments", ""]
+    lines += [f"- {x}" for x in (header or machine())]
     lines += [f"- jaxmbd source: {os.path.dirname(jaxmbd.__file__)}", ""]
     lines += ["| case | batch | steps (sum over members; max) | adjoint='none' (s) | default (s) | default / none | "
               "grad of batched loss (s) | grad / default | compile none / default / grad (s) | "
@@ -146,7 +150,7 @@ def main():
                      f"{r['grad_compile']:.1f} | {r['equal']:.1e} | {r['grad_finite']} | "
                      + (f"{r['grad_all']:.3f} | {r['grad_all'] / r['default']:.2f} | {r['grad_all_compile']:.1f} |"
                         if "grad_all" in r else "– | – | – |"))
-    write_result(a.out, f"loop_cost_{a.label}" if a.label != "after" else "loop_cost", "\n".join(lines) + "\n")
+    write_result(out, f"loop_cost_{label}" if label != "after" else "loop_cost", "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
