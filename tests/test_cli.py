@@ -369,7 +369,19 @@ def test_ctrl_c_is_one_line_at_any_moment(when, tmp_path):
         for line in proc.stdout:
             if line.startswith("2 members"):
                 break
-    time.sleep(0.2 if when == "importing" else 2.0)
+    if when == "importing":  # once jaxlib's libraries are being mapped, jax is importing (the handler is set)
+        t_wait = time.perf_counter()
+        while time.perf_counter() - t_wait < 60 and proc.poll() is None:
+            try:
+                with open(f"/proc/{proc.pid}/maps") as f:
+                    if "jaxlib" in f.read():
+                        break
+            except OSError:
+                time.sleep(0.2)
+                break
+            time.sleep(0.005)
+    else:
+        time.sleep(2.0)
     proc.send_signal(signal.SIGINT)
     t = time.perf_counter()
     _, err = proc.communicate(timeout=120)
