@@ -598,8 +598,7 @@ class _CtrlC:
         self._armed = False
 
     def __enter__(self):
-        self.message = "jaxmbd: interrupted"
-        self._once = threading.Lock()
+        self.__init__()
         self._armed = threading.current_thread() is threading.main_thread()
         if self._armed:
             self._r, self._w = os.pipe()

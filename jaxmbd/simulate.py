@@ -193,8 +193,9 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     be traced are checked inside the trace, and a bad one makes the status a
     failure before any step is taken: a non-finite model parameter, a body
     with a negative mass or an indefinite inertia, or a negative armature
-    (e.g. from an optimizer's step: the mass matrix would be indefinite), negative tolerances, t1 <= t0 or dt0 <= 0 (statuses
-    6-9, ``integrators.STATUS_NAMES``)."""
+    (e.g. from an optimizer's step: the mass matrix would be indefinite),
+    negative tolerances, t1 <= t0 or dt0 <= 0 (statuses 6-9,
+    ``integrators.STATUS_NAMES``)."""
     if not isinstance(integrator, AbstractIntegrator):
         raise TypeError(f"integrator must be a jaxmbd.integrators method, got {type(integrator).__name__}")
     from .constraints import Mechanism
@@ -405,8 +406,7 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     if adjoint == "none":
         s = eqxi.while_loop(cond, step, state, buffers=buffers, kind="lax")
     else:
-        n_ck = int(max_steps) if checkpoints is None and int(max_steps) <= DEFAULT_CHECKPOINTS else (
-            DEFAULT_CHECKPOINTS if checkpoints is None else int(checkpoints))
+        n_ck = min(int(max_steps), DEFAULT_CHECKPOINTS) if checkpoints is None else int(checkpoints)
         s = eqxi.while_loop(cond, step, state, max_steps=int(max_steps), buffers=buffers, kind="checkpointed",
                             checkpoints=n_ck)
     return _solution(ts, s, n_save, record)
@@ -424,12 +424,13 @@ def _input_status(tree, status, rtol, atol, t0, t1, dt0):
     leaves = jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_inexact_array))
     params_ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves])) if leaves else jnp.array(True)
     Ic = 0.5 * (tree.inertia + jnp.swapaxes(tree.inertia, -1, -2))
-    tol = -1e-12 * jnp.maximum(jnp.trace(jnp.abs(Ic), axis1=-2, axis2=-1), 1.0) ** 3
     d = jnp.diagonal(Ic, axis1=-2, axis2=-1)
-    minors = [Ic[..., i, i] * Ic[..., j, j] - Ic[..., i, j] ** 2 for i, j in ((0, 1), (0, 2), (1, 2))]
-    # Sylvester's criterion for semi-definiteness: every principal minor >= 0
-    psd = jnp.all(d >= tol[..., None], axis=-1) & jnp.all(jnp.stack(minors, -1) >= tol[..., None], axis=-1) & (
-        jnp.linalg.det(Ic) >= tol)
+    minors = jnp.stack([d[..., i] * d[..., j] - Ic[..., i, j] ** 2 for i, j in ((0, 1), (0, 2), (1, 2))], -1)
+    # Sylvester's criterion for semi-definiteness: every principal minor >= 0, each to round-off in its own
+    # units (inertia, inertia², inertia³)
+    s = 1e-12 * jnp.sum(jnp.abs(d), -1)
+    psd = (jnp.all(d >= -s[..., None], -1) & jnp.all(minors >= -(s * s)[..., None], -1)
+           & (jnp.linalg.det(Ic) >= -s ** 3))
     inertia_ok = jnp.all(tree.mass >= 0) & jnp.all(psd) & jnp.all(tree.armature >= 0)
     tol_ok = jnp.isfinite(rtol) & jnp.isfinite(atol) & (rtol >= 0) & (atol >= 0) & ((rtol > 0) | (atol > 0))
     times_ok = jnp.isfinite(t0) & jnp.isfinite(t1) & (t1 > t0)
