@@ -190,12 +190,12 @@ def fresh():
     gc.collect()
 
 
-def measure(f, args):
+def measure(f, args, compile=True):
     fresh()
     t0 = time.perf_counter()
     lowered = jax.jit(f).lower(*args)
     t1 = time.perf_counter()
-    c = lowered.compile()
+    c = lowered.compile() if compile else None
     t2 = time.perf_counter()
     lines = lowered.as_text().count("\n")
     del c, lowered
@@ -208,6 +208,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     ap.add_argument("--only", default=None, help="run only rows whose name contains this string")
     ap.add_argument("--vehicle", action="store_true", help="add the stiff vehicle rows (minutes each)")
+    ap.add_argument("--lines-only", action="store_true",
+                    help="trace and lower only (program sizes, no XLA compile; prints, writes no file)")
     a = ap.parse_args()
 
     header = [f"# Compile time of the public entry points ({a.label})", ""]
@@ -230,13 +232,15 @@ def main():
     for name, model, target, build in todo:
         f, args = build()
         load = os.getloadavg()[0]
-        r = measure(f, args)
-        tgt = "" if target is None else f"≤ {target:g} ({'met' if r['total'] <= target else 'not met'})"
+        r = measure(f, args, compile=not a.lines_only)
+        tgt = "" if target is None or a.lines_only else f"≤ {target:g} ({'met' if r['total'] <= target else 'not met'})"
         line = (f"| {name} | {model} | {r['lower']:.2f} | {r['compile']:.2f} | {r['total']:.2f} | {tgt} | "
                 f"{r['lines']} | {load:.1f} |")
         print(line, flush=True)
         table.append(line)
     fresh()
+    if a.lines_only:
+        return
     write_result(a.out, f"compile_{a.label}" if a.label != "after" else "compile", "\n".join(header + table) + "\n")
 
 

@@ -60,7 +60,7 @@ def status_name(status) -> str:
 MAX_STEPS_DEFAULT = 100_000
 """simulate's default bound on step attempts: a safety bound, not a cost (the loop stops when done)."""
 DEFAULT_CHECKPOINTS = 100
-"""Checkpoints kept by the reverse pass of ``adjoint="checkpoint"`` (at most; fewer if max_steps is smaller)."""
+"""Loop states kept by the reverse pass of ``adjoint="checkpoint"`` (default of ``simulate(checkpoints=)``)."""
 
 
 def _initial_step(ode, integrator, t0, q0, v0, sc_y, sc_v, span):
@@ -121,7 +121,18 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator, saveat=None
     for k in ("rtol", "atol"):
         if k in kw:
             kw[k] = arr(kw[k])
+    kw.update(_traced_max_steps(kw.get("max_steps", MAX_STEPS_DEFAULT), kw.get("checkpoints")))
     return _simulate(model, q0, v0, arr(t0), arr(t1), integrator=integrator, saveat=saveat, dt0=arr(dt0), **kw)
+
+
+def _traced_max_steps(max_steps, checkpoints):
+    """max_steps as an array (calls that differ only in it share a compiled
+    program), after checking a concrete one."""
+    if isinstance(max_steps, (int, np.integer)) and not isinstance(max_steps, bool):
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        max_steps = jnp.asarray(max_steps, jnp.int32)
+    return dict(max_steps=max_steps, checkpoints=checkpoints)
 
 
 @eqx.filter_jit
@@ -159,7 +170,7 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     adjoint: "checkpoint" (default) or "none".  Both are a while loop that
       runs as many steps as the run needs.  "checkpoint" is reverse-mode
       differentiable (``jax.grad``) with bounded memory: the reverse pass keeps
-      ``checkpoints`` copies of the loop state (default min(max_steps, 100))
+      ``checkpoints`` copies of the loop state (default 100)
       and recomputes the steps between them (online binomial checkpointing,
       Stumm-Walther; ``equinox.internal.while_loop``), so a gradient costs a
       few forward runs.  "none" is forward-mode differentiable only
@@ -228,8 +239,10 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     adaptive = integrator.adaptive
     if not adaptive and dt0 is None:
         raise ValueError(f"{type(integrator).__name__} takes fixed steps: give dt0")
-    if int(max_steps) < 1:
-        raise ValueError("max_steps must be >= 1")
+    if isinstance(max_steps, (int, np.integer)) and not isinstance(max_steps, bool) and max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+    if not (isinstance(max_steps, (int, np.integer)) or jnp.issubdtype(jnp.result_type(max_steps), jnp.integer)):
+        raise TypeError(f"max_steps must be an integer, got {max_steps!r}")
     fac = integrator.tolerance_factor if adaptive else 1.0
     rtol, atol = fac * jnp.asarray(rtol, dt), fac * jnp.asarray(atol, dt)
     n_save = ts.shape[0]
@@ -406,8 +419,11 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     if adjoint == "none":
         s = eqxi.while_loop(cond, step, state, buffers=buffers, kind="lax")
     else:
-        n_ck = min(int(max_steps), DEFAULT_CHECKPOINTS) if checkpoints is None else int(checkpoints)
-        s = eqxi.while_loop(cond, step, state, max_steps=int(max_steps), buffers=buffers, kind="checkpointed",
+        n_ck = DEFAULT_CHECKPOINTS if checkpoints is None else int(checkpoints)
+        if n_ck < 1:
+            raise ValueError(f"checkpoints must be >= 1, got {checkpoints}")
+        # the bound is the loop's own condition (max_steps may be traced); the reverse pass keeps n_ck states
+        s = eqxi.while_loop(cond, step, state, max_steps=None, buffers=buffers, kind="checkpointed",
                             checkpoints=n_ck)
     return _solution(ts, s, n_save, record)
 

@@ -15,6 +15,10 @@ import pytest
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
+if os.environ.get("JAXMBD_TEST_CACHE"):
+    jax.config.update("jax_compilation_cache_dir", os.environ["JAXMBD_TEST_CACHE"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 sys.path.insert(0, os.path.dirname(__file__))
 
 from hypothesis import settings  # noqa: E402
@@ -36,3 +40,32 @@ def _bound_memory_mappings():
     yield
     import jaxmbd
     jaxmbd.release_compiled_programs()
+
+
+# --- optional compile profile: JAXMBD_TEST_PROFILE=<dir> writes, per worker, one
+# JSON line per test with the seconds spent tracing, lowering and compiling
+# (and compile seconds saved by persistent-cache hits).
+_PROFILE_DIR = os.environ.get("JAXMBD_TEST_PROFILE")
+if _PROFILE_DIR:
+    import json
+    import time as _time
+    from jax._src import monitoring as _monitoring
+
+    _acc = {}
+
+    def _listener(event, duration, **kw):
+        key = event.rsplit("/", 1)[-1]
+        _acc[key] = _acc.get(key, 0.0) + duration
+        _acc[key + "_n"] = _acc.get(key + "_n", 0) + 1
+
+    _monitoring.register_event_duration_secs_listener(_listener)
+
+    @pytest.fixture(autouse=True)
+    def _profile(request):
+        _acc.clear()
+        t = _time.perf_counter()
+        yield
+        rec = dict(test=request.node.nodeid, wall=_time.perf_counter() - t, **_acc)
+        os.makedirs(_PROFILE_DIR, exist_ok=True)
+        with open(os.path.join(_PROFILE_DIR, f"{os.getpid()}.jsonl"), "a") as f:
+            f.write(json.dumps(rec) + "\n")

@@ -184,9 +184,11 @@ def test_assembly_converges_quadratically():
     assert abs(float(qa[0] - q[0])) < 0.05   # minimum norm: stays near the start
 
 
-@pytest.mark.parametrize("name,tol,eq,ev", [("rosenbrock", 1e-8, 1e-7, 1e-5), ("sdirk4", 1e-8, 1e-7, 1e-5),
-                                            ("descriptor_sdirk4", 1e-8, 1e-7, 1e-5),
-                                            ("trapezoidal", 1e-5, 1e-5, 1e-3)])
+@pytest.mark.parametrize("name,tol,eq,ev", [("rosenbrock", 1e-8, 1e-7, 1e-5),
+                                            pytest.param("sdirk4", 1e-8, 1e-7, 1e-5, marks=pytest.mark.slow),
+                                            pytest.param("descriptor_sdirk4", 1e-8, 1e-7, 1e-5,
+                                                         marks=pytest.mark.slow),
+                                            pytest.param("trapezoidal", 1e-5, 1e-5, 1e-3, marks=pytest.mark.slow)])
 def test_squeezer_against_radau(squeezer, reference, name, tol, eq, ev):
     """The seven-body mechanism to t = 0.03 against scipy Radau (rtol 1e-11) on the
     test set's index-1 form: relative errors in all seven angles and rates, and
@@ -235,6 +237,7 @@ def test_schur_through_sparse_ltdl_equals_the_augmented_solve():
     np.testing.assert_allclose(G @ a, jaxmbd.constraint_bias(m, q, v), atol=1e-9)
 
 
+@pytest.mark.slow
 def test_descriptor_trapezoidal_is_the_state_space_trapezoidal_rule(squeezer):
     """InflTrap and SspTrap discretize with the same formula and differ only in
     the Newton iteration ((q̈, λ) against the independent accelerations): at
@@ -250,17 +253,18 @@ def test_descriptor_trapezoidal_is_the_state_space_trapezoidal_rule(squeezer):
         jaxmbd.simulate(jaxmbd.models.pendulum(), t1=0.1, integrator=integrators.DescriptorTrapezoidal())
 
 
+@pytest.mark.slow
 def test_batched_squeezers_and_the_spring_gradient(squeezer):
-    """256 squeezers with different spring constants (rollout = vmap) equal
+    """32 squeezers with different spring constants (rollout = vmap) equal
     single runs; d β(t1)/d c0 by reverse mode through the adaptive integration
     (recovery included) equals central differences of the independent scipy
     reference."""
-    ks = jnp.linspace(4000.0, 5000.0, 256)[:, None]
+    ks = jnp.linspace(4000.0, 5000.0, 32)[:, None]
     kw = dict(t1=0.004, integrator=integrators.Dopri5(), rtol=1e-9, atol=1e-9, max_steps=300)
     r = jaxmbd.rollout(squeezer, model_params={"tree.forces.spring_k": ks}, adjoint="none", **kw)
     assert np.all(np.asarray(r.status) == 0)
     one = eqx.filter_jit(lambda m: jaxmbd.simulate(m, adjoint="none", **kw))
-    for i in (0, 97, 255):
+    for i in (0, 13, 31):
         s = one(eqx.tree_at(lambda m: m.tree.forces.spring_k, squeezer, ks[i]))
         np.testing.assert_allclose(r.qs[i, -1], s.qs[-1], rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(r.vs[i, -1], s.vs[-1], rtol=1e-12, atol=1e-9)
@@ -278,7 +282,7 @@ def test_batched_squeezers_and_the_spring_gradient(squeezer):
     assert abs(g - fd) <= 1e-5 * abs(fd), (g, fd)
 
 
-@pytest.mark.parametrize("make", ["four_bar", "slider_crank"])
+@pytest.mark.parametrize("make", ["four_bar", pytest.param("slider_crank", marks=pytest.mark.slow)])
 def test_energy_is_conserved_and_the_partition_renewed(make):
     """A conservative four-bar over several crank turns and a slider-crank
     (gravity only): total energy constant along the run (an identity that a

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from scipy.integrate import solve_ivp
 
 import jaxmbd
@@ -28,6 +29,7 @@ def _radau_tip_path(params):
     return np.asarray(tip(jnp.asarray(r.y[:2].T)))
 
 
+@pytest.mark.slow
 def test_lbfgs_recovers_the_design_and_an_independent_simulation_confirms_it():
     target = jnp.asarray(_radau_tip_path(TRUE))
 

@@ -32,7 +32,9 @@ def _code(nb):
     return ["".join(cell["source"]) for cell in nb["cells"] if cell["cell_type"] == "code"]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+# the stiff-integration notebook runs the stiffened vehicle (minutes of compilation): a slow check
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.name.startswith("03_") else p
+                                  for p in NOTEBOOKS], ids=lambda p: p.name)
 def test_notebook_runs(path, monkeypatch):
     """Every code cell, in order, in one namespace, as Jupyter would run them:
     cwd = notebooks/, JAXMBD_QUICK=1 (small sizes), the Agg backend; every

@@ -444,7 +444,8 @@ def test_statuses_and_bad_input():
 
 
 @pytest.mark.parametrize("method, kw", [(I.RK4(), dict(dt0=0.02)),
-                                        (I.RosenbrockNystrom4(), dict(rtol=1e-7, atol=1e-7))])
+                                        pytest.param(I.RosenbrockNystrom4(), dict(rtol=1e-7, atol=1e-7),
+                                                     marks=pytest.mark.slow)])
 def test_gradients_match_finite_differences(method, kw):
     """d(loss of the final state)/d(spring constant, initial velocity), fixed-step
     and adaptive, against central differences (relative 1e-5)."""
@@ -500,6 +501,7 @@ def test_spinning_body_conserves_energy_and_momentum():
     assert float(jnp.min(sol.vs[:, 4])) < -1.0  # ω_y changed sign: the Dzhanibekov flip
 
 
+@pytest.mark.slow
 def test_sparse_iteration_matrix_equals_the_dense_one():
     """Π = H + h γ ∂R/∂v + h² γ² ∂R/∂q factored by the branch-sparse LU solves
     S u = r exactly like the dense S = I - h γ J2 - h² γ² J1, and J1 x matches;

@@ -120,3 +120,33 @@ def test_bad_traced_inputs_give_failure_statuses_per_member():
     assert int(f(-0.01).status) == I.BAD_TIMES and int(f(0.01).status) == I.SUCCESS
     # rtol = 0 with atol > 0 is a valid (pure absolute) tolerance
     assert int(jax.jit(_run)(MODEL, q0[0], v0[0], 0.0, 0.2, 0.0, 1e-6).status) == I.SUCCESS
+
+
+def test_max_steps_is_a_traced_bound_shared_by_one_program():
+    """Calls that differ only in max_steps (or tolerances) share one compiled
+    program, and under vmap each member has its own bound: a member whose
+    bound is too small stops with status 1 after exactly that many attempts,
+    the others finish."""
+    kw = dict(t1=0.5, integrator=I.Dopri5())
+    a = simulate(MODEL, max_steps=1000, rtol=1e-6, atol=1e-6, **kw)
+    compiles = []
+
+    def listen(event, duration, **_):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(duration)
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        b = simulate(MODEL, max_steps=4, rtol=1e-8, atol=1e-8, **kw)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert not compiles   # the first call's program
+    assert int(a.status) == 0 and int(b.status) == 1
+    assert int(b.stats["accepted"]) + int(b.stats["rejected"]) == 4
+    r = jax.vmap(lambda n: simulate(MODEL, max_steps=n, **kw))(jnp.array([3, 1000, 7]))
+    np.testing.assert_array_equal(np.asarray(r.status), [1, 0, 1])
+    np.testing.assert_array_equal(np.asarray(r.stats["accepted"] + r.stats["rejected"]), [3, a.stats["accepted"]
+                                                                                          + a.stats["rejected"], 7])
+    with pytest.raises(ValueError, match="max_steps must be >= 1"):
+        simulate(MODEL, max_steps=0, **kw)
+    with pytest.raises(TypeError, match="max_steps must be an integer"):
+        simulate(MODEL, max_steps=jnp.asarray(10.0), **kw)

@@ -60,6 +60,7 @@ def test_observe_keeps_only_what_is_asked():
     np.testing.assert_array_equal(r.qs[0], r.qs[1])
 
 
+@pytest.mark.slow
 def test_gradient_through_a_batched_rollout_matches_finite_differences():
     """d(mean loss over the batch)/d(per-member spring constants, initial velocities), adaptive Rosenbrock."""
     m, B, q0, v0, ks = _setup()

@@ -43,7 +43,8 @@ FUNCS = {
 PARAMS = ("mass", "com", "inertia", "axis", "tree_pos", "damping")
 
 
-@pytest.mark.parametrize("name", sorted(FUNCS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("aba", "crba") else n
+                                  for n in sorted(FUNCS)])
 def test_grads(small, name):
     """Order-2 forward and reverse derivatives w.r.t. the state and the model."""
     m, q, v, tau = small

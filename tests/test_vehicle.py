@@ -187,6 +187,7 @@ def _spatial_loop():
     return b.build()
 
 
+@pytest.mark.slow
 def test_descriptor_codes_with_ball_joints():
     """InflSDIRK and InflTrap now take rotation DoFs (their unknowns are the
     chart accelerations): on a spatial loop they agree with the state-space

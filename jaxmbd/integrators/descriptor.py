@@ -265,17 +265,22 @@ class DescriptorSDIRK4(AbstractIntegrator):
         sc = _newton_scale(ode, scale, h * SUM_ABS_B16, lam_w)
         solve = lambda r: jsl.lu_solve(lu, r)  # noqa: E731
         nv = ode.nv
-        acc, ok, iters = [], ok0, jnp.array(0)
-        eta = jnp.array(1.0, v0.dtype)
-        z = z0
-        for i in range(5):
-            ytil = h * C16[i] * v0 + h * h * sum((MU16[i, j] * acc[j] for j in range(i)), jnp.zeros_like(v0))
-            ydtil = v0 + h * sum((A16[i, j] * acc[j] for j in range(i)), jnp.zeros_like(v0))
-            res = lambda zz, ti=t + C16[i] * h, yt=ytil, ydt=ydtil: _residual(ode, ti, yt, ydt, beta, gh, zz)
+        dt = v0.dtype
+        mu, a16, c16 = jnp.asarray(MU16, dt), jnp.asarray(A16, dt), jnp.asarray(C16, dt)
+
+        def stage(carry, i):
+            # one traced stage for all five (a scan): rows j >= i of S are still zero, μ and A strictly
+            # lower triangular apart from the diagonal γ, which the rows' masks drop
+            S, z, ok, iters, eta = carry
+            low = jnp.arange(5) < i
+            ytil = h * c16[i] * v0 + h * h * (jnp.where(low, mu[i], 0.0) @ S)
+            ydtil = v0 + h * (jnp.where(low, a16[i], 0.0) @ S)
+            res = lambda zz: _residual(ode, t + c16[i] * h, ytil, ydtil, beta, gh, zz)  # noqa: E731
             z, ok_i, it_i, eta, _ = newton(res, solve, z, sc, max_iter=self.newton_max, eta_old=eta)
-            acc.append(z[:nv][ode.ind])
-            ok, iters = ok & ok_i, iters + it_i
-        S = jnp.stack(acc)
+            return (S.at[i].set(z[:nv][ode.ind]), z, ok & ok_i, iters + it_i, eta), None
+
+        init = (jnp.zeros((5, ode.ind.shape[0]), dt), z0, ok0, jnp.array(0), jnp.array(1.0, dt))
+        (S, _, ok, iters, _), _ = jax.lax.scan(stage, init, jnp.arange(5))
         y1 = h * v0 + h * h * (PHI16 @ S)
         yd1 = v0 + h * (B16 @ S)
         one = jnp.array(1, jnp.int32)

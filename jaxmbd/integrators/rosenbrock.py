@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -107,26 +108,31 @@ class RosenbrockNystrom4(AbstractIntegrator):
         else:
             g0, M = iteration_matrix(ode, t, v0, h * e, self.linear_solver)
         gt = ode.g_t(t, y0, v0) + M.J1mv(v0)
-        us, f_prev = [], None
-        for i in range(4):
-            if i == 0:
-                f = g0
-            elif i == 3:
-                f = f_prev  # (4.65): stage 4 has stage 3's argument
-            else:
-                Y = h * k["ai"][i] * v0 + h * sum(k["T"][i, j] * us[j] for j in range(i))
-                Yd = v0 + sum(k["W"][i, j] * us[j] for j in range(i))
-                f = ode.g(t + k["ai"][i] * h, Y, Yd)
-            f_prev = f
-            r = h * e * f + h * h * e * k["ei"][i] * gt
-            if i:
-                r = r + e * sum(k["C"][i, j] * us[j] for j in range(i))
-                r = r + h * h * e * M.J1mv(sum(k["D"][i, j] * us[j] for j in range(i)))
-            us.append(M.solve_S(r))
-        y1 = h * v0 + h * sum(k["p"][i] * us[i] for i in range(4))
-        yd1 = v0 + sum(k["s"][i] * us[i] for i in range(4))
-        ey = h * sum(k["ep"][i] * us[i] for i in range(4))
-        ed = sum(k["ev"][i] * us[i] for i in range(4))
+        dt = v0.dtype
+        kk = {x: jnp.asarray(k[x], dt) for x in ("T", "W", "C", "D", "ai", "ei", "p", "s", "ep", "ev")}
+
+        def solve_stage(i, f, us):
+            # rows j >= i of us are still zero and T, W, C, D are strictly lower triangular
+            r = h * e * f + h * h * e * kk["ei"][i] * gt
+            if isinstance(i, int) and i == 0:
+                return M.solve_S(r)
+            return M.solve_S(r + e * (kk["C"][i] @ us) + h * h * e * M.J1mv(kk["D"][i] @ us))
+
+        us = jnp.zeros((4, v0.shape[0]), dt)
+        us = us.at[0].set(solve_stage(0, g0, us))
+
+        def stage(us, i):
+            # stages 2 and 3, the ones that evaluate g: one traced copy of g (a scan)
+            Y = h * kk["ai"][i] * v0 + h * (kk["T"][i] @ us)
+            f = ode.g(t + kk["ai"][i] * h, Y, v0 + kk["W"][i] @ us)
+            return us.at[i].set(solve_stage(i, f, us)), f
+
+        us, fs = jax.lax.scan(stage, us, jnp.arange(1, 3))
+        us = us.at[3].set(solve_stage(3, fs[1], us))  # (4.65): stage 4 has stage 3's argument
+        y1 = h * v0 + h * (kk["p"] @ us)
+        yd1 = v0 + kk["s"] @ us
+        ey = h * (kk["ep"] @ us)
+        ed = kk["ev"] @ us
         if self.filtered:
             ey, ed = M.solve_first_order(ey, ed)
         n_jac_rhs = 1 if self.jacobian == "autodiff" else 1 + 2 * v0.shape[0]

@@ -143,30 +143,38 @@ class SDIRK4(AbstractIntegrator):
         def solve(r):
             return jnp.concatenate(M.solve_first_order(r[:n], r[n:]))
 
-        zs, ok, iters = [], jnp.array(True), jnp.array(0)
-        eta, theta = jnp.array(1.0, v0.dtype), jnp.array(0.0, v0.dtype)
-        for i in range(5):
-            rhs = sum((ALPHA[i, k] * zs[k] for k in range(i) if ALPHA[i, k] != 0.0), jnp.zeros(2 * n, v0.dtype))
-            z0 = sum((PRED[i, k] * zs[k] for k in range(i) if PRED[i, k] != 0.0), jnp.zeros(2 * n, v0.dtype))
-            if i == 0 and self.dense_predictor and cache is not None:
-                # extrapolate the previous step's continuous extension to this stage's time,
-                # relative to its end point (the new step start); 0 after a rejection
-                zp = dense_output(cache.zs, 1.0 + C[0] * h / cache.h) - cache.zs[4]
-                z0 = jnp.where(cache.accepted & jnp.all(jnp.isfinite(zp)), zp, z0)
-            ti = t + C[i] * h
-            res = lambda z, ti=ti, rhs=rhs: z - h * GAMMA * F(ti, z) - rhs
-            z, ok_i, it_i, eta, th_i = newton(res, solve, z0, sc, eta_old=eta)
-            zs.append(z)
-            ok, iters, theta = ok & ok_i, iters + it_i, jnp.maximum(theta, th_i)
+        dt = v0.dtype
+        z_first = None
+        if self.dense_predictor and cache is not None:
+            # stage 1 starts from the previous step's continuous extension at this stage's time,
+            # relative to its end point (the new step start); from 0 after a rejection
+            zp = dense_output(cache.zs, 1.0 + C[0] * h / cache.h) - cache.zs[4]
+            z_first = jnp.where(cache.accepted & jnp.all(jnp.isfinite(zp)), zp, 0.0)
+        alpha, pred, c = jnp.asarray(ALPHA, dt), jnp.asarray(PRED, dt), jnp.asarray(C, dt)
+
+        def stage(carry, i):
+            # one traced stage for all five (a scan, not five copies of the Newton loop and of g):
+            # rows k >= i of zs are still zero, and ALPHA, PRED are strictly lower triangular
+            zs, ok, iters, eta, theta = carry
+            rhs, z0 = alpha[i] @ zs, pred[i] @ zs
+            if z_first is not None:
+                z0 = jnp.where(i == 0, z_first, z0)
+            ti = t + c[i] * h
+            z, ok_i, it_i, eta, th_i = newton(lambda z: z - h * GAMMA * F(ti, z) - rhs, solve, z0, sc,
+                                              eta_old=eta)
+            return (zs.at[i].set(z), ok & ok_i, iters + it_i, eta, jnp.maximum(theta, th_i)), None
+
+        init = (jnp.zeros((5, 2 * n), dt), jnp.array(True), jnp.array(0), jnp.array(1.0, dt), jnp.array(0.0, dt))
+        (zs, ok, iters, eta, theta), _ = jax.lax.scan(stage, init, jnp.arange(5))
         w1 = zs[4]
-        err = sum(DBAR[i] * zs[i] for i in range(5))
+        err = jnp.asarray(DBAR, dt) @ zs
         ey, ed = err[:n], err[n:]
         if self.filtered:
             ey, ed = M.solve_first_order(ey, ed)
         new_cache = None
         if cache is not None:
             kept = Kept.after(M, h, ok, theta) if keep else cache.kept
-            new_cache = SDIRKCache(kept, jnp.stack(zs), jnp.asarray(h, v0.dtype), jnp.array(False))
+            new_cache = SDIRKCache(kept, zs, jnp.asarray(h, v0.dtype), jnp.array(False))
         work = fresh.astype(jnp.int32)
         return Attempt(w1[:n], v0 + w1[n:], ey, ed, ok=ok, rhs=work + iters, jac=work, lu=work,
                        newton=iters, cache=new_cache)
