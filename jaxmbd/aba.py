@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from functools import partial
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
@@ -20,7 +21,39 @@ from .topology import tree_backward, tree_forward
 
 @jax.jit
 def aba(model, q, v, tau, f_ext=None):
-    """Articulated-body algorithm; tau includes every generalized force (passive ones too)."""
+    """Articulated-body algorithm; tau includes every generalized force (passive ones too).
+
+    Its derivatives are not those of the three passes: qdd solves
+    R(θ, q, v, qdd) = RNEA(θ, q, v, qdd, f_ext) + armature qdd - tau = 0, so
+    (implicit-function theorem, as in Carpentier and Mansard's analytical
+    derivatives of the ABA) qdd' = H⁻¹ (tau' - ∂R/∂(θ, q, v, f_ext) · (θ', q', v', f_ext')):
+    one forward-mode pass of the RNEA at the solution and one more ABA with
+    zero velocity and gravity for H⁻¹.  Reverse mode transposes that: the
+    RNEA's pullback and one ABA's transpose, in place of the pullback
+    of the three ABA passes (larger to compile and slower to run)."""
+    return _aba(model, q, v, tau, f_ext)
+
+
+@jax.custom_jvp
+def _aba(model, q, v, tau, f_ext):
+    return _aba_passes(model, q, v, tau, f_ext)
+
+
+@_aba.defjvp
+def _aba_jvp(primals, tangents):
+    from .rnea import rnea
+    model, q, v, tau, f_ext = primals
+    dmodel, dq, dv, dtau, df = tangents
+    qdd = _aba(model, q, v, tau, f_ext)
+
+    def residual(model, q, v, f_ext):
+        return rnea(model, q, v, qdd, f_ext) + model.armature * qdd
+    _, dr = jax.jvp(residual, (model, q, v, f_ext), (dmodel, dq, dv, df))
+    still = eqx.tree_at(lambda m: m.gravity, model, jnp.zeros_like(model.gravity))
+    return qdd, _aba(still, q, jnp.zeros_like(v), dtau - dr, None)
+
+
+def _aba_passes(model, q, v, tau, f_ext):
     topo = model.topo
     js = joint_state(model, q, v)
     dt = js.X_up.dtype

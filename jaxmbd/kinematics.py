@@ -172,8 +172,15 @@ def point_jacobian(model, q, body, point=(0.0, 0.0, 0.0)):
 
 
 def body_inertias(model):
-    """(n,6,6) spatial inertias about each body origin, in body coordinates."""
-    return jax.vmap(spatial.spatial_inertia)(model.mass, model.com, model.inertia)
+    """(n,6,6) spatial inertias about each body origin, in body coordinates.
+
+    From the symmetric part of ``model.inertia`` (a rotational inertia is
+    symmetric, and the same for a symmetric one): every algorithm is then a
+    function of that part alone, so derivatives with respect to the inertia
+    agree between algorithms (the ABA's derivatives are computed through
+    the RNEA, ``aba.aba``) and are symmetric."""
+    Ic = 0.5 * (model.inertia + jnp.swapaxes(model.inertia, -1, -2))
+    return jax.vmap(spatial.spatial_inertia)(model.mass, model.com, Ic)
 
 
 @jax.jit

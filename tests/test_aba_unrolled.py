@@ -42,14 +42,14 @@ def test_equals_array_aba_and_inverts_rnea(trees):
         q, v, tau, fe = _states(m, 4, k)
         fd = jax.jit(jax.vmap(lambda q, v, t: jaxmbd.forward_dynamics(m, q, v, t, method="aba_unrolled")))
         a = fd(q, v, tau)
-        ref = jax.vmap(lambda q, v, t: jaxmbd.forward_dynamics(m, q, v, t, method="aba"))(q, v, tau)
+        ref = jax.jit(jax.vmap(lambda q, v, t: jaxmbd.forward_dynamics(m, q, v, t, method="aba")))(q, v, tau)
         np.testing.assert_allclose(a, ref, rtol=1e-10, atol=1e-10)
         # independent: inverse dynamics of the result gives the applied forces back
-        back = jax.vmap(lambda q, v, a: jaxmbd.inverse_dynamics(m, q, v, a))(q, v, a)
+        back = jax.jit(jax.vmap(lambda q, v, a: jaxmbd.inverse_dynamics(m, q, v, a)))(q, v, a)
         np.testing.assert_allclose(back, tau, rtol=0, atol=1e-9)
         # external body forces
-        af = jax.vmap(lambda q, v, t, f: aba_unrolled.aba(m, q, v, t, f))(q, v, tau, fe)
-        rf = jax.vmap(lambda q, v, t, f: aba_array(m, q, v, t, f))(q, v, tau, fe)
+        af = jax.jit(jax.vmap(lambda q, v, t, f: aba_unrolled.aba(m, q, v, t, f)))(q, v, tau, fe)
+        rf = jax.jit(jax.vmap(lambda q, v, t, f: aba_array(m, q, v, t, f)))(q, v, tau, fe)
         np.testing.assert_allclose(af, rf, rtol=1e-10, atol=1e-10)
         assert float(jnp.max(jnp.abs(af - a))) > 1e-3  # the forces do act
 
@@ -57,7 +57,7 @@ def test_equals_array_aba_and_inverts_rnea(trees):
 def test_members_on_the_trailing_axis_equal_vmap(trees):
     m = trees[1]
     q, v, tau, fe = _states(m, 5, 7)
-    want = jax.vmap(lambda q, v, t, f: aba_unrolled.aba(m, q, v, t, f))(q, v, tau, fe)
+    want = jax.jit(jax.vmap(lambda q, v, t, f: aba_unrolled.aba(m, q, v, t, f)))(q, v, tau, fe)
     got = jax.jit(lambda q, v, t, f: aba_unrolled.aba_batch(m, q, v, t, f))(q, v, tau, fe)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 

@@ -293,6 +293,7 @@ def test_stiff_double_pendulum_protocol(pendulum_reference):
     assert res["ros"][i5, 2] <= 2 * res["sdirk"][i5, 2], (res["ros"][:, 2], res["sdirk"][:, 2])
 
 
+@pytest.mark.slow
 def test_stiff_chain_protocol():
     """stiff_chain(3) (dominant eigenvalue below -1e5) over the same protocol
     against scipy's Radau at 1e-11 on jaxmbd's own forward dynamics: errors

@@ -59,6 +59,30 @@ def test_grads(small, name):
     check_grads(g, args, order=2, modes=("fwd", "rev"), atol=1e-5, rtol=1e-5, eps=1e-4)
 
 
+def test_aba_derivatives_through_the_rnea_equal_those_of_its_passes(small):
+    """The ABA's derivative rule (implicit function through the RNEA, one more
+    ABA for H⁻¹; jaxmbd.aba.aba) equals autodiff through the three passes
+    themselves, in forward and reverse mode, with respect to the state, the
+    torques, external forces and the mass parameters (second order: test_grads
+    below, -m slow)."""
+    from jaxmbd.aba import _aba_passes, aba
+    m, q, v, tau = small
+    fe = jnp.asarray(np.random.default_rng(3).normal(size=(m.n_bodies, 6)))
+
+    def via(f):
+        def g(q, v, tau, fe, mass, com, inertia):
+            mm = eqx_set(eqx_set(eqx_set(m, "mass", mass), "com", com), "inertia", inertia)
+            return f(mm, q, v, tau, fe)
+        return g
+    args = (q, v, tau, fe, m.mass, m.com, m.inertia)
+    argnums = tuple(range(len(args)))
+    ref = jax.jit(jax.jacfwd(via(_aba_passes), argnums))(*args)
+    for mode in (jax.jacfwd, jax.jacrev):
+        got = jax.jit(mode(via(aba), argnums))(*args)
+        for a, b in zip(got, ref):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9 * float(jnp.abs(b).max()))
+
+
 def test_grad_of_quaternion_maps_at_identity():
     """exp/log of rotations have finite, correct gradients at zero rotation."""
     m = models.random_tree(0, 1, root_joint="spherical")

@@ -93,6 +93,7 @@ def test_the_initial_state_is_the_static_equilibrium(baseline, stiff):
     np.testing.assert_allclose(L, [0.246463, 0.306016], atol=2e-6)
 
 
+@pytest.mark.slow
 def test_the_stiffened_spectrum(stiff):
     """The linearization of the stiffened variant's state-space ODE at rest
     (forward-mode Jacobians J1, J2 through the recovery): the data sheet's
