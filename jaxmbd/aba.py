@@ -15,7 +15,7 @@ from . import spatial
 from . import aba_unrolled, cost, ltdl
 from .crba import mass_matrix, mass_matrix_compact
 from .kinematics import _check, joint_state, node_inertias
-from .rnea import bias_force, node_forces, passive_force
+from .rnea import bias_force, node_forces, passive_force, rnea
 from .topology import tree_backward, tree_forward
 
 
@@ -41,7 +41,6 @@ def _aba(model, q, v, tau, f_ext):
 
 @_aba.defjvp
 def _aba_jvp(primals, tangents):
-    from .rnea import rnea
     model, q, v, tau, f_ext = primals
     dmodel, dq, dv, dtau, df = tangents
     qdd = _aba(model, q, v, tau, f_ext)

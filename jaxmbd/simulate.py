@@ -121,18 +121,20 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator, saveat=None
     for k in ("rtol", "atol"):
         if k in kw:
             kw[k] = arr(kw[k])
-    kw.update(_traced_max_steps(kw.get("max_steps", MAX_STEPS_DEFAULT), kw.get("checkpoints")))
+    # max_steps as an array: calls that differ only in it share a compiled program
+    max_steps = _check_max_steps(kw.get("max_steps", MAX_STEPS_DEFAULT))
+    kw["max_steps"] = jnp.asarray(max_steps, jnp.int32) if isinstance(max_steps, (int, np.integer)) else max_steps
     return _simulate(model, q0, v0, arr(t0), arr(t1), integrator=integrator, saveat=saveat, dt0=arr(dt0), **kw)
 
 
-def _traced_max_steps(max_steps, checkpoints):
-    """max_steps as an array (calls that differ only in it share a compiled
-    program), after checking a concrete one."""
-    if isinstance(max_steps, (int, np.integer)) and not isinstance(max_steps, bool):
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-        max_steps = jnp.asarray(max_steps, jnp.int32)
-    return dict(max_steps=max_steps, checkpoints=checkpoints)
+def _check_max_steps(max_steps):
+    """max_steps must be an integer (a Python int or an integer array), >= 1 when concrete."""
+    concrete = isinstance(max_steps, (int, np.integer)) and not isinstance(max_steps, bool)
+    if concrete and max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+    if not (concrete or jnp.issubdtype(jnp.result_type(max_steps), jnp.integer)):
+        raise TypeError(f"max_steps must be an integer, got {max_steps!r}")
+    return max_steps
 
 
 @eqx.filter_jit
@@ -239,10 +241,7 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     adaptive = integrator.adaptive
     if not adaptive and dt0 is None:
         raise ValueError(f"{type(integrator).__name__} takes fixed steps: give dt0")
-    if isinstance(max_steps, (int, np.integer)) and not isinstance(max_steps, bool) and max_steps < 1:
-        raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-    if not (isinstance(max_steps, (int, np.integer)) or jnp.issubdtype(jnp.result_type(max_steps), jnp.integer)):
-        raise TypeError(f"max_steps must be an integer, got {max_steps!r}")
+    _check_max_steps(max_steps)
     fac = integrator.tolerance_factor if adaptive else 1.0
     rtol, atol = fac * jnp.asarray(rtol, dt), fac * jnp.asarray(atol, dt)
     n_save = ts.shape[0]

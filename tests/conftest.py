@@ -15,10 +15,6 @@ import pytest
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
-if os.environ.get("JAXMBD_TEST_CACHE"):
-    jax.config.update("jax_compilation_cache_dir", os.environ["JAXMBD_TEST_CACHE"])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 sys.path.insert(0, os.path.dirname(__file__))
 
 from hypothesis import settings  # noqa: E402
