@@ -37,6 +37,7 @@ def _states(m, B, seed):
         jnp.asarray(rng.standard_normal((B, m.topo.n_bodies, 6)))
 
 
+@pytest.mark.slow  # five programs for each of the trees (58 s); the two tests below check a tree by default
 def test_equals_array_aba_and_inverts_rnea(trees):
     for k, m in enumerate(trees):
         q, v, tau, fe = _states(m, 4, k)

@@ -32,9 +32,14 @@ def _code(nb):
     return ["".join(cell["source"]) for cell in nb["cells"] if cell["cell_type"] == "code"]
 
 
-# the stiff-integration notebook runs the stiffened vehicle (minutes of compilation): a slow check
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.name.startswith("03_") else p
-                                  for p in NOTEBOOKS], ids=lambda p: p.name)
+# slow checks: the stiff-integration notebook (the stiffened vehicle, minutes of compilation) and the
+# three whose quick mode still compiles for 40-70 s (closed loops, batched gradients, quickstart); the
+# README tour covers the quickstart's calls in the default run
+SLOW_NOTEBOOKS = ("01_", "03_", "04_", "05_")
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.name.startswith(SLOW_NOTEBOOKS)
+                                  else p for p in NOTEBOOKS], ids=lambda p: p.name)
 def test_notebook_runs(path, monkeypatch):
     """Every code cell, in order, in one namespace, as Jupyter would run them:
     cwd = notebooks/, JAXMBD_QUICK=1 (small sizes), the Agg backend; every

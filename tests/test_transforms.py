@@ -43,7 +43,7 @@ FUNCS = {
 PARAMS = ("mass", "com", "inertia", "axis", "tree_pos", "damping")
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("aba", "crba") else n
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("aba", "crba", "rnea") else n
                                   for n in sorted(FUNCS)])
 def test_grads(small, name):
     """Order-2 forward and reverse derivatives w.r.t. the state and the model."""
