@@ -58,7 +58,7 @@ from jaxmbd import integrators as I  # noqa: E402
 from common import machine, write_result  # noqa: E402
 
 BATCH = 8
-SPRING = "tree.forces.spring_k"  # the squeezer's spring constant, as rollout's model_params names it
+SPRING = "tree.forces.0.stiffness"  # the squeezer's spring constant, as rollout's model_params names it
 
 
 def _field(model, name):

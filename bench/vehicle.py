@@ -44,7 +44,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxmbd  # noqa: E402
-from jaxmbd import dae, integrators as I  # noqa: E402
+from jaxmbd import dae, odes, integrators as I  # noqa: E402
 from jaxmbd.constraints import phi_jacobian_tree  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -75,7 +75,7 @@ KEYS = ("accepted", "rejected", "rhs_evals", "jacobian_evals")
 def eigenvalues(mech):
     qt = mech.to_tree(mech.q0)
     P = dae.partition(phi_jacobian_tree(mech, qt))
-    ode = dae.ConstrainedChartODE(mech, qt, P["dep"], P["ind"])
+    ode = odes.ConstrainedChartODE(mech, qt, P["dep"], P["ind"])
     n = int(P["ind"].shape[0])
     y0 = jnp.zeros(n)
     _, J1, J2 = jax.jit(ode.g_and_jac)(0.0, y0, mech.to_tree(mech.v0)[P["ind"]])

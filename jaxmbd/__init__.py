@@ -25,15 +25,19 @@ from .model import Model, ModelBuilder  # noqa: E402
 from .topology import Topology, tree_backward, tree_forward  # noqa: E402
 from .kinematics import (  # noqa: E402
     forward_kinematics, frame_jacobian, frame_pose, point_jacobian, kinetic_energy,
-    potential_energy, integrate_q, difference_q, qdot, normalize_q, neutral_q, joint_state,
+    integrate_q, difference_q, qdot, normalize_q, neutral_q, joint_state,
 )
-from .rnea import inverse_dynamics, bias_force, passive_force, rnea  # noqa: E402
+from .rnea import rnea  # noqa: E402
 from .crba import mass_matrix, mass_matrix_compact, compact_to_dense, composite_inertias  # noqa: E402
-from .aba import forward_dynamics, aba  # noqa: E402
+from .aba import aba  # noqa: E402
+from .dynamics import (  # noqa: E402
+    inverse_dynamics, bias_force, passive_force, forward_dynamics, potential_energy,
+)
 from .coriolis import coriolis_matrix  # noqa: E402
-from . import cost, ltdl, linalg, models, integrators, forces, constraints, dae  # noqa: E402
+from . import cost, ltdl, linalg, models, integrators, forces, constraints, dae, dynamics, odes  # noqa: E402
 from .constraints import Mechanism, constraint_residual, constraint_jacobian, constraint_bias  # noqa: E402
 from .dae import constrained_dynamics, assemble  # noqa: E402
+from .odes.constrained import static_equilibrium  # noqa: E402
 from .simulate import simulate, Solution, status_name  # noqa: E402
 from .rollout import rollout, Rollout  # noqa: E402
 from .io import load_mjcf, load_urdf  # noqa: E402
@@ -49,6 +53,6 @@ __all__ = [
     "mass_matrix", "mass_matrix_compact", "compact_to_dense", "composite_inertias",
     "forward_dynamics", "aba", "coriolis_matrix", "cost", "ltdl", "linalg", "models",
     "release_compiled_programs", "integrators", "simulate", "Solution", "status_name", "rollout", "Rollout",
-    "load_mjcf", "load_urdf", "forces", "constraints", "dae", "Mechanism", "constraint_residual",
+    "load_mjcf", "load_urdf", "forces", "constraints", "dae", "dynamics", "odes", "static_equilibrium", "Mechanism", "constraint_residual",
     "constraint_jacobian", "constraint_bias", "constrained_dynamics", "assemble",
 ]

@@ -1,21 +1,16 @@
-"""Forward dynamics: articulated-body algorithm (RBDA Table 7.1), level-parallel,
-and the CRBA route (H qdd = tau - C)."""
+"""The articulated-body algorithm (RBDA Table 7.1), level-parallel, with its
+derivatives through the RNEA (the forward-dynamics compositions, with every
+force and the factorization rule, are in :mod:`jaxmbd.dynamics`)."""
 
 from __future__ import annotations
-
-import functools
-from functools import partial
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 
 from . import spatial
-from . import aba_unrolled, cost, ltdl
-from .crba import mass_matrix, mass_matrix_compact
-from .kinematics import _check, joint_state, node_inertias
-from .rnea import bias_force, node_forces, passive_force, rnea
+from .kinematics import joint_state, node_inertias
+from .rnea import node_forces, rnea
 from .topology import tree_backward, tree_forward
 
 
@@ -95,58 +90,3 @@ def _aba_passes(model, q, v, tau, f_ext):
     a0 = jnp.concatenate([jnp.zeros(3, dt), -model.gravity])
     _, qdd = tree_forward(topo, fwd_a, (a0, jnp.zeros((), dt)), (js.R_up, js.p_up, js.s, c, U, D, u))
     return qdd
-
-
-# In bench/results/ltdl_cpu.md (2-core CPU, float64) the batch-minor sparse
-# factor + solve from compact H beats dense Cholesky at batch >= 64 on every
-# branched tree (humanoid30 2.2-7x, grids 1.7-13x, binary trees 1.5-55x); at
-# batch 1 both are dispatch-bound and sparse is 0.5-3x of dense.  On chains
-# (no branch-induced sparsity, predicted speed-up 1) it loses at small
-# batches (chain100 0.2-0.5x at B <= 64).  So: sparse wherever the operation
-# counts predict any real gain, dense for chains.
-SPARSE_MIN_PREDICTED_SPEEDUP = 2.0
-
-
-@functools.lru_cache(maxsize=None)
-def _auto_factorization(topo):
-    sparse = cost.predicted_factor_solve_speedup(topo) >= SPARSE_MIN_PREDICTED_SPEEDUP
-    return "sparse" if sparse else "dense"
-
-
-def factorization_for(model):
-    """What ``factorization="auto"`` picks for this topology: "sparse" or "dense"."""
-    return _auto_factorization(model.topo)
-
-
-@partial(jax.jit, static_argnames=("method", "factorization"))
-def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="auto"):
-    """Joint accelerations qdd with H(q) qdd + C(q, v) = tau.
-
-    method: "aba" (articulated-body algorithm, O(n)), "aba_unrolled" (the
-    same algorithm with its spatial algebra written out in scalars,
-    jaxmbd.aba_unrolled: the same numbers, faster for large batches on a GPU,
-    bench/results/throughput_gpu.md) or "crba" (H from the CRBA, then a
-    factorization of H).  factorization (method="crba" only):
-    "sparse" (branch-sparse LᵀDL, jaxmbd.ltdl), "dense" (Cholesky) or "auto"
-    (sparse where the seed's operation counts predict at least a 2x gain,
-    i.e. every branched tree; dense for chains: bench/results/ltdl_cpu.md).  f_ext:
-    optional (n, 6) body-frame spatial forces on the bodies.
-    """
-    q, v, tau = jnp.asarray(q), jnp.asarray(v), jnp.asarray(tau)
-    _check(model, q, v)
-    if tau.shape != (model.nv,):
-        raise ValueError(f"tau has shape {tau.shape}, expected ({model.nv},)")
-    if method == "aba":
-        return aba(model, q, v, tau + passive_force(model, q, v), f_ext)
-    if method == "aba_unrolled":
-        return aba_unrolled.aba(model, q, v, tau + passive_force(model, q, v), f_ext)
-    if method == "crba":
-        if factorization == "auto":
-            factorization = factorization_for(model)
-        rhs = tau - bias_force(model, q, v, f_ext)
-        if factorization == "sparse":
-            return ltdl.factor_solve(model, mass_matrix_compact(model, q), rhs)
-        if factorization == "dense":
-            return jsl.cho_solve(jsl.cho_factor(mass_matrix(model, q)), rhs)
-        raise ValueError(f"unknown factorization {factorization!r}; expected 'auto', 'sparse' or 'dense'")
-    raise ValueError(f"unknown forward-dynamics method {method!r}; expected 'aba', 'aba_unrolled' or 'crba'")

@@ -40,6 +40,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import spatial
+from .kinematics import forward_kinematics, integrate_q
+
 ROWS = {"point": 3, "point_planar": 2, "revolute": 5, "prismatic": 5, "weld": 6, "distance": 1,
         "point_on_line": 2}
 KINDS = tuple(ROWS)
@@ -152,7 +155,6 @@ def _joint_order(tree, perm):
 
 def _frames(mech, q_tree):
     """World poses of every constraint's frames A and B: (Ra, pa, Rb, pb), each (k, ...)."""
-    from .kinematics import forward_kinematics
     kin = forward_kinematics(mech.tree, q_tree)
     dt = kin.pos.dtype
 
@@ -181,24 +183,12 @@ def _rows(kind, Ra, pa, Rb, pb, dist, plane):
     if kind == "prismatic":
         return jnp.stack([x @ d, y @ d, x @ Rb[:, 2], y @ Rb[:, 2], x @ Rb[:, 1]])
     if kind == "weld":
-        return jnp.concatenate([pa - pb, _rotation_vector(Ra.T @ Rb)])
+        return jnp.concatenate([pa - pb, spatial.rotation_vector(Ra.T @ Rb)])
     if kind == "distance":
         return jnp.sqrt(jnp.sum(d * d))[None] - dist
     if kind == "point_on_line":
         return jnp.stack([x @ d, y @ d])
     raise ValueError(f"unknown constraint kind {kind!r}")
-
-
-def _rotation_vector(R):
-    """log(R)ᵛ: zero only at the identity (the skew part ½ vee(R - Rᵀ) also
-    vanishes at half turns); smooth near the identity (series below 1e-4 rad)."""
-    s = 0.5 * jnp.stack([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
-    c = 0.5 * (R[0, 0] + R[1, 1] + R[2, 2] - 1.0)
-    n2 = jnp.sum(s * s)
-    small = n2 < 1e-8
-    n = jnp.sqrt(jnp.where(small, 1.0, n2))
-    theta = jnp.arctan2(n, c)
-    return s * jnp.where(small, 1.0 + n2 / 6.0, theta / n)
 
 
 def phi_tree(mech, q_tree):
@@ -213,14 +203,12 @@ def phi_tree(mech, q_tree):
 
 def phi_jacobian_tree(mech, q_tree):
     """Φ_q (nc, nv) with respect to the tangent coordinates (tree order)."""
-    from .kinematics import integrate_q
     x0 = jnp.zeros(mech.nv, jnp.result_type(q_tree, float))
     return jax.jacfwd(lambda x: phi_tree(mech, integrate_q(mech.tree, q_tree, x)))(x0)
 
 
 def phi_bias_tree(mech, q_tree, v_tree):
     """τ = -(Φ_q v)_q v (nc,), so that Φ_q a = τ keeps dΦ/dt = 0 (tree order)."""
-    from .kinematics import integrate_q
 
     def phi_s(s):
         return phi_tree(mech, integrate_q(mech.tree, q_tree, s * v_tree))

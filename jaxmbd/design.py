@@ -15,12 +15,13 @@ from typing import Callable, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from . import models
 from .integrators import RK4
 from .kinematics import forward_kinematics
-from .simulate import _concrete, simulate
+from .simulate import simulate
 
 
 class OptimizeResult(NamedTuple):
@@ -70,8 +71,11 @@ def tip_path(model, q0, v0, ts, dt=0.005, max_steps=None):
     RK4 with step dt (max_steps: by default just enough when ts is known
     at trace time, which keeps the differentiated loop short)."""
     if max_steps is None:
-        t_end = _concrete(ts)
-        max_steps = 4096 if t_end is None else int(math.ceil(float(t_end[-1]) / dt)) + len(t_end) + 2
+        if isinstance(ts, jax.core.Tracer):
+            max_steps = 4096
+        else:
+            t_end = np.asarray(ts, float)
+            max_steps = int(math.ceil(float(t_end[-1]) / dt)) + len(t_end) + 2
     sol = simulate(model, q0, v0, 0.0, ts[-1], integrator=RK4(), dt0=dt, saveat=ts, max_steps=max_steps)
     lower = model.body_id("lower")
 

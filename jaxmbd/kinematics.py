@@ -191,23 +191,6 @@ def kinetic_energy(model, q, v):
     return 0.5 * jnp.einsum("ni,nij,nj->", kin.vel, I, kin.vel)
 
 
-@jax.jit
-def potential_energy(model, q):
-    """Gravity (-Σ m_i g·c_i, zero at the world origin), joint springs ½ k (q - q_ref)²
-    and the force elements' potential (``jaxmbd.forces.element_energy``)."""
-    kin = forward_kinematics(model, q)
-    c = kin.pos + jnp.einsum("nij,nj->ni", kin.rot, model.com)
-    U = -jnp.sum(model.mass * (c @ model.gravity))
-    sel = model.topo.dof_qadr >= 0
-    if sel.any():
-        qa = model.topo.dof_qadr[sel]
-        U = U + 0.5 * jnp.sum(model.stiffness[sel] * (q[qa] - model.spring_ref[qa]) ** 2)
-    if model.forces is not None:
-        from .forces import element_energy
-        U = U + element_energy(model, q)
-    return U
-
-
 def _per_group(model, fn, q_out, *args):
     """Apply a per-joint function to every joint, vectorised within joint types."""
     for jt, bodies, qi, vi in model.topo.joint_groups:

@@ -54,7 +54,7 @@ class Model(eqx.Module):
     q0: jax.Array = None   # default initial state (the problem's own for test problems,
     v0: jax.Array = None   # else the neutral configuration at rest)
     joint_names: tuple = eqx.field(static=True, default=None)  # one per moving body's joint
-    forces: object = None  # jaxmbd.forces.ForceElements, or None (no force elements)
+    forces: tuple = None  # the force elements (jaxmbd.forces), merged per class, or None (none)
 
     @property
     def nq(self) -> int:
@@ -368,59 +368,40 @@ class ModelBuilder:
             raise ValueError(f"{what}: body {body!r} is not defined")
         return body
 
+    def add_force(self, element) -> "ModelBuilder":
+        """Add a force element (:mod:`jaxmbd.forces`: a ``ForceElement``
+        created with body and joint names; they are resolved when the model
+        is built).  The named helpers below are shorthands for it."""
+        from .forces import ForceElement
+        if not isinstance(element, ForceElement):
+            raise TypeError(f"add_force takes a jaxmbd.forces element, got {type(element).__name__}")
+        self.__dict__.setdefault("_forces", []).append(element)
+        return self
+
     def add_spring(self, body_a, point_a, body_b, point_b, *, stiffness=0.0, damping=0.0, rest_length=0.0,
                    force=0.0, name=None) -> "ModelBuilder":
-        """A point-to-point spring-damper between ``point_a`` of ``body_a`` and
-        ``point_b`` of ``body_b`` (body coordinates; world coordinates for
-        "world"); tension k (L - rest_length) + c L' + force (see
-        :mod:`jaxmbd.forces`)."""
-        what = f"spring {name or len(getattr(self, '_springs', []))}"
-        a, b = self._point_owner(body_a, what), self._point_owner(body_b, what)
-        if a == b:
-            raise ValueError(f"{what}: both ends are on {a!r}")
-        pa, pb = _vec(point_a, 3, f"{what}: point_a"), _vec(point_b, 3, f"{what}: point_b")
-        k, c = _scalar(stiffness, f"{what}: stiffness"), _scalar(damping, f"{what}: damping")
-        l0, f0 = _scalar(rest_length, f"{what}: rest_length"), _scalar(force, f"{what}: force")
-        if k < 0 or c < 0 or l0 < 0:
-            raise ValueError(f"{what}: stiffness, damping and rest_length must be non-negative")
-        self.__dict__.setdefault("_springs", []).append((a, pa, b, pb, k, c, l0, f0))
-        return self
+        """A point-to-point spring-damper (:class:`jaxmbd.forces.PointSpringDamper`):
+        tension k (L - rest_length) + c L' + force between ``point_a`` of
+        ``body_a`` and ``point_b`` of ``body_b`` (body coordinates; world
+        coordinates for "world")."""
+        from .forces import PointSpringDamper
+        return self.add_force(PointSpringDamper(body_a, point_a, body_b, point_b, stiffness=stiffness,
+                                                damping=damping, rest_length=rest_length, force=force, name=name))
 
     def add_rotational_spring(self, body_a, body_b, *, axis, axis_b=None, stiffness=0.0, damping=0.0,
                               reference=0.0, name=None) -> "ModelBuilder":
         """A rotational spring-damper between two bodies about a common axis
-        (``axis`` in body a's coordinates, ``axis_b`` in body b's, default the
-        same vector; world coordinates for "world"): torque
-        -(k (θ - reference) + c θ') with θ the relative rotation of b about
-        the axis (see :mod:`jaxmbd.forces`).  θ = 0 where the two frames
-        built from the axes coincide (e.g. both bodies in their design
-        orientation, when the axes are given as the same vector there)."""
-        what = f"rotational spring {name or len(getattr(self, '_rot_springs', []))}"
-        a, b = self._point_owner(body_a, what), self._point_owner(body_b, what)
-        if a == b:
-            raise ValueError(f"{what}: both ends are on {a!r}")
-        Ra = _axis_frame(_vec(axis, 3, f"{what}: axis"), f"{what}: axis")
-        Rb = _axis_frame(_vec(axis if axis_b is None else axis_b, 3, f"{what}: axis_b"), f"{what}: axis_b")
-        k, c = _scalar(stiffness, f"{what}: stiffness"), _scalar(damping, f"{what}: damping")
-        if k < 0 or c < 0:
-            raise ValueError(f"{what}: stiffness and damping must be non-negative")
-        self.__dict__.setdefault("_rot_springs", []).append((a, Ra, b, Rb, k, c,
-                                                             _scalar(reference, f"{what}: reference")))
-        return self
+        (:class:`jaxmbd.forces.RotationalSpringDamper`)."""
+        from .forces import RotationalSpringDamper
+        return self.add_force(RotationalSpringDamper(body_a, body_b, axis=axis, axis_b=axis_b, stiffness=stiffness,
+                                                     damping=damping, reference=reference, name=name))
 
     def add_tire(self, body, center, *, stiffness, damping=0.0, radius, name=None) -> "ModelBuilder":
-        """A tire: a vertical spring-damper between the wheel centre ``center``
-        (body coordinates) and the road, unloaded radius ``radius`` (see
-        :mod:`jaxmbd.forces`; bumps with :meth:`add_road_bump`)."""
-        what = f"tire {name or len(getattr(self, '_tires', []))}"
-        if body == "world" or self._point_owner(body, what) == "world":
-            raise ValueError(f"{what}: a tire needs a moving body")
-        k, c = _scalar(stiffness, f"{what}: stiffness"), _scalar(damping, f"{what}: damping")
-        r0 = _scalar(radius, f"{what}: radius")
-        if k < 0 or c < 0 or not r0 > 0:
-            raise ValueError(f"{what}: stiffness and damping must be non-negative and radius positive")
-        self.__dict__.setdefault("_tires", []).append((body, _vec(center, 3, f"{what}: center"), k, c, r0))
-        return self
+        """A tire (:class:`jaxmbd.forces.Tire`): a vertical spring-damper between the
+        wheel centre ``center`` (body coordinates) and the road, unloaded radius
+        ``radius`` (bumps with :meth:`add_road_bump`)."""
+        from .forces import Tire
+        return self.add_force(Tire(body, center, stiffness=stiffness, damping=damping, radius=radius, name=name))
 
     def add_road_bump(self, x, radius) -> "ModelBuilder":
         """A half-cylinder bump across the road (axis along world y) centred
@@ -434,27 +415,19 @@ class ModelBuilder:
     def add_coordinate_spring(self, joint, *, other=None, index=0, other_index=0, stiffness=0.0, damping=0.0,
                               reference=0.0) -> "ModelBuilder":
         """A spring-damper on d = q[joint][index] - q[other][other_index] (the
-        ground when ``other`` is None): force -(k (d - reference) + c d') on
-        ``joint``'s coordinate and the opposite on ``other``'s.  Joints with
-        scalar coordinates only (revolute, prismatic, helical, planar);
+        ground when ``other`` is None; :class:`jaxmbd.forces.CoordinateSpringDamper`);
         joints are named by their body."""
-        what = f"coordinate spring on {joint!r}"
-        for j in (joint, other):
-            if j is not None and j not in self._names:
-                raise ValueError(f"{what}: body {j!r} is not defined")
-        k, c = _scalar(stiffness, f"{what}: stiffness"), _scalar(damping, f"{what}: damping")
-        if k < 0 or c < 0:
-            raise ValueError(f"{what}: stiffness and damping must be non-negative")
-        self.__dict__.setdefault("_couplings", []).append(
-            (joint, int(index), other, int(other_index), k, c, _scalar(reference, f"{what}: reference")))
-        return self
+        from .forces import CoordinateSpringDamper
+        return self.add_force(CoordinateSpringDamper(joint, other=other, index=index, other_index=other_index,
+                                                     stiffness=stiffness, damping=damping, reference=reference))
 
     def add_joint_force(self, joint, value) -> "ModelBuilder":
-        """A constant generalized force on a joint's DoFs (e.g. a motor torque); joints are named by their body."""
+        """A constant generalized force on a joint's DoFs (e.g. a motor torque;
+        :class:`jaxmbd.forces.JointForce`); joints are named by their body."""
+        from .forces import JointForce
         if joint not in self._names:
             raise ValueError(f"joint force: body {joint!r} is not defined")
-        self.__dict__.setdefault("_joint_forces", []).append((joint, np.atleast_1d(np.asarray(value, float))))
-        return self
+        return self.add_force(JointForce(joint, value))
 
     def add_loop(self, kind, body_a, body_b="world", *, pos_a=(0.0, 0.0, 0.0), quat_a=(1.0, 0.0, 0.0, 0.0),
                  pos_b=(0.0, 0.0, 0.0), quat_b=(1.0, 0.0, 0.0, 0.0), axis=None, axis_b=None, distance=None,
@@ -517,88 +490,17 @@ class ModelBuilder:
                           name=name or f"loop{len(loops)}"))
         return self
 
-    def _force_elements(self, names, topo, moving_frames):
-        """ForceElements from the recorded springs, couplings and joint forces (None if there are none)."""
-        from .forces import ForceElements
-        springs = getattr(self, "_springs", [])
-        couplings = getattr(self, "_couplings", [])
-        jforces = getattr(self, "_joint_forces", [])
-        rots = getattr(self, "_rot_springs", [])
-        tires = getattr(self, "_tires", [])
+    def _force_elements(self, topo, frames):
+        """The bound force elements (merged per class), or None if there are none."""
+        from .forces import BuildContext
+        from .forces.base import bind_all
+        specs = getattr(self, "_forces", [])
         bumps = getattr(self, "_bumps", [])
-        if bumps and not tires:
+        ctx = BuildContext(topo, frames, bumps)
+        out = bind_all(specs, ctx)
+        if bumps and not ctx.bumps_used:
             raise ValueError("road bumps were added but no tire sees them (add_tire)")
-        if not (springs or couplings or jforces or rots or tires):
-            return None
-        index = {n: i for i, n in enumerate(names)}
-        f64 = jnp.float64
-
-        def attach(body, p):
-            if body == "world":
-                return -1, p
-            host, R, off = moving_frames[body]
-            if host == "world":
-                return -1, off + R @ p
-            return index[host], off + R @ p
-        sb, spa, spb = [], [], []
-        for a, pa, b, pb, *_ in springs:
-            (ia, xa), (ib, xb) = attach(a, pa), attach(b, pb)
-            if ia == ib:
-                raise ValueError(f"spring between {a!r} and {b!r}: both ends move with the same body")
-            sb.append((ia, ib)), spa.append(xa), spb.append(xb)
-        col = lambda i: jnp.asarray(np.array([s[i] for s in springs], float).reshape(-1), f64)  # noqa: E731
-
-        def dof_of(joint, k):
-            host = moving_frames[joint][0]
-            if host != joint:
-                raise ValueError(f"coordinate spring: {joint!r} is welded (has no joint coordinate)")
-            i = index[joint]
-            if topo.jtype[i] not in ("revolute", "prismatic", "helical", "planar"):
-                raise ValueError(f"coordinate spring: joint {joint!r} ({topo.jtype[i]}) has no scalar coordinates")
-            if not 0 <= k < topo.nv_body[i]:
-                raise ValueError(f"coordinate spring: joint {joint!r} has no coordinate {k}")
-            return int(topo.v_adr[i] + k)
-        cd = tuple((-1 if o is None else dof_of(o, ko), dof_of(j, k)) for j, k, o, ko, *_ in couplings)
-        ccol = lambda i: jnp.asarray(np.array([c[i] for c in couplings], float).reshape(-1), f64)  # noqa: E731
-        jf = np.zeros(topo.nv)
-        for joint, val in jforces:
-            i = index.get(joint)
-            if i is None:
-                raise ValueError(f"joint force: {joint!r} is welded (has no joint)")
-            n = topo.nv_body[i]
-            if val.size not in (1, n):
-                raise ValueError(f"joint force on {joint!r}: expected 1 or {n} values, got {val.size}")
-            if not np.all(np.isfinite(val)):
-                raise ValueError(f"joint force on {joint!r}: not finite")
-            jf[topo.v_adr[i]:topo.v_adr[i] + n] += np.broadcast_to(val, (n,))
-        rb, rRa, rRb = [], [], []
-        for a, Ra, b, Rb, *_ in rots:
-            ia = -1 if a == "world" or moving_frames[a][0] == "world" else index[moving_frames[a][0]]
-            ib = -1 if b == "world" or moving_frames[b][0] == "world" else index[moving_frames[b][0]]
-            if ia == ib:
-                raise ValueError(f"rotational spring between {a!r} and {b!r}: both move with the same body")
-            rRa.append(Ra if a == "world" else moving_frames[a][1] @ Ra)
-            rRb.append(Rb if b == "world" else moving_frames[b][1] @ Rb)
-            rb.append((ia, ib))
-        tb, tp = [], []
-        for body, p, *_ in tires:
-            ib, xb = attach(body, p)
-            if ib < 0:
-                raise ValueError(f"tire on {body!r}: the body is welded to the world")
-            tb.append(ib), tp.append(xb)
-        rcol = lambda i: jnp.asarray(np.array([r[i] for r in rots], float).reshape(-1), f64)  # noqa: E731
-        tcol = lambda i: jnp.asarray(np.array([t[i] for t in tires], float).reshape(-1), f64)  # noqa: E731
-        return ForceElements(
-            rot_bodies=tuple(rb), rot_Ra=jnp.asarray(np.array(rRa, float).reshape(-1, 3, 3), f64),
-            rot_Rb=jnp.asarray(np.array(rRb, float).reshape(-1, 3, 3), f64), rot_k=rcol(4), rot_c=rcol(5),
-            rot_ref=rcol(6), tire_bodies=tuple(tb), tire_p=jnp.asarray(np.array(tp, float).reshape(-1, 3), f64),
-            tire_k=tcol(2), tire_c=tcol(3), tire_r0=tcol(4),
-            bump_x=jnp.asarray(np.array([x for x, _ in bumps], float), f64),
-            bump_r=jnp.asarray(np.array([r for _, r in bumps], float), f64),
-            spring_bodies=tuple(sb), spring_pa=jnp.asarray(np.array(spa).reshape(-1, 3), f64),
-            spring_pb=jnp.asarray(np.array(spb).reshape(-1, 3), f64), spring_k=col(4), spring_c=col(5),
-            spring_l0=col(6), spring_f0=col(7), coupling_dofs=cd, coupling_k=ccol(4), coupling_c=ccol(5),
-            coupling_ref=ccol(6), joint_force=jnp.asarray(jf, f64))
+        return out or None
 
     def build(self, coordinate_order=None):
         """Validate and build.  Returns a :class:`Model` for a plain tree, or a
@@ -763,7 +665,7 @@ class ModelBuilder:
             q0=jnp.asarray(self._initial_q(topo), f64),
             v0=jnp.asarray(self._initial_v(topo), f64),
             joint_names=tuple(jnames),
-            forces=self._force_elements(names, topo, self._frames_of(None)),
+            forces=self._force_elements(topo, self._frames_of(None)),
         )
 
     def set_initial_state(self, q0=None, v0=None) -> "ModelBuilder":

@@ -6,26 +6,8 @@ import jax
 import jax.numpy as jnp
 
 from . import spatial
-from .forces import element_force
 from .kinematics import _check, joint_state, node_inertias
 from .topology import tree_backward, tree_forward
-
-
-@jax.jit
-def passive_force(model, q, v):
-    """Joint damping and spring forces, -b v - k (q - q_ref), plus the
-    model's force elements (``model.forces``: point and coordinate
-    spring-dampers, constant joint forces), shape (nv,)."""
-    topo = model.topo
-    tau = -model.damping * v
-    sel = topo.dof_qadr >= 0
-    if sel.any():
-        qa = jnp.where(sel, topo.dof_qadr, 0)
-        spring = -model.stiffness * (q[qa] - model.spring_ref[qa])
-        tau = tau + jnp.where(jnp.asarray(sel), spring, 0.0)
-    if model.forces is not None:
-        tau = tau + element_force(model, q, v)
-    return tau
 
 
 def node_forces(model, f_ext):
@@ -69,15 +51,3 @@ def rnea(model, q, v, a, f_ext=None):
         return spatial.apply_force_up(R, p, f_k), s @ f_k
 
     return tree_backward(model.topo, bwd, f, (js.R_up, js.p_up, js.s))
-
-
-@jax.jit
-def inverse_dynamics(model, q, v, a, f_ext=None):
-    """Joint forces tau with H(q) a + C(q, v) = tau (armature, damping, springs included)."""
-    return rnea(model, q, v, a, f_ext) + model.armature * a - passive_force(model, q, v)
-
-
-@jax.jit
-def bias_force(model, q, v, f_ext=None):
-    """C(q, v): Coriolis, centrifugal, gravity, damping and spring forces, (nv,)."""
-    return rnea(model, q, v, jnp.zeros_like(v), f_ext) - passive_force(model, q, v)

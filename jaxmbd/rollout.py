@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .simulate import Solution, _simulate, validate_times
+from .simulate import Solution, simulate, validate_times
 
 
 Rollout = Solution
@@ -34,9 +34,13 @@ def _with_params(model, model_params):
 
 def _field(model, name):
     """A parameter by name; dotted names reach inside (a mechanism's
-    "tree.mass", a model's "forces.spring_k")."""
+    "tree.mass"), numbers index tuples (a model's force elements,
+    "forces.0.stiffness")."""
     for part in name.split("."):
-        model = getattr(model, part, None)
+        if isinstance(model, tuple) and part.isdigit():
+            model = model[int(part)] if int(part) < len(model) else None
+        else:
+            model = getattr(model, part, None)
     return model
 
 
@@ -50,8 +54,9 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
       the batch axis (passed to ``control(t, q, v, params)``).  model_params:
       {Model field name: array with a leading batch axis}, e.g.
       ``{"stiffness": ks}`` with ks (B, nv): each member gets its own value;
-      dotted names reach inside (``{"tree.forces.spring_k": ks}`` with ks
-      (B, 1): a mechanism's spring constants).
+      dotted names reach inside and numbers index tuples
+      (``{"tree.forces.0.stiffness": ks}`` with ks (B, 1): the stiffness of
+      a mechanism's first force element, its spring).
       batch_size: needed only when nothing above is batched.
     observe: optional ``observe(model, q, v) -> pytree`` recorded at the
       save times inside the integration loop; with ``keep_states=False`` only
@@ -127,7 +132,7 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
 def _rollout(model, batched, t0, t1, integrator, saveat, control, observe, keep_states, chunk, simulate_kw):
     def one(b):
         m = _with_params(model, b.get("model_params", {}))
-        return _simulate(m, b["q0"], b["v0"], t0, t1, integrator=integrator, saveat=saveat, control=control,
+        return simulate(m, b["q0"], b["v0"], t0, t1, integrator=integrator, saveat=saveat, control=control,
                          params=b.get("params"), observe=observe, keep_states=keep_states or observe is None,
                          **simulate_kw)
     if chunk is None:

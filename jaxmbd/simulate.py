@@ -1,5 +1,9 @@
 """``simulate``: error-controlled, batched, differentiable time integration of a
-kinematic tree with any integrator of :mod:`jaxmbd.integrators`."""
+kinematic tree or a mechanism with any integrator of :mod:`jaxmbd.integrators`.
+
+One generic loop: what is integrated comes from the system hooks of
+:mod:`jaxmbd.systems` (a tree or a mechanism), the step from the integrator,
+the equations from :mod:`jaxmbd.odes`."""
 
 from __future__ import annotations
 
@@ -10,10 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .integrators.base import (BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TIMES, BAD_TOLERANCES, CONSTRAINT_FAILURE,
-                               MAX_STEPS, NEWTON_FAILURE, NONFINITE, STATUS_NAMES, STEP_UNDERFLOW, SUCCESS,
-                               AbstractIntegrator, Controller, rms)
-from .integrators.chart import ChartODE
-from .kinematics import _check
+                               MAX_STEPS, NEWTON_FAILURE, NONFINITE, SPARSE_COUPLING, STATUS_NAMES, STEP_UNDERFLOW,
+                               SUCCESS, AbstractIntegrator, Controller, rms)
+from .systems import system_of
 
 STAT_KEYS = ("accepted", "rejected", "rhs_evals", "jacobian_evals", "lu_factorizations", "newton_iterations")
 
@@ -106,43 +109,11 @@ def validate_times(t0, t1, saveat=None, dt0=None):
         raise ValueError(f"dt0 must be positive, got {dt0c}")
 
 
-def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator, saveat=None, dt0=None, **kw) -> "Solution":
-    """Integrate the model from (q0, v0) at t0 to t1; see :func:`_simulate` for
-    every argument.  Times known at call time are checked here: t1 > t0, and
-    saveat increasing within [t0, t1].  Python numbers given for t0, t1, dt0,
-    rtol and atol are passed on as arrays, so calls that differ only in them
-    share one compiled program."""
-    validate_times(t0, t1, saveat, dt0)
-
-    def arr(x):
-        if isinstance(x, (int, float)) and not isinstance(x, bool):
-            return jnp.asarray(x, jnp.result_type(float))
-        return x
-    for k in ("rtol", "atol"):
-        if k in kw:
-            kw[k] = arr(kw[k])
-    # max_steps as an array: calls that differ only in it share a compiled program
-    max_steps = _check_max_steps(kw.get("max_steps", MAX_STEPS_DEFAULT))
-    kw["max_steps"] = jnp.asarray(max_steps, jnp.int32) if isinstance(max_steps, (int, np.integer)) else max_steps
-    return _simulate(model, q0, v0, arr(t0), arr(t1), integrator=integrator, saveat=saveat, dt0=arr(dt0), **kw)
-
-
-def _check_max_steps(max_steps):
-    """max_steps must be an integer (a Python int or an integer array), >= 1 when concrete."""
-    concrete = isinstance(max_steps, (int, np.integer)) and not isinstance(max_steps, bool)
-    if concrete and max_steps < 1:
-        raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-    if not (concrete or jnp.issubdtype(jnp.result_type(max_steps), jnp.integer)):
-        raise TypeError(f"max_steps must be an integer, got {max_steps!r}")
-    return max_steps
-
-
-@eqx.filter_jit
-def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIntegrator, dt0=None,
+def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIntegrator, dt0=None,
              rtol=1.0e-6, atol=1.0e-6, saveat=None, control=None, params=None, max_steps=MAX_STEPS_DEFAULT,
-             controller: Controller = Controller(), dynamics="aba", adjoint="checkpoint", observe=None,
-             keep_states=True, multipliers=False, constraint_solver="schur", assemble_initial=True,
-             step_history=0, checkpoints=None) -> Solution:
+             controller: Controller = Controller(), dynamics="aba", adjoint="checkpoint", checkpoints=None,
+             observe=None, keep_states=True, multipliers=False, constraint_solver="schur", assemble_initial=True,
+             step_history=0) -> Solution:
     """Integrate the model from (q0, v0) at t0 to t1 (default: the model's own
     initial state ``model.q0``, ``model.v0``).
 
@@ -181,7 +152,7 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     Mechanisms (models with loop constraints, :class:`jaxmbd.Mechanism`) are
     integrated as index-3 DAEs by generalized coordinate partitioning
     (digest negrut.md §1-2): the integrator advances the independent
-    coordinates of the state-space ODE (:class:`jaxmbd.dae.ConstrainedChartODE`),
+    coordinates of the state-space ODE (:class:`jaxmbd.odes.ConstrainedChartODE`),
     the dependent ones are recovered by Newton (positions) and a linear
     solve (velocities) at every evaluation, so |Φ| and |Φ_q v| stay at
     round-off; the partition (full-pivot LU of Φ_q) is renewed when
@@ -208,30 +179,53 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     with a negative mass or an indefinite inertia, or a negative armature
     (e.g. from an optimizer's step: the mass matrix would be indefinite),
     negative tolerances, t1 <= t0 or dt0 <= 0 (statuses 6-9,
-    ``integrators.STATUS_NAMES``)."""
+    ``integrators.STATUS_NAMES``).  With an implicit method's
+    ``linear_solver="sparse"``, a force that couples two branches of the tree
+    without a force element declaring it (a control coupling them) stops the
+    run with status 10 (``SPARSE_COUPLING``) instead of integrating with an
+    inexact iteration matrix; declared couplings are handled exactly.
+
+    Times known at call time are validated before tracing (t1 > t0, saveat
+    non-decreasing within [t0, t1], dt0 > 0); Python numbers given for t0,
+    t1, dt0, rtol, atol and max_steps are passed on as arrays, so calls that
+    differ only in them share one compiled program."""
+    validate_times(t0, t1, saveat, dt0)
+    max_steps = _check_max_steps(max_steps)
+    # Python numbers as arrays, so that calls that differ only in them share one compiled program
+    if isinstance(max_steps, (int, np.integer)):
+        max_steps = jnp.asarray(max_steps, jnp.int32)
+    return _simulate(model, q0, v0, _arr(t0), _arr(t1), integrator, _arr(dt0), _arr(rtol), _arr(atol), saveat,
+                     control, params, max_steps, controller, dynamics, adjoint, checkpoints, observe, keep_states,
+                     multipliers, constraint_solver, assemble_initial, step_history)
+
+
+def _arr(x):
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return jnp.asarray(x, jnp.result_type(float))
+    return x
+
+
+def _check_max_steps(max_steps):
+    """max_steps must be an integer (a Python int or an integer array), >= 1 when concrete."""
+    concrete = isinstance(max_steps, (int, np.integer)) and not isinstance(max_steps, bool)
+    if concrete and max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+    if not (concrete or jnp.issubdtype(jnp.result_type(max_steps), jnp.integer)):
+        raise TypeError(f"max_steps must be an integer, got {max_steps!r}")
+    return max_steps
+
+
+@eqx.filter_jit
+def _simulate(model, q0, v0, t0, t1, integrator, dt0, rtol, atol, saveat, control, params, max_steps, controller,
+              dynamics, adjoint, checkpoints, observe, keep_states, multipliers, constraint_solver,
+              assemble_initial, step_history) -> Solution:
+    """The traced body of :func:`simulate` (same arguments, all given)."""
     if not isinstance(integrator, AbstractIntegrator):
         raise TypeError(f"integrator must be a jaxmbd.integrators method, got {type(integrator).__name__}")
-    from .constraints import Mechanism
-    mech = model if isinstance(model, Mechanism) else None
+    system = system_of(model, control, params, dynamics, constraint_solver)
     q0 = model.q0 if q0 is None else jnp.asarray(q0)
     v0 = model.v0 if v0 is None else jnp.asarray(v0)
-    if mech is not None:
-        from .constraints import _check as _check_mech
-        _check_mech(mech, q0, v0)
-        if getattr(integrator, "linear_solver", "dense") != "dense":
-            raise ValueError("linear_solver='sparse' is for kinematic trees; mechanisms use the dense iteration "
-                             "matrix of their independent coordinates")
-        if mech.nc >= mech.nv:
-            raise ValueError(f"{mech.nc} constraint equations for {mech.nv} coordinates: no degree of freedom is "
-                             "left, or the constraints are redundant; redundant constraints are supported by "
-                             "jaxmbd.assemble, not by simulate (its coordinate partitioning needs Φ_q of full "
-                             "row rank and at least one independent coordinate)")
-        if constraint_solver not in ("schur", "dense"):
-            raise ValueError(f"unknown constraint_solver {constraint_solver!r}; expected 'schur' or 'dense'")
-    else:
-        _check(model, q0, v0)
-        if multipliers:
-            raise ValueError("multipliers=True needs a model with loop constraints")
+    system.check(q0, v0, integrator, multipliers, constraint_solver)
     dt = jnp.result_type(q0, v0, float)
     q0, v0 = q0.astype(dt), v0.astype(dt)
     t0, t1 = jnp.asarray(t0, dt), jnp.asarray(t1, dt)
@@ -242,69 +236,35 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     if not adaptive and dt0 is None:
         raise ValueError(f"{type(integrator).__name__} takes fixed steps: give dt0")
     _check_max_steps(max_steps)
+    if adjoint not in ("checkpoint", "none"):
+        raise ValueError(f"unknown adjoint {adjoint!r}; expected 'checkpoint' or 'none'")
+    if not keep_states and observe is None:
+        raise ValueError("keep_states=False needs an observe function (nothing would be saved)")
+    n_hist = int(step_history)
+    if n_hist < 0:
+        raise ValueError(f"step_history must be >= 0, got {step_history}")
     fac = integrator.tolerance_factor if adaptive else 1.0
     rtol, atol = fac * jnp.asarray(rtol, dt), fac * jnp.asarray(atol, dt)
     n_save = ts.shape[0]
     q_err = integrator.error_order
+    ind = system.independent
 
-    if mech is None:
-        part0, bad_part = {}, jnp.array(False)
-
-        def ode_at(q, part):
-            return ChartODE(model, q, control, params, dynamics)
-
-        def indep(part, x):
-            return x
-    else:
-        from . import dae
-        from .constraints import phi_jacobian_tree
-        if assemble_initial:
-            q0, v0, info = dae.assemble(mech, q0, v0, iterations=8)
-            bad_assembly = (info["residual"] > 1e-9) | (info["status"] != 0)
-        else:
-            bad_assembly = jnp.array(False)
-        q0, v0 = mech.to_tree(q0), mech.to_tree(v0)   # inside: tree order
-        P = dae.partition(phi_jacobian_tree(mech, q0))
-        part0 = dict(dep=P["dep"], ind=P["ind"], cond0=P["cond0"], partitions=jnp.zeros((), jnp.int32))
-        bad_part = ~P["ok"] | bad_assembly
-
-        def ode_at(q, part):
-            return dae.ConstrainedChartODE(mech, q, part["dep"], part["ind"], control, params, constraint_solver)
-
-        def indep(part, x):
-            return x[part["ind"]]
+    q0, v0, part0, bad_start = system.start(q0, v0, assemble_initial)
 
     def scales(ode, q, v, part):
-        return atol + rtol * ode.position_magnitude(q), atol + rtol * jnp.abs(indep(part, v))
+        return atol + rtol * ode.position_magnitude(q), atol + rtol * jnp.abs(ind(part, v))
 
-    ode0 = ode_at(q0, part0)
+    def record(q, v):
+        return system.record(q, v, keep_states, observe, t0, part0)
+
+    ode0 = system.ode_at(q0, part0)
     sy0, sv0 = scales(ode0, q0, v0, part0)
     span = jnp.maximum(ts[-1] - t0, 0.0)
     if dt0 is not None:
         h0 = jnp.asarray(dt0, dt)
     else:
-        h0 = _initial_step(ode0, integrator, t0, q0, indep(part0, v0), sy0, sv0, jnp.maximum(span, 1e-12))
+        h0 = _initial_step(ode0, integrator, t0, q0, ind(part0, v0), sy0, sv0, jnp.maximum(span, 1e-12))
     h0 = jnp.minimum(h0, controller.h_max)
-
-    if not keep_states and observe is None:
-        raise ValueError("keep_states=False needs an observe function (nothing would be saved)")
-
-    def record(q, v):
-        out = {}
-        if mech is not None:
-            from .constraints import phi_tree
-            G = phi_jacobian_tree(mech, q)
-            out["res"] = jnp.stack([jnp.max(jnp.abs(phi_tree(mech, q))), jnp.max(jnp.abs(G @ v))])
-            if multipliers:
-                from .dae import accel_tree
-                tau = ode_at(q, part0).tau(t0, q, v)  # constant or state-dependent control only
-                out["lam"] = accel_tree(mech, q, v, tau, constraint_solver)[1]
-            q, v = mech.from_tree(q), mech.from_tree(v)
-        if keep_states:
-            out["q"], out["v"] = q, v
-        if observe is not None:
-            out["obs"] = observe(model, q, v)
-        return out
 
     k0 = jnp.sum(ts <= t0).astype(jnp.int32)
     rec0 = record(q0, v0)
@@ -315,27 +275,19 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         lambda x: jnp.where(before.reshape((-1,) + (1,) * jnp.ndim(x)), x[None], jnp.zeros_like(x)[None]), rec0)
     zero = jnp.zeros((), jnp.int32)
     nonfinite0 = ~(jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(v0)) & jnp.isfinite(h0))
-    status0 = jnp.where(nonfinite0, NONFINITE, jnp.where(bad_part, CONSTRAINT_FAILURE, SUCCESS))
-    status0 = _input_status(model if mech is None else mech.tree, status0, rtol, atol, t0, t1, dt0)
+    status0 = jnp.where(nonfinite0, NONFINITE, jnp.where(bad_start, CONSTRAINT_FAILURE, SUCCESS))
+    status0 = _input_status(system.tree, status0, rtol, atol, t0, t1, dt0)
     bad0 = status0 != SUCCESS
-    stats0 = {k: zero for k in STAT_KEYS}
-    if mech is not None:
-        stats0["partitions"] = zero
+    stats0 = {k: zero for k in STAT_KEYS + system.extra_stats}
     state = dict(t=t0, q=q0, v=v0, h=h0, k=k0, saved=saved0, done=(k0 >= n_save) | bad0, n=zero,
-                 status=status0.astype(jnp.int32),
-                 after_reject=jnp.array(False), stats=stats0,
-                 cache=integrator.init_cache(ode0, t0, indep(part0, v0)), part=part0)
-    if mech is not None:
-        state["drift"] = rec0["res"]
-    n_hist = int(step_history)
-    if n_hist < 0:
-        raise ValueError(f"step_history must be >= 0, got {step_history}")
+                 status=status0.astype(jnp.int32), after_reject=jnp.array(False), stats=stats0,
+                 cache=integrator.init_cache(ode0, t0, ind(part0, v0)), part=part0, **system.initial_extra(rec0))
     if n_hist:
         state["hist"] = dict(t=jnp.full((n_hist,), jnp.nan, dt), h=jnp.full((n_hist,), jnp.nan, dt))
 
     def step(s):
         part = s["part"]
-        ode = ode_at(s["q"], part)
+        ode = system.ode_at(s["q"], part)
         target = ts[jnp.minimum(s["k"], n_save - 1)]
         remaining = target - s["t"]
         clipped = s["h"] * (1.0 + 1e-8) >= remaining  # no sliver step from rounding in t
@@ -343,7 +295,7 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         # step instead of h = 0, so that no derivative of the masked step is infinite (0 * inf = NaN)
         h = jnp.where(clipped & ~s["done"], remaining, s["h"])
         sy, sv = scales(ode, s["q"], s["v"], part)
-        att = integrator.attempt(ode, s["t"], indep(part, s["v"]), h, (sy, sv), s["cache"])
+        att = integrator.attempt(ode, s["t"], ind(part, s["v"]), h, (sy, sv), s["cache"])
         q1, v1 = ode.finish(att.y, att.yd)
         finite = jnp.all(jnp.isfinite(q1)) & jnp.all(jnp.isfinite(v1))
         # a Newton failure with a kept (not fresh) factorization is retried at the same h with a
@@ -362,6 +314,9 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         else:
             accept = att.ok & finite
             h_new = jnp.where(accept | retry, s["h"], 0.5 * h)
+        # an inexact (sparse) iteration matrix stops the run before anything is accepted from it
+        inexact = jnp.array(False) if att.exact is None else ~att.exact
+        accept = accept & ~inexact
         t_new = jnp.where(clipped, target, s["t"] + h)
         reached = accept & clipped
         k = s["k"]
@@ -373,7 +328,8 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
         fixed_fail = (not adaptive) & ~accept & ~retry
         underflow = ~accept & ~(h_new >= h_min)  # also catches a NaN step size
         fail_status = jnp.where(~finite, NONFINITE, jnp.where(~att.ok, NEWTON_FAILURE, STEP_UNDERFLOW))
-        failed = underflow | fixed_fail
+        fail_status = jnp.where(inexact, SPARSE_COUPLING, fail_status)
+        failed = underflow | fixed_fail | inexact
         finished = accept & (k_new >= n_save)
         st = s["stats"]
         stats = dict(accepted=st["accepted"] + accept, rejected=st["rejected"] + ~accept,
@@ -382,21 +338,11 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
                      newton_iterations=st["newton_iterations"] + att.newton)
         cache = integrator.commit(att.cache, accept)
         q_new = jnp.where(accept, q1, s["q"])
-        if mech is not None:
-            # the thesis's partition check: renew it when cond(Φ_u) > 1.25 cond0 (after accepted steps)
-            G1 = phi_jacobian_tree(mech, q_new)
-            worse = accept & (jnp.linalg.cond(G1[:, part["dep"]]) > dae.REPARTITION_FACTOR * part["cond0"])
-            P1 = dae.partition(G1)
-            part = dict(dep=jnp.where(worse, P1["dep"], part["dep"]), ind=jnp.where(worse, P1["ind"], part["ind"]),
-                        cond0=jnp.where(worse, P1["cond0"], part["cond0"]), partitions=part["partitions"] + worse)
-            fresh = integrator.init_cache(ode, s["t"], indep(part, s["v"]))
-            cache = jax.tree_util.tree_map(lambda a, b: jnp.where(worse, a, b), fresh, cache)
-            stats["partitions"] = st["partitions"] + worse
-            failed = failed | (worse & ~P1["ok"])
-            fail_status = jnp.where(worse & ~P1["ok"], CONSTRAINT_FAILURE, fail_status)
-        extra = {}
-        if mech is not None:
-            extra["drift"] = jnp.where(accept, jnp.maximum(s["drift"], rec["res"]), s["drift"])
+        part, cache, more_stats, extra, sys_failed, sys_status = system.after_step(
+            s, ode, integrator, accept, q_new, rec, cache, s["t"])
+        stats.update(more_stats)
+        fail_status = jnp.where(sys_failed, sys_status, fail_status)
+        failed = failed | sys_failed
         if n_hist:
             i, keep = jnp.minimum(st["accepted"], n_hist - 1), accept & (st["accepted"] < n_hist)
             extra["hist"] = dict(t=eqxi.buffer_at_set(s["hist"]["t"], i, t_new, pred=keep),
@@ -411,8 +357,6 @@ def _simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIn
     def cond(s):
         return ~s["done"] & (s["n"] < max_steps)
 
-    if adjoint not in ("checkpoint", "none"):
-        raise ValueError(f"unknown adjoint {adjoint!r}; expected 'checkpoint' or 'none'")
     def buffers(s):  # written once per row, never read in the loop
         return (s["saved"], s["hist"]) if "hist" in s else s["saved"]
     if adjoint == "none":
@@ -465,8 +409,3 @@ def _solution(ts, s, n_save, record):
     return Solution(ts=ts, qs=saved.get("q"), vs=saved.get("v"), status=status, stats=s["stats"], t=s["t"],
                     obs=saved.get("obs"), residuals=saved.get("res"), lams=saved.get("lam"),
                     max_residuals=s.get("drift"), steps=s.get("hist"))
-
-
-simulate.__doc__ = _simulate.__doc__ + """
-    Times known at call time are validated before tracing (t1 > t0, saveat
-    non-decreasing within [t0, t1], dt0 > 0)."""

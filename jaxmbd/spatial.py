@@ -197,3 +197,15 @@ def axis_angle_rot(axis, angle):
     """Rotation matrix of a rotation by `angle` about unit `axis` (Rodrigues)."""
     K = skew(axis)
     return jnp.eye(3, dtype=K.dtype) + jnp.sin(angle) * K + (1 - jnp.cos(angle)) * (K @ K)
+
+
+def rotation_vector(R):
+    """log(R)ᵛ: zero only at the identity (the skew part ½ vee(R - Rᵀ) also
+    vanishes at half turns); smooth near the identity (series below 1e-4 rad)."""
+    s = 0.5 * jnp.stack([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
+    c = 0.5 * (R[0, 0] + R[1, 1] + R[2, 2] - 1.0)
+    n2 = jnp.sum(s * s)
+    small = n2 < 1e-8
+    n = jnp.sqrt(jnp.where(small, 1.0, n2))
+    theta = jnp.arctan2(n, c)
+    return s * jnp.where(small, 1.0 + n2 / 6.0, theta / n)

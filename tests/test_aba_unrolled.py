@@ -13,7 +13,7 @@ import jaxmbd
 from jaxmbd import aba_unrolled, models
 from jaxmbd import integrators as I
 from jaxmbd.aba import aba as aba_array
-from jaxmbd.rnea import passive_force
+from jaxmbd.dynamics import passive_force
 
 ALL_TYPES = ("revolute", "prismatic", "helical", "spherical", "free", "planar")
 

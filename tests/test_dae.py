@@ -13,7 +13,7 @@ import pytest
 
 import dae_reference as R
 import jaxmbd
-from jaxmbd import dae, integrators
+from jaxmbd import dae, integrators, odes
 from jaxmbd.constraints import phi_jacobian_tree, phi_tree
 
 
@@ -161,7 +161,7 @@ def test_cartesian_pendulum_partition_and_thesis_jacobians():
         q, v = np.asarray(mm.q0), np.asarray(mm.v0)
         for ind in (np.array([2, 4]), np.array([2, 5])):
             dep = np.array([k for k in range(6) if k not in ind])
-            ode = dae.ConstrainedChartODE(mm, mm.q0, jnp.asarray(dep), jnp.asarray(ind))
+            ode = odes.ConstrainedChartODE(mm, mm.q0, jnp.asarray(dep), jnp.asarray(ind))
             _, J1, J2 = ode.g_and_jac(0.0, jnp.zeros(2), jnp.asarray(v[ind]))
             T1, T2 = R.thesis_J1_J2(q, v, ind, dep)
             np.testing.assert_allclose(J1, T1, rtol=1e-10, atol=1e-10 * np.abs(T1).max())
@@ -261,17 +261,17 @@ def test_batched_squeezers_and_the_spring_gradient(squeezer):
     reference."""
     ks = jnp.linspace(4000.0, 5000.0, 32)[:, None]
     kw = dict(t1=0.004, integrator=integrators.Dopri5(), rtol=1e-9, atol=1e-9, max_steps=300)
-    r = jaxmbd.rollout(squeezer, model_params={"tree.forces.spring_k": ks}, adjoint="none", **kw)
+    r = jaxmbd.rollout(squeezer, model_params={"tree.forces.0.stiffness": ks}, adjoint="none", **kw)
     assert np.all(np.asarray(r.status) == 0)
     one = eqx.filter_jit(lambda m: jaxmbd.simulate(m, adjoint="none", **kw))
     for i in (0, 13, 31):
-        s = one(eqx.tree_at(lambda m: m.tree.forces.spring_k, squeezer, ks[i]))
+        s = one(eqx.tree_at(lambda m: m.tree.forces[0].stiffness, squeezer, ks[i]))
         np.testing.assert_allclose(r.qs[i, -1], s.qs[-1], rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(r.vs[i, -1], s.vs[-1], rtol=1e-12, atol=1e-9)
     assert float(jnp.abs(r.qs[0, -1] - r.qs[-1, -1]).max()) > 1e-3   # the members differ
 
     def beta(k):
-        m = eqx.tree_at(lambda m: m.tree.forces.spring_k, squeezer, k[None])
+        m = eqx.tree_at(lambda m: m.tree.forces[0].stiffness, squeezer, k[None])
         return jaxmbd.simulate(m, t1=0.01, integrator=integrators.Dopri5(), rtol=1e-10, atol=1e-10,
                                max_steps=600).qs[-1, 0]
     c0 = 4530.0

@@ -15,7 +15,7 @@ from jaxmbd import models, simulate
 from jaxmbd.integrators import rosenbrock as ros
 from jaxmbd.integrators import sdirk
 from jaxmbd.integrators.base import Attempt
-from jaxmbd.integrators.chart import ChartODE, right_jacobian, right_jacobian_inv
+from jaxmbd.odes import AbstractODE, ChartODE, right_jacobian, right_jacobian_inv
 
 # --- coefficients ------------------------------------------------------------------
 
@@ -76,7 +76,7 @@ def test_sdirk_tableau_is_exact():
     np.testing.assert_allclose(sdirk.C, [4 / 15, 23 / 30, 17 / 30, 707 / 1931, 1.0], rtol=1e-14)
 
 
-class _Damped:
+class _Damped(AbstractODE):
     """Stub chart ODE y'' = λ y' (a velocity mode with eigenvalue λ)."""
 
     def __init__(self, lam):
@@ -351,7 +351,7 @@ def test_sdirk_dense_output():
         np.testing.assert_allclose([Bw.sum(), Bw @ c, Bw @ c ** 2, Bw @ sdirk.A @ c],
                                    [th, th ** 2 / 2, th ** 3 / 3, th ** 3 / 6], atol=1e-12)
 
-    class _Osc:
+    class _Osc(AbstractODE):
         time_dependent = False
 
         def g(self, t, y, yd):  # x'' = -x with x = 1 + y
@@ -507,7 +507,7 @@ def test_sparse_iteration_matrix_equals_the_dense_one():
     """Π = H + h γ ∂R/∂v + h² γ² ∂R/∂q factored by the branch-sparse LU solves
     S u = r exactly like the dense S = I - h γ J2 - h² γ² J1, and J1 x matches;
     a Rosenbrock run with either solver gives the same trajectory."""
-    from jaxmbd.integrators.base import IterationMatrix, SparseIterationMatrix
+    from jaxmbd.odes import IterationMatrix, SparseIterationMatrix
     import equinox as eqx
     m = models.binary_tree(3)
     m = eqx.tree_at(lambda mm: (mm.stiffness, mm.damping), m, (jnp.linspace(10.0, 80.0, m.nv),

@@ -124,7 +124,7 @@ def test_products_and_triangular_solves(topo):
 
 
 def test_forward_dynamics_factorizations_agree_and_auto_rule():
-    from jaxmbd.aba import factorization_for
+    from jaxmbd.dynamics import factorization_for
     for model in (perturb(base_tree(0), 7), models.binary_tree(6)):
         q, v, tau = random_state(model, 7)
         ref = jaxmbd.forward_dynamics(model, q, v, tau, method="aba")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxmbd
-from jaxmbd import dae, forces, integrators
+from jaxmbd import dae, forces, integrators, odes
 from jaxmbd.constraints import phi_jacobian_tree
 from jaxmbd.models import vehicle as V
 
@@ -102,7 +102,7 @@ def test_the_stiffened_spectrum(stiff):
     -7.11 ± 10.74i, -9.27 ± 12.84i."""
     qt = stiff.to_tree(stiff.q0)
     P = dae.partition(phi_jacobian_tree(stiff, qt))
-    ode = dae.ConstrainedChartODE(stiff, qt, P["dep"], P["ind"])
+    ode = odes.ConstrainedChartODE(stiff, qt, P["dep"], P["ind"])
     y0 = jnp.zeros(18)
     _, J1, J2 = jax.jit(ode.g_and_jac)(0.0, y0, y0)
     A = np.block([[np.zeros((18, 18)), np.eye(18)], [np.asarray(J1), np.asarray(J2)]])
@@ -149,16 +149,16 @@ def test_rotational_spring_and_tire_forces():
     rng = np.random.default_rng(0)
     q = jaxmbd.normalize_q(m, m.q0 + 0.3 * rng.normal(size=m.nq)).at[2].set(0.4)
     v = jnp.asarray(rng.normal(size=m.nv))
-    fe = m.forces
-    m0 = eqx.tree_at(lambda mm: (mm.forces.rot_c, mm.forces.tire_c), m, (fe.rot_c * 0, fe.tire_c * 0))
-    gU = jax.grad(lambda x: forces.element_energy(m0, jaxmbd.integrate_q(m0, q, x)))(jnp.zeros(m.nv))
-    f0 = forces.element_force(m0, q, v)
+    rot, tire = m.forces   # the rotational spring, the tires (jaxmbd.forces elements, in the order added)
+    m0 = eqx.tree_at(lambda mm: (mm.forces[0].damping, mm.forces[1].damping), m, (rot.damping * 0, tire.damping * 0))
+    gU = jax.grad(lambda x: forces.potential(m0, jaxmbd.integrate_q(m0, q, x)))(jnp.zeros(m.nv))
+    f0 = forces.generalized_force(m0, q, v)
     np.testing.assert_allclose(f0, -gU, atol=1e-10 * float(jnp.abs(gU).max()))
-    assert float((forces.element_force(m, q, v) - f0) @ v) < 0
+    assert float((forces.generalized_force(m, q, v) - f0) @ v) < 0
     # the tire law against the wheel centre's world position and velocity
     kin = jaxmbd.forward_kinematics(m, q)
-    p = kin.pos[2] + kin.rot[2] @ fe.tire_p[0]
-    pd = jax.jvp(lambda x: (lambda k: k.pos[2] + k.rot[2] @ fe.tire_p[0])(
+    p = kin.pos[2] + kin.rot[2] @ tire.center[0]
+    pd = jax.jvp(lambda x: (lambda k: k.pos[2] + k.rot[2] @ tire.center[0])(
         jaxmbd.forward_kinematics(m, jaxmbd.integrate_q(m, q, x))), (jnp.zeros(m.nv),), (v,))[1]
     want = 1000.0 * (0.6 - p[2]) - 30.0 * pd[2]
     assert float(forces.tire_forces(m, q, v)[0]) == pytest.approx(float(want), rel=1e-12)
@@ -234,12 +234,12 @@ def test_step_history_records_the_accepted_steps():
 
 
 def test_static_equilibrium_of_a_hanging_four_bar():
-    """dae.static_equilibrium on a four-bar under gravity: the accelerations
+    """jaxmbd.static_equilibrium on a four-bar under gravity: the accelerations
     vanish at the result, the constraints hold, and the potential energy is
     stationary there along the mechanism's one degree of freedom (central
     differences along the constraint manifold), which it was not at the start."""
     m = jaxmbd.models.four_bar()
-    q, info = dae.static_equilibrium(m, iterations=12)
+    q, info = jaxmbd.static_equilibrium(m, iterations=12)
     assert float(info["residual"]) < 1e-9
     assert float(jnp.abs(jaxmbd.constraint_residual(m, q)).max()) < 1e-12
     a0, _ = jaxmbd.constrained_dynamics(m, m.q0, jnp.zeros(m.nv))

@@ -1,7 +1,8 @@
 """Time integrators for the equations of motion of kinematic trees.
 
 Every method integrates y'' = g(t, y, y') in a local chart of the
-configuration manifold (:mod:`jaxmbd.integrators.chart`) and is used through
+configuration manifold (:mod:`jaxmbd.odes`: the methods see only the ODE
+interface of :mod:`jaxmbd.odes.base`, never the physics) and is used through
 :func:`jaxmbd.simulate`:
 
 - fixed step: :class:`SemiImplicitEuler` (order 1), :class:`RK4` (order 4);
@@ -20,8 +21,8 @@ codes iterate on (q̈, λ): InflSDIRK = :class:`DescriptorSDIRK4` (SDIRK4/16,
 """
 
 from .base import (BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TIMES, BAD_TOLERANCES, CONSTRAINT_FAILURE, MAX_STEPS,
-                   NEWTON_FAILURE, NONFINITE, STATUS_NAMES, STEP_UNDERFLOW, SUCCESS, AbstractIntegrator, Attempt,
-                   Controller)
+                   NEWTON_FAILURE, NONFINITE, SPARSE_COUPLING, STATUS_NAMES, STEP_UNDERFLOW, SUCCESS,
+                   AbstractIntegrator, Attempt, Controller)
 from .explicit import RK4, Dopri5, SemiImplicitEuler
 from .newmark import Trapezoidal
 from .rosenbrock import RosenbrockNystrom4
@@ -33,4 +34,4 @@ SspTrapezoidal = Trapezoidal  # the thesis's SspTrap: the trapezoidal rule on a 
 __all__ = ["AbstractIntegrator", "Attempt", "Controller", "SemiImplicitEuler", "RK4", "Dopri5",
            "RosenbrockNystrom4", "SDIRK4", "Trapezoidal", "SspTrapezoidal", "DescriptorSDIRK4", "DescriptorTrapezoidal", "SUCCESS", "MAX_STEPS", "STEP_UNDERFLOW",
            "NEWTON_FAILURE", "NONFINITE", "CONSTRAINT_FAILURE", "BAD_MASS_MATRIX", "BAD_PARAMETERS", "BAD_TOLERANCES",
-           "BAD_TIMES", "STATUS_NAMES"]
+           "BAD_TIMES", "SPARSE_COUPLING", "STATUS_NAMES"]

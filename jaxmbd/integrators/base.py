@@ -8,13 +8,16 @@ from typing import ClassVar, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
+
+from ..odes.base import IterationMatrix
 
 # status codes, per batch member
 SUCCESS, MAX_STEPS, STEP_UNDERFLOW, NEWTON_FAILURE, NONFINITE, CONSTRAINT_FAILURE = 0, 1, 2, 3, 4, 5
 # invalid input found inside the trace (traced values that cannot be checked before it); nothing is integrated
 BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TOLERANCES, BAD_TIMES = 6, 7, 8, 9
+# the sparse iteration matrix met a coupling between branches that nothing declared (e.g. a control)
+SPARSE_COUPLING = 10
 STATUS_NAMES = {SUCCESS: "success", MAX_STEPS: "max_steps reached", STEP_UNDERFLOW: "step size underflow",
                 NEWTON_FAILURE: "Newton failure", NONFINITE: "non-finite state",
                 CONSTRAINT_FAILURE: "constraint failure (rank-deficient constraint Jacobian or no assembly)",
@@ -22,13 +25,17 @@ STATUS_NAMES = {SUCCESS: "success", MAX_STEPS: "max_steps reached", STEP_UNDERFL
                                  "(the mass matrix would not be positive definite)",
                 BAD_PARAMETERS: "non-finite model parameter",
                 BAD_TOLERANCES: "invalid tolerances (rtol, atol must be finite, >= 0 and not both 0)",
-                BAD_TIMES: "invalid times (t1 <= t0, dt0 <= 0, or non-finite)"}
+                BAD_TIMES: "invalid times (t1 <= t0, dt0 <= 0, or non-finite)",
+                SPARSE_COUPLING: "linear_solver='sparse': a force couples DoFs on different branches of the tree "
+                                 "that no force element declares (e.g. a control); use linear_solver='dense'"}
 
 
 class Attempt(NamedTuple):
     """One step attempt in the chart: the new chart state, the local error
     estimates (zero for methods without one), whether the implicit solve
-    converged, and the work done."""
+    converged, and the work done.  ``exact``: the iteration matrix's
+    ``exact`` flag (None for methods without one or a dense matrix; False
+    stops the run with status ``SPARSE_COUPLING``)."""
     y: jax.Array
     yd: jax.Array
     err_y: jax.Array
@@ -39,6 +46,7 @@ class Attempt(NamedTuple):
     lu: jax.Array
     newton: jax.Array
     cache: object = None
+    exact: object = None
 
 
 class AbstractIntegrator(eqx.Module):
@@ -136,39 +144,9 @@ class Controller(eqx.Module):
 
 # --- the structured linear solve -------------------------------------------------
 
-def solve_first_order(M, r1, r2):
-    """(I - h γ G)^-1 [r1; r2] through S, for either iteration matrix M:
-    x_v = S^-1 (r2 + h γ J1 r1), x_p = r1 + h γ x_v."""
-    xv = M.solve_S(r2 + M.hg * M.J1mv(r1))
-    return r1 + M.hg * xv, xv
-
-
 def check_linear_solver(linear_solver):
     if linear_solver not in ("dense", "sparse"):
         raise ValueError(f"unknown linear_solver {linear_solver!r}; expected 'dense' or 'sparse'")
-
-
-class IterationMatrix(NamedTuple):
-    """LU of S = I - h γ J2 - h² γ² J1, the Nyström form of (I - h γ G),
-    G = [[0, I], [J1, J2]] (digest negrut.md §0.3): Π = M S has the pattern of M."""
-    lu: tuple
-    J1: jax.Array
-    hg: jax.Array
-
-    @staticmethod
-    def build(J1, J2, hg):
-        n = J1.shape[0]
-        S = jnp.eye(n, dtype=J1.dtype) - hg * J2 - hg * hg * J1
-        return IterationMatrix(jsl.lu_factor(S), J1, hg)
-
-    def solve_S(self, r):
-        return jsl.lu_solve(self.lu, r)
-
-    def J1mv(self, x):
-        return self.J1 @ x
-
-    def solve_first_order(self, r1, r2):
-        return solve_first_order(self, r1, r2)
 
 
 # --- simplified Newton with convergence control (digest §3.7) ---------------------
@@ -211,69 +189,10 @@ def newton(residual, solve, x0, scale, max_iter=NEWTON_MAX, kappa=KAPPA, eta_old
     return x, ok, it, eta, theta
 
 
-class SparseIterationMatrix(NamedTuple):
-    """The iteration matrix in its branch-sparse form, for trees whose joints
-    all have scalar coordinates (then the chart is q0 + y):
-
-        Π = H S = H + h γ ∂R/∂v + h² γ² ∂R/∂q,   R(q, v, a) = ID(q, v, a) - τ(t, q, v),
-
-    at the step start with a = g0 (digest negrut.md §0.3).  Π has H's
-    branch-induced pattern (τ_i depends only on the q, v of i's ancestors and
-    subtree at fixed accelerations), so it is factored by the non-symmetric
-    level-scan kernel ``ltdl.factor(kind="lu")`` without fill-in, and H by
-    LᵀDL.  S⁻¹ r = Π⁻¹ H r and J1 x = -H⁻¹ (∂R/∂q x); J1 is never formed."""
-    Pi: object      # ltdl.Factor (lu)
-    Hc: jax.Array   # compact H
-    HF: object      # ltdl.Factor (ltdl) of H
-    model: object
-    Rq_mv: object   # x -> ∂R/∂q x
-    hg: jax.Array
-
-    @staticmethod
-    def build(ode, t, v0, a0, hg):
-        from .. import ltdl
-        from ..crba import mass_matrix_compact
-        from ..rnea import inverse_dynamics
-        model, q0 = ode.model, ode.q0
-        topo = model.topo
-
-        def R(q, v):
-            return inverse_dynamics(model, q, v, a0) - ode.tau(t, q, v)
-        Rq = jax.jacfwd(lambda y: R(ode.config(y), v0))(jnp.zeros_like(v0))
-        Rv = jax.jacfwd(lambda v: R(q0, v))(v0)
-        Hc = mass_matrix_compact(model, q0)
-        A = hg * Rv + hg * hg * Rq
-        lo = A[topo.M_rows, topo.M_cols] + Hc
-        up = A[topo.M_cols, topo.M_rows] + Hc
-        Pi = ltdl.factor(model, jnp.concatenate([lo, up]), kind="lu")
-        Rq_mv = lambda x: jax.jvp(lambda y: R(ode.config(y), v0), (jnp.zeros_like(v0),), (x,))[1]
-        return SparseIterationMatrix(Pi, Hc, ltdl.factor(model, Hc), model, Rq_mv, hg)
-
-    def solve_S(self, r):
-        from .. import ltdl
-        return ltdl.solve(self.model, self.Pi, ltdl.mul_H(self.model, self.Hc, r))
-
-    def J1mv(self, x):
-        from .. import ltdl
-        return -ltdl.solve(self.model, self.HF, self.Rq_mv(x))
-
-    def solve_first_order(self, r1, r2):
-        return solve_first_order(self, r1, r2)
-
-
 def iteration_matrix(ode, t, v0, hg, linear_solver="dense"):
-    """(g at the step start, the iteration matrix for h γ = hg): dense (J1, J2
-    by ``jacfwd``, LU of S) or branch-sparse (:class:`SparseIterationMatrix`;
-    trees whose joints all have scalar coordinates)."""
-    y0 = jnp.zeros_like(v0)
-    if linear_solver == "sparse":
-        if len(ode.R):
-            raise ValueError("linear_solver='sparse' supports trees whose joints all have scalar coordinates "
-                             "(revolute, prismatic, helical, planar); use 'dense' with ball or free joints")
-        g0 = ode.g(t, y0, v0)
-        return g0, SparseIterationMatrix.build(ode, t, v0, g0, hg)
-    g0, J1, J2 = ode.g_and_jac(t, y0, v0)
-    return g0, IterationMatrix.build(J1, J2, hg)
+    """(g at the step start, the iteration matrix for h γ = hg): the ODE
+    builds it (:meth:`jaxmbd.odes.AbstractODE.iteration_matrix`)."""
+    return ode.iteration_matrix(t, v0, hg, linear_solver)
 
 
 # --- keeping the factorization across steps (digest §3.6, H&W's SDIRK4 code) ---------

@@ -23,7 +23,7 @@ scalar joints these are the joint accelerations; for a rotation, the
 second derivative of the rotation vector), so ball and free joints are
 supported: the residual uses the joint accelerations
 v̇ = d/dt (Jr(x) ẋ) = Jr(x) ẍ + (dJr(x)[ẋ]) ẋ.  The methods need a
-:class:`jaxmbd.dae.ConstrainedChartODE` (a mechanism passed to
+:class:`jaxmbd.odes.ConstrainedChartODE` (a mechanism passed to
 :func:`jaxmbd.simulate`)."""
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
+from ..odes.base import DescriptorODE
 from .base import NEWTON_MAX, AbstractIntegrator, Attempt, check_tableau, check_tol_factor, newton
 
 # --- SDIRK4/16 (γ = 1/4), digest negrut.md §3.3 (Table 13) ---------------------------------
@@ -101,57 +102,11 @@ SUM_ABS_B16 = float(sum(abs(x) for x in B16_FR))
 EPHI16 = np.array([float(sum((B16_FR[j] - BHAT16_FR[j]) * A16_FR[j][i] for j in range(5))) for i in range(5)])
 
 
-# --- the descriptor-form residual ---------------------------------------------------------
-
 def _check_ode(name, ode):
-    if not hasattr(ode, "accel_full") or not hasattr(ode, "mech"):
+    if not isinstance(ode, DescriptorODE):
         raise TypeError(f"{name} integrates mechanisms (models with loop constraints) in descriptor form; "
-                        f"it needs a jaxmbd.dae.ConstrainedChartODE, got {type(ode).__name__}")
-
-
-def _residual(ode, t, ytil, ydtil, beta, gh, z, iters=None):
-    """Ψ(z) of (3.76) at the state given by the independent accelerations
-    a = z[ind]: y = ỹ + β a, y' = ỹ' + γh a (recovered to the full state)."""
-    from ..constraints import phi_bias_tree
-    from ..crba import mass_matrix
-    from ..rnea import bias_force
-    from ..constraints import phi_jacobian_tree
-    nv = ode.nv
-    xdd, lam = z[:nv], z[nv:]
-    a = xdd[ode.ind]
-    y, yd = ytil + beta * a, ydtil + gh * a
-    q, v, x, xd, ok, G = ode.state(y, yd) if iters is None else ode.state(y, yd, iters)
-    tree = ode.model
-    if G is None:      # rotation DoFs: Φ_q in joint velocities, and v̇ from the chart accelerations
-        G = phi_jacobian_tree(ode.mech, q)
-        vdot = jax.jvp(ode.chart.velocity, (x, xd), (xd, xdd))[1]
-    else:
-        vdot = xdd
-    r1 = mass_matrix(tree, q) @ vdot + G.T @ lam - (ode.tau(t, q, v) - bias_force(tree, q, v))
-    r2 = G @ vdot - phi_bias_tree(ode.mech, q, v)
-    r = jnp.concatenate([r1, r2])
-    return jnp.where(ok, r, jnp.nan)
-
-
-def _step_start(ode, t, v0, beta, gh):
-    """z0 = [q̈0; λ0] at the step start, its independent part a0, the LU of
-    ∂Ψ/∂z there (for the formula's β, γh) and the Newton scale weights."""
-    y0 = jnp.zeros_like(v0)
-    xdd0, _, lam0, ok0 = ode.accel_full(t, y0, v0)
-    z0 = jnp.concatenate([xdd0, lam0])
-    a0 = xdd0[ode.ind]
-    # the residual map whose state at z0 is the step start itself (the chart
-    # origin, where the recovery's tangent-plane guess and its derivatives are exact)
-    J = jax.jacfwd(lambda z: _residual(ode, t, -beta * a0, v0 - gh * a0, beta, gh, z, iters=0))(z0)
-    lu = jsl.lu_factor(J)
-    # λ_j is measured by the largest acceleration change it causes, |H⁻¹ Φ_qᵀ e_j|∞ (at the step start)
-    from ..crba import mass_matrix
-    from ..constraints import phi_jacobian_tree
-    q0, _, _, _, _, G0 = ode.state(y0, v0)
-    G0 = phi_jacobian_tree(ode.mech, q0) if G0 is None else G0
-    W = jnp.linalg.solve(mass_matrix(ode.model, q0), G0.T)
-    lam_w = jnp.max(jnp.abs(W), axis=0)
-    return z0, a0, ok0, lu, lam_w
+                        f"it needs a jaxmbd.odes.DescriptorODE (a mechanism passed to simulate), "
+                        f"got {type(ode).__name__}")
 
 
 def _check_newton_max(name, n):
@@ -208,9 +163,9 @@ class DescriptorTrapezoidal(AbstractIntegrator):
     def attempt(self, ode, t, v0, h, scale, cache=None):
         _check_ode("DescriptorTrapezoidal", ode)
         beta, gh = 0.25 * h * h, 0.5 * h
-        z0, a0, ok0, lu, lam_w = _step_start(ode, t, v0, beta, gh)
+        z0, a0, ok0, lu, lam_w = ode.descriptor_start(t, v0, beta, gh)
         ytil, ydtil = h * v0 + beta * a0, v0 + gh * a0
-        res = lambda z: _residual(ode, t + h, ytil, ydtil, beta, gh, z)  # noqa: E731
+        res = lambda z: ode.descriptor_residual(t + h, ytil, ydtil, beta, gh, z)  # noqa: E731
         solve = lambda r: jsl.lu_solve(lu, r)  # noqa: E731
         z1, ok, it, _, _ = newton(res, solve, z0, _newton_scale(ode, scale, gh, lam_w), max_iter=self.newton_max)
         a1 = z1[:ode.nv][ode.ind]
@@ -261,7 +216,7 @@ class DescriptorSDIRK4(AbstractIntegrator):
     def attempt(self, ode, t, v0, h, scale, cache=None):
         _check_ode("DescriptorSDIRK4", ode)
         beta, gh = GAMMA16 * GAMMA16 * h * h, GAMMA16 * h
-        z0, _, ok0, lu, lam_w = _step_start(ode, t, v0, beta, gh)
+        z0, _, ok0, lu, lam_w = ode.descriptor_start(t, v0, beta, gh)
         sc = _newton_scale(ode, scale, h * SUM_ABS_B16, lam_w)
         solve = lambda r: jsl.lu_solve(lu, r)  # noqa: E731
         nv = ode.nv
@@ -275,7 +230,7 @@ class DescriptorSDIRK4(AbstractIntegrator):
             low = jnp.arange(5) < i
             ytil = h * c16[i] * v0 + h * h * (jnp.where(low, mu[i], 0.0) @ S)
             ydtil = v0 + h * (jnp.where(low, a16[i], 0.0) @ S)
-            res = lambda zz: _residual(ode, t + c16[i] * h, ytil, ydtil, beta, gh, zz)  # noqa: E731
+            res = lambda zz: ode.descriptor_residual(t + c16[i] * h, ytil, ydtil, beta, gh, zz)  # noqa: E731
             z, ok_i, it_i, eta, _ = newton(res, solve, z, sc, max_iter=self.newton_max, eta_old=eta)
             return (S.at[i].set(z[:nv][ode.ind]), z, ok & ok_i, iters + it_i, eta), None
 

@@ -88,7 +88,7 @@ _DP_C = np.array([0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1, 1])
 class Dopri5(AbstractIntegrator):
     """Dormand-Prince 5(4), adaptive; the explicit baseline (standing in for the
     thesis's DEABM).  Seven RHS evaluations per attempt (no FSAL reuse: each
-    step starts a new chart, digest of jaxmbd.integrators.chart)."""
+    step starts a new chart, see jaxmbd.odes.chart)."""
     order: ClassVar[int] = 5
     error_order: ClassVar[int] = 4
     adaptive_steps: bool = True

@@ -58,4 +58,4 @@ class Trapezoidal(AbstractIntegrator):
         new_cache = Kept.after(M, h, ok, theta) if keep else cache
         work = fresh.astype(jnp.int32)
         return Attempt(y1, yd1, 0.25 * h * h * (a1 - a0), 0.5 * h * (a1 - a0), ok=ok, rhs=1 + it,
-                       jac=work, lu=work, newton=it, cache=new_cache)
+                       jac=work, lu=work, newton=it, cache=new_cache, exact=M.exact)

@@ -137,7 +137,8 @@ class RosenbrockNystrom4(AbstractIntegrator):
             ey, ed = M.solve_first_order(ey, ed)
         n_jac_rhs = 1 if self.jacobian == "autodiff" else 1 + 2 * v0.shape[0]
         return Attempt(y1, yd1, ey, ed, ok=jnp.array(True), rhs=jnp.array(2 + n_jac_rhs, jnp.int32),
-                       jac=jnp.array(1, jnp.int32), lu=jnp.array(1, jnp.int32), newton=jnp.array(0, jnp.int32))
+                       jac=jnp.array(1, jnp.int32), lu=jnp.array(1, jnp.int32), newton=jnp.array(0, jnp.int32),
+                       exact=M.exact)
 
 
 def fd_jacobian(ode, t, y, yd):

@@ -177,4 +177,4 @@ class SDIRK4(AbstractIntegrator):
             new_cache = SDIRKCache(kept, zs, jnp.asarray(h, v0.dtype), jnp.array(False))
         work = fresh.astype(jnp.int32)
         return Attempt(w1[:n], v0 + w1[n:], ey, ed, ok=ok, rhs=work + iters, jac=work, lu=work,
-                       newton=iters, cache=new_cache)
+                       newton=iters, cache=new_cache, exact=M.exact)

@@ -87,7 +87,7 @@ EQ_PITCH = 4.067e-4
 EQ_ORIGIN = (-0.00009, 0.0, 0.474860)
 
 # Static equilibria on flat ground (mechanism order, v = 0), computed with
-# jaxmbd.dae.static_equilibrium (6 Newton steps from the data sheet's pose,
+# jaxmbd.static_equilibrium (6 Newton steps from the data sheet's pose,
 # max |a| 2e-12 baseline, 2e-9 stiffened); tests/test_vehicle.py checks that
 # they are at rest and consistent.  The baseline's agrees with the data
 # sheet §10/§11 (chassis COM z 0.687838 m, pitch 0.0233°, tire loads 6518.8
@@ -189,7 +189,7 @@ def hmmwv14(stiffened=False, *, beta=0.3162, bump_distance=2.25, speed=SPEED, bu
     thesis's dominant eigenvalue, 1 the physical front bushing).
     The initial state is the static equilibrium on a flat road (for
     another beta: the design pose on the baseline's chassis pose, not at
-    rest; ``jaxmbd.dae.static_equilibrium`` settles it) with every body
+    rest; ``jaxmbd.static_equilibrium`` settles it) with every body
     moving forward at ``speed``.
     bump_distance: the bump's centre line ahead of the front wheel centres
     at t = 0 (m); bump=False: a flat road.  speed: the initial forward
@@ -262,7 +262,7 @@ def hmmwv14(stiffened=False, *, beta=0.3162, bump_distance=2.25, speed=SPEED, bu
         q0 = np.array(EQ_BASELINE)
     elif beta == 0.3162:
         q0 = np.array(EQ_STIFFENED)
-    else:   # the design pose on the baseline's chassis pose: settle it with jaxmbd.dae.static_equilibrium
+    else:   # the design pose on the baseline's chassis pose: settle it with jaxmbd.static_equilibrium
         q0 = np.array(tree.q0)
         q0[:7] = np.concatenate([EQ_ORIGIN, quat])
     v0 = np.zeros(tree.nv)

@@ -1,0 +1,124 @@
+"""The dynamics of a tree as compositions of the kernels: every generalized
+force (joint damping and springs, the force elements), inverse dynamics with
+them, the bias force, forward dynamics by the ABA, the unrolled ABA or the
+CRBA with the factorization rule, and the potential energy.
+
+The kernels below (:mod:`jaxmbd.rnea`, :mod:`jaxmbd.crba`, :mod:`jaxmbd.aba`,
+:mod:`jaxmbd.aba_unrolled`, :mod:`jaxmbd.ltdl`) know rigid bodies only; the
+force elements (:mod:`jaxmbd.forces`) enter here."""
+
+from __future__ import annotations
+
+import functools
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+
+from . import aba_unrolled, cost, forces, ltdl
+from .aba import aba
+from .crba import mass_matrix, mass_matrix_compact
+from .kinematics import _check, forward_kinematics
+from .rnea import rnea
+
+
+@jax.jit
+def passive_force(model, q, v):
+    """Joint damping and spring forces, -b v - k (q - q_ref), plus the
+    model's force elements (``model.forces``: point and coordinate
+    spring-dampers, constant joint forces), shape (nv,)."""
+    topo = model.topo
+    tau = -model.damping * v
+    sel = topo.dof_qadr >= 0
+    if sel.any():
+        qa = jnp.where(sel, topo.dof_qadr, 0)
+        spring = -model.stiffness * (q[qa] - model.spring_ref[qa])
+        tau = tau + jnp.where(jnp.asarray(sel), spring, 0.0)
+    if model.forces is not None:
+        tau = tau + forces.generalized_force(model, q, v)
+    return tau
+
+
+
+@jax.jit
+def inverse_dynamics(model, q, v, a, f_ext=None):
+    """Joint forces tau with H(q) a + C(q, v) = tau (armature, damping, springs included)."""
+    return rnea(model, q, v, a, f_ext) + model.armature * a - passive_force(model, q, v)
+
+
+@jax.jit
+def bias_force(model, q, v, f_ext=None):
+    """C(q, v): Coriolis, centrifugal, gravity, damping and spring forces, (nv,)."""
+    return rnea(model, q, v, jnp.zeros_like(v), f_ext) - passive_force(model, q, v)
+
+
+@jax.jit
+def potential_energy(model, q):
+    """Gravity (-Σ m_i g·c_i, zero at the world origin), joint springs ½ k (q - q_ref)²
+    and the force elements' potential (``jaxmbd.forces.potential``)."""
+    kin = forward_kinematics(model, q)
+    c = kin.pos + jnp.einsum("nij,nj->ni", kin.rot, model.com)
+    U = -jnp.sum(model.mass * (c @ model.gravity))
+    sel = model.topo.dof_qadr >= 0
+    if sel.any():
+        qa = model.topo.dof_qadr[sel]
+        U = U + 0.5 * jnp.sum(model.stiffness[sel] * (q[qa] - model.spring_ref[qa]) ** 2)
+    if model.forces is not None:
+        U = U + forces.potential(model, q)
+    return U
+
+
+# In bench/results/ltdl_cpu.md (2-core CPU, float64) the batch-minor sparse
+# factor + solve from compact H beats dense Cholesky at batch >= 64 on every
+# branched tree (humanoid30 2.2-7x, grids 1.7-13x, binary trees 1.5-55x); at
+# batch 1 both are dispatch-bound and sparse is 0.5-3x of dense.  On chains
+# (no branch-induced sparsity, predicted speed-up 1) it loses at small
+# batches (chain100 0.2-0.5x at B <= 64).  So: sparse wherever the operation
+# counts predict any real gain, dense for chains.
+SPARSE_MIN_PREDICTED_SPEEDUP = 2.0
+
+
+@functools.lru_cache(maxsize=None)
+def _auto_factorization(topo):
+    sparse = cost.predicted_factor_solve_speedup(topo) >= SPARSE_MIN_PREDICTED_SPEEDUP
+    return "sparse" if sparse else "dense"
+
+
+def factorization_for(model):
+    """What ``factorization="auto"`` picks for this topology: "sparse" or "dense"."""
+    return _auto_factorization(model.topo)
+
+
+@partial(jax.jit, static_argnames=("method", "factorization"))
+def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="auto"):
+    """Joint accelerations qdd with H(q) qdd + C(q, v) = tau.
+
+    method: "aba" (articulated-body algorithm, O(n)), "aba_unrolled" (the
+    same algorithm with its spatial algebra written out in scalars,
+    jaxmbd.aba_unrolled: the same numbers, faster for large batches on a GPU,
+    bench/results/throughput_gpu.md) or "crba" (H from the CRBA, then a
+    factorization of H).  factorization (method="crba" only):
+    "sparse" (branch-sparse LᵀDL, jaxmbd.ltdl), "dense" (Cholesky) or "auto"
+    (sparse where the seed's operation counts predict at least a 2x gain,
+    i.e. every branched tree; dense for chains: bench/results/ltdl_cpu.md).  f_ext:
+    optional (n, 6) body-frame spatial forces on the bodies.
+    """
+    q, v, tau = jnp.asarray(q), jnp.asarray(v), jnp.asarray(tau)
+    _check(model, q, v)
+    if tau.shape != (model.nv,):
+        raise ValueError(f"tau has shape {tau.shape}, expected ({model.nv},)")
+    if method == "aba":
+        return aba(model, q, v, tau + passive_force(model, q, v), f_ext)
+    if method == "aba_unrolled":
+        return aba_unrolled.aba(model, q, v, tau + passive_force(model, q, v), f_ext)
+    if method == "crba":
+        if factorization == "auto":
+            factorization = factorization_for(model)
+        rhs = tau - bias_force(model, q, v, f_ext)
+        if factorization == "sparse":
+            return ltdl.factor_solve(model, mass_matrix_compact(model, q), rhs)
+        if factorization == "dense":
+            return jsl.cho_solve(jsl.cho_factor(mass_matrix(model, q)), rhs)
+        raise ValueError(f"unknown factorization {factorization!r}; expected 'auto', 'sparse' or 'dense'")
+    raise ValueError(f"unknown forward-dynamics method {method!r}; expected 'aba', 'aba_unrolled' or 'crba'")

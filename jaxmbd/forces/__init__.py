@@ -1,0 +1,51 @@
+"""Force elements: small objects, one file per kind, that a model carries
+(``model.forces``, built by :meth:`jaxmbd.ModelBuilder.add_force` and its
+named helpers), so every dynamics function includes them through
+:func:`jaxmbd.passive_force` (and so ``bias_force``, ``inverse_dynamics``,
+``forward_dynamics``, ``simulate``) and :func:`jaxmbd.potential_energy`
+includes their potential.
+
+=============================  =====================================  ==============================
+element                        file                                   builder helper
+=============================  =====================================  ==============================
+:class:`PointSpringDamper`     ``point_spring.py``                    ``add_spring``
+:class:`CoordinateSpringDamper` ``coordinate_spring.py``              ``add_coordinate_spring``
+:class:`JointForce`            ``joint_force.py``                     ``add_joint_force``
+:class:`RotationalSpringDamper` ``rotational_spring.py``              ``add_rotational_spring``
+:class:`Tire`                  ``tire.py`` (+ ``add_road_bump``)      ``add_tire``
+=============================  =====================================  ==============================
+
+The interface (:mod:`jaxmbd.forces.base`): an element is created with body
+and joint names, bound to the built tree's indices (``bind``), says which
+DoFs it couples (``couplings``: the sparse iteration matrix stays exact
+with them) and is either a :class:`PoseElement` (``measure`` of the body
+poses, ``law`` of the conjugate forces, one shared kinematics pass and
+Jacobian) or a :class:`JointElement` (``force`` on the joint coordinates).
+
+Adding a kind of force element = one new file with its class, plus its
+export here; ``ModelBuilder.add_force(element)`` adds it to a model."""
+
+import jax.numpy as jnp
+
+from .base import (BuildContext, ForceElement, JointElement, PoseElement, couplings, elements,  # noqa: F401
+                   generalized_force, measures_of, potential)
+from .coordinate_spring import CoordinateSpringDamper
+from .joint_force import JointForce
+from .point_spring import PointSpringDamper
+from .rotational_spring import RotationalSpringDamper
+from .tire import Tire, road_height, tire_forces
+
+
+def spring_lengths(model, q):
+    """(ns,) current lengths of the point-to-point springs."""
+    L = measures_of(model, q, PointSpringDamper)
+    return jnp.zeros((0,), jnp.result_type(q, float)) if L is None else L
+
+
+def has_forces(model) -> bool:
+    return bool(elements(model))
+
+
+__all__ = ["ForceElement", "PoseElement", "JointElement", "BuildContext", "generalized_force", "potential",
+           "couplings", "elements", "PointSpringDamper", "CoordinateSpringDamper", "JointForce",
+           "RotationalSpringDamper", "Tire", "road_height", "tire_forces", "spring_lengths", "has_forces"]

@@ -1,0 +1,316 @@
+"""The force-element interface, the context that binds an element to a built
+tree, and the sums over a model's elements.
+
+A force element is a small ``equinox.Module``.  It is created with body and
+joint *names* (what :meth:`jaxmbd.ModelBuilder.add_force` takes) and bound at
+build time (:meth:`ForceElement.bind`) to body and DoF *indices* of the
+built tree, welded bodies resolved to the moving body that carries them.
+After binding, its numbers are traced arrays (``jax.grad`` and ``vmap`` reach
+them like any other model parameter) and its indices are static.
+
+Two kinds:
+
+* :class:`PoseElement`: acts through quantities measured on the bodies'
+  poses (a spring's length, a relative angle, a wheel centre).  It gives
+  ``measure(kin)`` -> m (a 1-d array of such quantities), and the
+  ``law(m, ṁ)`` -> f of the forces conjugate to them; the generalized force
+  is (∂m/∂x)ᵀ f with x the tree's tangent coordinates.  Every pose element
+  of a model shares one kinematics pass and one forward-mode Jacobian.
+* :class:`JointElement`: acts on joint coordinates directly
+  (``force(model, q, v)`` -> (nv,)).
+
+Each element says which DoFs it couples (:meth:`ForceElement.couplings`):
+sets of DoFs whose generalized forces depend on each other's coordinates.
+The branch-sparse iteration matrix reads them to stay exact
+(:class:`jaxmbd.odes.chart.SparseIterationMatrix`).
+
+Elements of one class are merged into one vectorized element when the
+model is built (:meth:`ForceElement.merge`), so a model with 20 springs
+evaluates them as one array operation."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..kinematics import forward_kinematics, integrate_q
+
+
+# --- input checks shared by the element constructors -------------------------------------
+
+def vec(x, n, what):
+    a = np.asarray(x, dtype=np.float64)
+    if a.shape != (n,):
+        raise ValueError(f"{what}: expected {n} numbers, got shape {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{what}: contains NaN or inf: {a}")
+    return a
+
+
+def scalar(x, what):
+    try:
+        a = float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}: expected a number, got {x!r}") from None
+    if not math.isfinite(a):
+        raise ValueError(f"{what}: is {a}")
+    return a
+
+
+def axis_frame(ax, what):
+    """A rotation whose z column is the unit vector along ax (x chosen deterministically)."""
+    n = np.linalg.norm(ax)
+    if n < 1e-12:
+        raise ValueError(f"{what} is zero")
+    z = ax / n
+    t = np.array([1.0, 0.0, 0.0]) if abs(z[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    x = t - z * (t @ z)
+    x /= np.linalg.norm(x)
+    return np.stack([x, np.cross(z, x), z], axis=1)
+
+
+def body_name(body, what):
+    if body is None or body == "world":
+        return "world"
+    if not isinstance(body, str) or not body:
+        raise ValueError(f"{what}: a body is named by a non-empty string, got {body!r}")
+    return body
+
+
+def f64(x, shape=None):
+    a = np.asarray(x, np.float64)
+    return jnp.asarray(a if shape is None else a.reshape(shape), jnp.float64)
+
+
+def make(cls, **fields):
+    """An instance of the element class ``cls`` from its field values,
+    bypassing its (name-taking) constructor: how :meth:`ForceElement.bind`
+    and :meth:`ForceElement.merge` build bound elements (as equinox itself
+    rebuilds modules when unflattening)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    if set(fields) != names:
+        raise TypeError(f"{cls.__name__}: fields {sorted(names)} expected, got {sorted(fields)}")
+    obj = object.__new__(cls)
+    for k, v in fields.items():
+        object.__setattr__(obj, k, v)
+    return obj
+
+
+# --- binding ------------------------------------------------------------------------------
+
+class BuildContext:
+    """What an element may ask of the tree being built: where a named body
+    is (its moving host body and the pose of the named frame on it), the
+    DoFs of a joint, the road bumps added to the builder."""
+
+    def __init__(self, topo, frames, road_bumps=()):
+        self.topo = topo
+        self._frames = frames          # name -> (host name or "world", R_off, p_off)
+        self._index = {n: i for i, n in enumerate(topo.names)}
+        self._bumps = tuple(road_bumps)
+        self.bumps_used = False
+
+    def body(self, name, what):
+        """(moving body index, -1 for the world; R_off; p_off): the named body's frame on its host."""
+        if name == "world":
+            return -1, np.eye(3), np.zeros(3)
+        if name not in self._frames:
+            raise ValueError(f"{what}: body {name!r} is not defined")
+        host, R, p = self._frames[name]
+        return (-1 if host == "world" else self._index[host]), R, p
+
+    def point(self, name, p, what):
+        """(host index, the point in the host's coordinates)."""
+        i, R, off = self.body(name, what)
+        return i, (p if name == "world" else off + R @ p)
+
+    def frame(self, name, Rl, what):
+        """(host index, the rotation Rl of a frame on the named body, in the host's coordinates)."""
+        i, R, _ = self.body(name, what)
+        return i, (Rl if name == "world" else R @ Rl)
+
+    def joint(self, name, what):
+        """(first DoF, number of DoFs, joint type) of the joint of the named body."""
+        if name not in self._frames:
+            raise ValueError(f"{what}: body {name!r} is not defined")
+        i = self._index.get(name)
+        if i is None or self._frames[name][0] != name:
+            raise ValueError(f"{what}: {name!r} is welded (has no joint coordinate)")
+        t = self.topo
+        return int(t.v_adr[i]), int(t.nv_body[i]), t.jtype[i]
+
+    @property
+    def road_bumps(self):
+        """((x, radius), ...) the bumps of the road (ModelBuilder.add_road_bump)."""
+        self.bumps_used = True
+        return self._bumps
+
+
+def dofs_of_bodies(topo, bodies):
+    """The DoFs that move any of the bodies (their paths to the root), sorted."""
+    sel = np.zeros(topo.nv, bool)
+    for b in bodies:
+        if b >= 0:
+            sel |= topo.support[b]
+    return tuple(int(k) for k in np.flatnonzero(sel))
+
+
+# --- the interface ------------------------------------------------------------------------
+
+class ForceElement(eqx.Module):
+    """A force element; see the module docstring.  Subclasses are
+    :class:`PoseElement` or :class:`JointElement`."""
+
+    def bind(self, ctx: BuildContext) -> "ForceElement":  # pragma: no cover - interface
+        """The element with names resolved to indices of the built tree."""
+        raise NotImplementedError
+
+    def couplings(self, topo) -> tuple:  # pragma: no cover - interface
+        """Sets of DoFs (tuples) whose generalized forces depend on each other's coordinates or rates."""
+        raise NotImplementedError
+
+    def energy(self, model, q, m=None):
+        """The element's potential at q (m: its measures there, for pose elements); 0 if it has none."""
+        return jnp.zeros((), q.dtype)
+
+    @classmethod
+    def merge(cls, elements):
+        """One element for several bound elements of this class: static tuples
+        and arrays concatenated field by field (first axis); fields named in
+        ``shared`` are taken from the first."""
+        if len(elements) == 1:
+            return elements[0]
+        shared = getattr(cls, "shared", ())
+        vals = {}
+        for f in dataclasses.fields(cls):
+            xs = [getattr(e, f.name) for e in elements]
+            if f.name in shared:
+                vals[f.name] = xs[0]
+            elif isinstance(xs[0], tuple):
+                vals[f.name] = sum(xs, ())
+            else:
+                vals[f.name] = jnp.concatenate([jnp.atleast_1d(x) for x in xs])
+        return make(cls, **vals)
+
+
+class PoseElement(ForceElement):
+    """Acts through measures of the body poses: ``measure(model, kin)`` -> m
+    (1-d), ``law(m, mdot)`` -> the conjugate forces f (same shape); the
+    generalized force is (∂m/∂x)ᵀ f."""
+
+    def measure(self, model, kin):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def law(self, m, mdot):  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class JointElement(ForceElement):
+    """Acts on the joint coordinates: ``force(model, q, v)`` -> (nv,)."""
+
+    def force(self, model, q, v):  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+# --- the sums over a model's elements --------------------------------------------------------
+
+def elements(model) -> tuple:
+    """The model's (bound, merged) force elements; () when it has none."""
+    return () if getattr(model, "forces", None) is None else tuple(model.forces)
+
+
+def _pose_measures(model, q, els, v=None):
+    """The measures of the pose elements at q (and, with v, their Jacobians ∂m/∂x)."""
+    def meas(x):
+        kin = forward_kinematics(model, integrate_q(model, q, x))
+        ms = tuple(e.measure(model, kin) for e in els)
+        return ms, ms
+    x0 = jnp.zeros(model.nv, jnp.result_type(q, float))
+    if v is None:
+        return meas(x0)[0], None
+    J, ms = jax.jacfwd(meas, has_aux=True)(x0)
+    return ms, J
+
+
+def generalized_force(model, q, v):
+    """(nv,) the generalized force of every force element of the model at (q, v)."""
+    dt = jnp.result_type(q, v, float)
+    tau = jnp.zeros(model.nv, dt)
+    els = elements(model)
+    pose = [e for e in els if isinstance(e, PoseElement)]
+    if pose:
+        ms, Js = _pose_measures(model, q, pose, v)
+        for e, m, J in zip(pose, ms, Js):
+            tau = tau + e.law(m, J @ v) @ J
+    for e in els:
+        if isinstance(e, JointElement):
+            tau = tau + e.force(model, q, v)
+    return tau
+
+
+def potential(model, q):
+    """The potential of every elastic force element at q (see each element)."""
+    U = jnp.zeros((), jnp.result_type(q, float))
+    els = elements(model)
+    pose = [e for e in els if isinstance(e, PoseElement)]
+    if pose:
+        ms, _ = _pose_measures(model, q, pose)
+        for e, m in zip(pose, ms):
+            U = U + e.energy(model, q, m)
+    for e in els:
+        if isinstance(e, JointElement):
+            U = U + e.energy(model, q)
+    return U
+
+
+def couplings(model) -> tuple:
+    """Every element's coupled DoF sets, as a hashable tuple of tuples."""
+    out = []
+    for e in elements(model):
+        out.extend(tuple(int(k) for k in g) for g in e.couplings(model.topo))
+    return tuple(out)
+
+
+def measures_of(model, q, cls):
+    """The measures at q of the model's element of class ``cls`` (None if it has none)."""
+    for e in elements(model):
+        if isinstance(e, cls):
+            return e.measure(model, forward_kinematics(model, q))
+    return None
+
+
+def velocity_of(model, q, v, cls):
+    """(measures, their rates) of the model's element of class ``cls`` at (q, v)."""
+    for e in elements(model):
+        if isinstance(e, cls):
+            x0 = jnp.zeros(model.nv, jnp.result_type(q, v, float))
+            return jax.jvp(lambda x: e.measure(model, forward_kinematics(model, integrate_q(model, q, x))),
+                           (x0,), (v,))
+    return None
+
+
+def bind_all(specs, ctx):
+    """Bind the builder's elements and merge those of one class (in order of first appearance)."""
+    bound = [s.bind(ctx) for s in specs]
+    groups = {}
+    for e in bound:
+        groups.setdefault(type(e), []).append(e)
+    return tuple(cls.merge(es) for cls, es in groups.items())
+
+
+def pose_of(kin, bodies):
+    """Rotations and positions of the bodies (-1: the world, identity)."""
+    b = jnp.asarray(np.maximum(np.asarray(bodies, np.int64), 0))
+    w = jnp.asarray(np.asarray(bodies) < 0)
+    R = jnp.where(w[:, None, None], jnp.eye(3, dtype=kin.rot.dtype), kin.rot[b])
+    return R, jnp.where(w[:, None], 0.0, kin.pos[b])
+
+
+def world_points(kin, bodies, local):
+    R, p = pose_of(kin, bodies)
+    return p + jnp.einsum("kij,kj->ki", R, local)

@@ -1,0 +1,125 @@
+"""What the integrators integrate: the interface every ODE of jaxmbd offers,
+and the dense iteration matrix built from it.
+
+An ODE here is a second-order system y'' = g(t, y, y') on R^n written in a
+local chart around the step's start (y = 0 there, y'(0) = the start's
+rate); see :mod:`jaxmbd.odes.chart`.  An integrator (:mod:`jaxmbd.integrators`)
+sees only this interface: it never imports a physics module, and a new
+kind of equations (a tree, a constrained mechanism, a system with contact)
+is a new subclass here, not an edit of the methods.
+
+Capabilities are marker classes, checked with ``isinstance``:
+:class:`DescriptorODE` for the (q̈, λ) residual the descriptor-form codes
+iterate on."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+
+
+class AbstractODE:
+    """y'' = g(t, y, y') in the chart of the step start.
+
+    Subclasses define :meth:`g`, :meth:`finish` and
+    :meth:`position_magnitude`, and set ``time_dependent`` (whether g
+    depends on t).  The Jacobians, dg/dt and the iteration matrix have
+    default implementations by forward-mode autodiff of :meth:`g`."""
+    time_dependent: bool = False
+
+    def g(self, t, y, yd):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def g_and_jac(self, t, y, yd):
+        """g and its Jacobians J1 = dg/dy, J2 = dg/dy' (forward-mode autodiff)."""
+        nv = y.shape[0]
+
+        def f(z):
+            out = self.g(t, z[:nv], z[nv:])
+            return out, out
+        J, g0 = jax.jacfwd(f, has_aux=True)(jnp.concatenate([y, yd]))
+        return g0, J[:, :nv], J[:, nv:]
+
+    def g_t(self, t, y, yd):
+        """dg/dt (zero unless ``time_dependent``)."""
+        if not self.time_dependent:
+            return jnp.zeros_like(y)
+        return jax.jvp(lambda s: self.g(s, y, yd), (t,), (jnp.ones_like(t),))[1]
+
+    def iteration_matrix(self, t, v0, hg, linear_solver="dense"):
+        """(g at the step start, the factored iteration matrix for h γ = hg).
+        The default is dense (:class:`IterationMatrix`); an ODE that knows its
+        structure may offer more ``linear_solver`` choices."""
+        if linear_solver != "dense":
+            raise ValueError(f"linear_solver={linear_solver!r} is not available for {type(self).__name__}; "
+                             "use 'dense'")
+        g0, J1, J2 = self.g_and_jac(t, jnp.zeros_like(v0), v0)
+        return g0, IterationMatrix.build(J1, J2, hg)
+
+    def finish(self, y, yd):  # pragma: no cover - interface
+        """Chart point -> the state (q, v) on the manifold."""
+        raise NotImplementedError
+
+    def position_magnitude(self, q):  # pragma: no cover - interface
+        """Per-DoF magnitude of the position, for the relative error scale."""
+        raise NotImplementedError
+
+
+class DescriptorODE(AbstractODE):
+    """An ODE whose unknowns can also be iterated in descriptor form: the
+    full chart accelerations and the multipliers z = [q̈; λ] (the thesis's
+    Descriptor Form codes, :class:`jaxmbd.integrators.DescriptorSDIRK4`).
+
+    ``nv`` (full DoFs) and ``ind`` (the independent ones) are attributes;
+    :meth:`descriptor_start` and :meth:`descriptor_residual` define Ψ."""
+    nv: int
+    ind: jax.Array
+
+    def descriptor_start(self, t, v0, beta, gh):  # pragma: no cover - interface
+        """(z0, a0, ok, LU of ∂Ψ/∂z, λ weights) at the step start."""
+        raise NotImplementedError
+
+    def descriptor_residual(self, t, ytil, ydtil, beta, gh, z, iters=None):  # pragma: no cover - interface
+        """Ψ(z) at the state y = ỹ + β a, y' = ỹ' + γh a, a = z[ind]."""
+        raise NotImplementedError
+
+
+def solve_first_order(M, r1, r2):
+    """(I - h γ G)^-1 [r1; r2] through S, for either iteration matrix M:
+    x_v = S^-1 (r2 + h γ J1 r1), x_p = r1 + h γ x_v."""
+    xv = M.solve_S(r2 + M.hg * M.J1mv(r1))
+    return r1 + M.hg * xv, xv
+
+
+class IterationMatrix(NamedTuple):
+    """LU of S = I - h γ J2 - h² γ² J1, the Nyström form of (I - h γ G),
+    G = [[0, I], [J1, J2]] (digest negrut.md §0.3): Π = M S has the pattern of M.
+
+    ``exact``: None (a dense matrix is always the one asked for); the
+    sparse form (:class:`jaxmbd.odes.chart.SparseIterationMatrix`) carries a
+    flag there instead."""
+    lu: tuple
+    J1: jax.Array
+    hg: jax.Array
+
+    @property
+    def exact(self):
+        return None
+
+    @staticmethod
+    def build(J1, J2, hg):
+        n = J1.shape[0]
+        S = jnp.eye(n, dtype=J1.dtype) - hg * J2 - hg * hg * J1
+        return IterationMatrix(jsl.lu_factor(S), J1, hg)
+
+    def solve_S(self, r):
+        return jsl.lu_solve(self.lu, r)
+
+    def J1mv(self, x):
+        return self.J1 @ x
+
+    def solve_first_order(self, r1, r2):
+        return solve_first_order(self, r1, r2)

@@ -1,0 +1,261 @@
+"""The equations of motion as a second-order ODE in a local chart.
+
+Each step starts a fresh chart at its initial configuration q0:
+``q(y) = integrate_q(model, q0, y)`` with y in R^nv and y = 0 at the start
+of the step.  For joints with scalar coordinates (revolute, prismatic,
+helical, planar, the translation of a free joint) y is the coordinate
+increment and y' is the joint velocity.  For a rotation (ball joint, the
+rotation of a free joint) y is the body-frame rotation vector, and the
+body-frame angular velocity is ``w = Jr(y) y'`` with the right Jacobian of
+SO(3).  So
+
+    y'' = g(t, y, y') = Jr(y)^-1 (a - (dJr(y)[y']) y'),  a = forward dynamics(q(y), Jr(y) y', tau),
+
+a smooth ODE on R^nv to which every method applies with its full order (a
+Runge-Kutta-Munthe-Kaas construction).  Jr(0) = I, so y'(0) = v0, and at
+y = 0 the Jacobians of g are those of the forward dynamics in the tangent
+space.  After the step, ``q1 = q(y1)`` (renormalised) and ``v1 = Jr(y1) y1'``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import forces, kinematics, ltdl
+from ..crba import mass_matrix_compact
+from ..dynamics import forward_dynamics, inverse_dynamics
+from ..spatial import skew
+from .base import AbstractODE, solve_first_order
+
+_SMALL = 1e-4  # below this angle (rad) the SO(3) series are used
+
+
+@functools.lru_cache(maxsize=None)
+def rotation_dofs(topo) -> np.ndarray:
+    """(k, 3) DoF indices of every rotation-vector triple (ball joints, free-joint rotations)."""
+    out = []
+    for jt, a in zip(topo.jtype, topo.v_adr):
+        if jt == "spherical":
+            out.append(a + np.arange(3))
+        elif jt == "free":
+            out.append(a + 3 + np.arange(3))
+    return np.array(out, np.int64).reshape(-1, 3)
+
+
+@functools.lru_cache(maxsize=None)
+def coordinate_of_dof(topo) -> np.ndarray:
+    """(nv,) the q index whose magnitude scales DoF k's position error (the
+    coordinate itself for scalar joints and free-joint translations), -1 for rotation DoFs."""
+    idx = np.full(topo.nv, -1, np.int64)
+    for jt, qa, va, n in zip(topo.jtype, topo.q_adr, topo.v_adr, topo.nv_body):
+        if jt in ("revolute", "prismatic", "helical", "planar"):
+            idx[va: va + n] = qa + np.arange(n)
+        elif jt == "free":
+            idx[va: va + 3] = qa + np.arange(3)
+    return idx
+
+
+def _coeffs(phi):
+    """Safe (theta², c1, c2, c3) with c1 = (1 - cos θ)/θ², c2 = (θ - sin θ)/θ³,
+    c3 = 1/θ² - (1 + cos θ)/(2 θ sin θ)."""
+    t2 = jnp.sum(phi * phi, axis=-1)
+    small = t2 < _SMALL ** 2
+    t2s = jnp.where(small, 1.0, t2)  # double-where: no NaN gradients at 0
+    t = jnp.sqrt(t2s)
+    c1 = jnp.where(small, 0.5 - t2 / 24.0, (1.0 - jnp.cos(t)) / t2s)
+    c2 = jnp.where(small, 1.0 / 6.0 - t2 / 120.0, (t - jnp.sin(t)) / (t2s * t))
+    c3 = jnp.where(small, 1.0 / 12.0 + t2 / 720.0, 1.0 / t2s - (1.0 + jnp.cos(t)) / (2.0 * t * jnp.sin(t)))
+    return c1, c2, c3
+
+
+def right_jacobian(phi):
+    """Jr(φ) = I - c1 [φ]x + c2 [φ]x², so that w_body = Jr(φ) φ' for R = R0 exp([φ]x)."""
+    K = jax.vmap(skew)(phi) if phi.ndim > 1 else skew(phi)
+    c1, c2, _ = _coeffs(phi)
+    I = jnp.broadcast_to(jnp.eye(3, dtype=phi.dtype), K.shape)
+    return I - c1[..., None, None] * K + c2[..., None, None] * (K @ K)
+
+
+def right_jacobian_inv(phi):
+    """Jr(φ)^-1 = I + ½ [φ]x + c3 [φ]x²."""
+    K = jax.vmap(skew)(phi) if phi.ndim > 1 else skew(phi)
+    _, _, c3 = _coeffs(phi)
+    I = jnp.broadcast_to(jnp.eye(3, dtype=phi.dtype), K.shape)
+    return I + 0.5 * K + c3[..., None, None] * (K @ K)
+
+
+class ChartODE(AbstractODE):
+    """y'' = g(t, y, y') around q0 for a model, control and parameters.
+
+    control: None (zero torque), an (nv,) array, or a function
+    ``tau(t, q, v, params)``.  ``linear_solver="sparse"`` in
+    :meth:`iteration_matrix`: :class:`SparseIterationMatrix`."""
+
+    def __init__(self, model, q0, control=None, params=None, dynamics="aba"):
+        self.model, self.q0, self.control, self.params = model, q0, control, params
+        self.dynamics = dynamics
+        self.R = rotation_dofs(model.topo)
+        self.time_dependent = callable(control)
+
+    def velocity(self, y, yd):
+        """Joint velocity v = Jr(y) y' (identity on scalar DoFs)."""
+        if not len(self.R):
+            return yd
+        w = jnp.einsum("kij,kj->ki", right_jacobian(y[self.R]), yd[self.R])
+        return yd.at[self.R].set(w)
+
+    def config(self, y):
+        return kinematics.integrate_q(self.model, self.q0, y)
+
+    def tau(self, t, q, v):
+        c = self.control
+        if c is None:
+            return jnp.zeros(self.model.nv, q.dtype)
+        if callable(c):
+            return jnp.asarray(c(t, q, v, self.params), q.dtype)
+        return jnp.broadcast_to(jnp.asarray(c, q.dtype), (self.model.nv,))
+
+    def accel(self, t, q, v):
+        return forward_dynamics(self.model, q, v, self.tau(t, q, v), method=self.dynamics)
+
+    def g(self, t, y, yd):
+        q, v = self.config(y), self.velocity(y, yd)
+        a = self.accel(t, q, v)
+        if not len(self.R):
+            return a
+        _, corr = jax.jvp(lambda yy: self.velocity(yy, yd), (y,), (yd,))
+        r = a - corr
+        return r.at[self.R].set(jnp.einsum("kij,kj->ki", right_jacobian_inv(y[self.R]), r[self.R]))
+
+    def iteration_matrix(self, t, v0, hg, linear_solver="dense"):
+        """(g at the step start, the iteration matrix for h γ = hg): dense (J1, J2
+        by ``jacfwd``, LU of S) or branch-sparse (:class:`SparseIterationMatrix`;
+        trees whose joints all have scalar coordinates)."""
+        if linear_solver != "sparse":
+            return super().iteration_matrix(t, v0, hg, linear_solver)
+        if len(self.R):
+            raise ValueError("linear_solver='sparse' supports trees whose joints all have scalar coordinates "
+                             "(revolute, prismatic, helical, planar); use 'dense' with ball or free joints")
+        g0 = self.g(t, jnp.zeros_like(v0), v0)
+        return g0, SparseIterationMatrix.build(self, t, v0, g0, hg)
+
+    def finish(self, y, yd):
+        """Chart point -> (q, v) on the manifold."""
+        q = kinematics.normalize_q(self.model, self.config(y))
+        return q, self.velocity(y, yd)
+
+    def position_magnitude(self, q):
+        """Per-DoF |coordinate| used by the relative error scale (0 for rotation DoFs)."""
+        idx = coordinate_of_dof(self.model.topo)
+        return jnp.where(idx >= 0, jnp.abs(q[np.maximum(idx, 0)]), 0.0)
+
+
+@functools.lru_cache(maxsize=None)
+def _branch_pattern(topo) -> np.ndarray:
+    """(nv, nv) bool: j is i, an ancestor or a descendant of i (H's branch-induced pattern)."""
+    on = np.zeros((topo.nv, topo.nv), bool)
+    on[topo.M_rows, topo.M_cols] = True
+    return on | on.T
+
+
+@functools.lru_cache(maxsize=None)
+def _cross_branch(topo, groups) -> tuple[np.ndarray, np.ndarray]:
+    """For the coupling groups the force elements declare (DoF sets whose
+    forces depend on each other's coordinates): the DoFs of every group that
+    couples two branches (sorted), and the (nv, nv) mask of the entries off
+    the branch pattern that no group explains (they must be zero)."""
+    on = _branch_pattern(topo)
+    explained = np.zeros_like(on)
+    cross = set()
+    for g in groups:
+        g = np.asarray(g, np.int64)
+        if len(g) and not on[np.ix_(g, g)].all():
+            cross.update(int(k) for k in g)
+            explained[np.ix_(g, g)] = True
+    return np.array(sorted(cross), np.int64), ~on & ~explained
+
+
+class SparseIterationMatrix(NamedTuple):
+    """The iteration matrix in its branch-sparse form, for trees whose joints
+    all have scalar coordinates (then the chart is q0 + y):
+
+        Π = H S = H + h γ ∂R/∂v + h² γ² ∂R/∂q,   R(q, v, a) = ID(q, v, a) - τ(t, q, v),
+
+    at the step start with a = g0 (digest negrut.md §0.3).  The tree's own
+    forces give Π H's branch-induced pattern (τ_i depends only on the q, v
+    of i's ancestors and subtree at fixed accelerations), so that part, Π_b,
+    is factored by the non-symmetric level-scan kernel
+    ``ltdl.factor(kind="lu")`` without fill-in, and H by LᵀDL.  S⁻¹ r =
+    Π⁻¹ H r and J1 x = -H⁻¹ (∂R/∂q x); J1 is never formed.
+
+    Force elements that couple two branches (a spring between two bodies on
+    different branches) declare the DoFs they couple
+    (:func:`jaxmbd.forces.couplings`); their entries off the pattern, E on
+    the set C of those DoFs, are added exactly as a low-rank correction
+    (Woodbury): with U = I[:, C] and Z = Π_b⁻¹ U (|C| solves per step),
+    Π⁻¹ = Π_b⁻¹ - Z (I + E Uᵀ Z)⁻¹ E Uᵀ Π_b⁻¹.  Any other entry off the
+    pattern (a control that couples two branches: nothing declares it) is
+    found in the Jacobian, which is formed whole, and makes ``exact`` False;
+    :func:`jaxmbd.simulate` then stops the run with status 10
+    (``SPARSE_COUPLING``) instead of integrating with the wrong matrix."""
+    Pi: object      # ltdl.Factor (lu) of Π_b
+    Hc: jax.Array   # compact H
+    HF: object      # ltdl.Factor (ltdl) of H
+    model: object
+    Rq_mv: object   # x -> ∂R/∂q x
+    hg: jax.Array
+    C: np.ndarray   # the cross-branch DoFs (static), possibly empty
+    Z: jax.Array    # Π_b⁻¹ U, (nv, |C|)
+    K: tuple        # LU of I + E Uᵀ Z, (|C|, |C|)
+    E: jax.Array    # the off-pattern entries on C x C
+    exact: jax.Array
+
+    @staticmethod
+    def build(ode, t, v0, a0, hg):
+        model, q0 = ode.model, ode.q0
+        topo = model.topo
+
+        def R(q, v):
+            return inverse_dynamics(model, q, v, a0) - ode.tau(t, q, v)
+        Rq = jax.jacfwd(lambda y: R(ode.config(y), v0))(jnp.zeros_like(v0))
+        Rv = jax.jacfwd(lambda v: R(q0, v))(v0)
+        Hc = mass_matrix_compact(model, q0)
+        A = hg * Rv + hg * hg * Rq
+        lo = A[topo.M_rows, topo.M_cols] + Hc
+        up = A[topo.M_cols, topo.M_rows] + Hc
+        Pi = ltdl.factor(model, jnp.concatenate([lo, up]), kind="lu")
+        Rq_mv = lambda x: jax.jvp(lambda y: R(ode.config(y), v0), (jnp.zeros_like(v0),), (x,))[1]  # noqa: E731
+        C, unexplained = _cross_branch(topo, forces.couplings(model))
+        exact = ~jnp.any(jnp.where(jnp.asarray(unexplained), A, 0.0) != 0) if unexplained.any() \
+            else jnp.array(True)
+        if len(C):
+            off = ~_branch_pattern(topo)[np.ix_(C, C)]
+            E = jnp.where(jnp.asarray(off), A[np.ix_(C, C)], 0.0)
+            U = jnp.zeros((topo.nv, len(C)), A.dtype).at[C, np.arange(len(C))].set(1.0)
+            Z = ltdl.solve(model, Pi, U)
+            K = jax.scipy.linalg.lu_factor(jnp.eye(len(C), dtype=A.dtype) + E @ Z[C])
+        else:
+            E = Z = jnp.zeros((0,), A.dtype)
+            K = ()
+        return SparseIterationMatrix(Pi, Hc, ltdl.factor(model, Hc), model, Rq_mv, hg, C, Z, K, E, exact)
+
+    def solve_Pi(self, r):
+        """Π⁻¹ r: the branch-sparse solve, corrected for the declared cross-branch couplings."""
+        x = ltdl.solve(self.model, self.Pi, r)
+        if not len(self.C):
+            return x
+        return x - self.Z @ jax.scipy.linalg.lu_solve(self.K, self.E @ x[self.C])
+
+    def solve_S(self, r):
+        return self.solve_Pi(ltdl.mul_H(self.model, self.Hc, r))
+
+    def J1mv(self, x):
+        return -ltdl.solve(self.model, self.HF, self.Rq_mv(x))
+
+    def solve_first_order(self, r1, r2):
+        return solve_first_order(self, r1, r2)

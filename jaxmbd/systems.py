@@ -1,0 +1,148 @@
+"""What :func:`jaxmbd.simulate`'s loop needs to know about the thing it
+integrates, as a small set of hooks: a kinematic tree (:class:`TreeSystem`)
+or a mechanism with loop constraints (:class:`MechanismSystem`).
+
+Hooks: ``check`` (eager, at trace time), ``start`` (the initial state in the
+system's internal order and the partition state), ``ode_at`` (the ODE of a
+step, :mod:`jaxmbd.odes`), ``independent`` (the integrated part of a
+velocity), ``record`` (what is saved at a save time), ``after_step`` (after
+each attempt: a mechanism renews its coordinate partition), ``tree`` (the
+model whose parameters are checked inside the trace).  The loop itself
+(:mod:`jaxmbd.simulate`) never asks which kind it has."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from . import dae
+from .constraints import Mechanism, phi_jacobian_tree, phi_tree
+from .constraints import _check as _check_mechanism
+from .integrators.base import CONSTRAINT_FAILURE
+from .kinematics import _check as _check_tree
+from .odes import ChartODE, ConstrainedChartODE
+
+
+class TreeSystem:
+    """A kinematic tree: the ODE is the tree's on its chart (:class:`jaxmbd.odes.ChartODE`)."""
+    extra_stats = ()
+
+    def __init__(self, model, control, params, dynamics):
+        self.model, self.control, self.params, self.dynamics = model, control, params, dynamics
+        self.tree = model
+
+    def check(self, q0, v0, integrator, multipliers, constraint_solver):
+        _check_tree(self.model, q0, v0)
+        if multipliers:
+            raise ValueError("multipliers=True needs a model with loop constraints")
+
+    def start(self, q0, v0, assemble_initial):
+        """(q0, v0 inside, partition state, bad: the start cannot be integrated)."""
+        return q0, v0, {}, jnp.array(False)
+
+    def ode_at(self, q, part):
+        return ChartODE(self.model, q, self.control, self.params, self.dynamics)
+
+    def independent(self, part, x):
+        return x
+
+    def record(self, q, v, keep_states, observe, t0, part0):
+        out = {}
+        if keep_states:
+            out["q"], out["v"] = q, v
+        if observe is not None:
+            out["obs"] = observe(self.model, q, v)
+        return out
+
+    def initial_extra(self, rec0):
+        return {}
+
+    def after_step(self, s, ode, integrator, accept, q_new, rec, cache, t):
+        """(partition state, cache, extra stats, extra state, failed, fail status) after an attempt."""
+        return s["part"], cache, {}, {}, jnp.array(False), jnp.array(0, jnp.int32)
+
+
+class MechanismSystem:
+    """A mechanism: the state-space ODE on the independent coordinates
+    (:class:`jaxmbd.odes.ConstrainedChartODE`), the coordinate partition
+    renewed when cond(Φ_u) grows past ``dae.REPARTITION_FACTOR`` times its
+    value at partitioning, the constraint residuals recorded."""
+    extra_stats = ("partitions",)
+
+    def __init__(self, mech, control, params, constraint_solver):
+        self.mech, self.control, self.params, self.solver = mech, control, params, constraint_solver
+        self.model, self.tree = mech, mech.tree
+
+    def check(self, q0, v0, integrator, multipliers, constraint_solver):
+        mech = self.mech
+        _check_mechanism(mech, q0, v0)
+        if getattr(integrator, "linear_solver", "dense") != "dense":
+            raise ValueError("linear_solver='sparse' is for kinematic trees; mechanisms use the dense iteration "
+                             "matrix of their independent coordinates")
+        if mech.nc >= mech.nv:
+            raise ValueError(f"{mech.nc} constraint equations for {mech.nv} coordinates: no degree of freedom is "
+                             "left, or the constraints are redundant; redundant constraints are supported by "
+                             "jaxmbd.assemble, not by simulate (its coordinate partitioning needs Φ_q of full "
+                             "row rank and at least one independent coordinate)")
+        if constraint_solver not in ("schur", "dense"):
+            raise ValueError(f"unknown constraint_solver {constraint_solver!r}; expected 'schur' or 'dense'")
+        self.multipliers = multipliers
+
+    def start(self, q0, v0, assemble_initial):
+        mech = self.mech
+        if assemble_initial:
+            q0, v0, info = dae.assemble(mech, q0, v0, iterations=8)
+            bad_assembly = (info["residual"] > 1e-9) | (info["status"] != 0)
+        else:
+            bad_assembly = jnp.array(False)
+        q0, v0 = mech.to_tree(q0), mech.to_tree(v0)   # inside: tree order
+        P = dae.partition(phi_jacobian_tree(mech, q0))
+        part0 = dict(dep=P["dep"], ind=P["ind"], cond0=P["cond0"], partitions=jnp.zeros((), jnp.int32))
+        return q0, v0, part0, ~P["ok"] | bad_assembly
+
+    def ode_at(self, q, part):
+        return ConstrainedChartODE(self.mech, q, part["dep"], part["ind"], self.control, self.params, self.solver)
+
+    def independent(self, part, x):
+        return x[part["ind"]]
+
+    def record(self, q, v, keep_states, observe, t0, part0):
+        mech = self.mech
+        out = {}
+        G = phi_jacobian_tree(mech, q)
+        out["res"] = jnp.stack([jnp.max(jnp.abs(phi_tree(mech, q))), jnp.max(jnp.abs(G @ v))])
+        if self.multipliers:
+            tau = self.ode_at(q, part0).tau(t0, q, v)  # constant or state-dependent control only
+            out["lam"] = dae.accel_tree(mech, q, v, tau, self.solver)[1]
+        q, v = mech.from_tree(q), mech.from_tree(v)
+        if keep_states:
+            out["q"], out["v"] = q, v
+        if observe is not None:
+            out["obs"] = observe(mech, q, v)
+        return out
+
+    def initial_extra(self, rec0):
+        return {"drift": rec0["res"]}
+
+    def after_step(self, s, ode, integrator, accept, q_new, rec, cache, t):
+        # the thesis's partition check: renew it when cond(Φ_u) > 1.25 cond0 (after accepted steps)
+        part = s["part"]
+        G1 = phi_jacobian_tree(self.mech, q_new)
+        worse = accept & (jnp.linalg.cond(G1[:, part["dep"]]) > dae.REPARTITION_FACTOR * part["cond0"])
+        P1 = dae.partition(G1)
+        part = dict(dep=jnp.where(worse, P1["dep"], part["dep"]), ind=jnp.where(worse, P1["ind"], part["ind"]),
+                    cond0=jnp.where(worse, P1["cond0"], part["cond0"]), partitions=part["partitions"] + worse)
+        fresh = integrator.init_cache(ode, t, self.independent(part, s["v"]))
+        cache = jax.tree_util.tree_map(lambda a, b: jnp.where(worse, a, b), fresh, cache)
+        stats = {"partitions": s["stats"]["partitions"] + worse}
+        extra = {"drift": jnp.where(accept, jnp.maximum(s["drift"], rec["res"]), s["drift"])}
+        failed = worse & ~P1["ok"]
+        return part, cache, stats, extra, failed, jnp.where(failed, CONSTRAINT_FAILURE, 0).astype(jnp.int32)
+
+
+def system_of(model, control, params, dynamics, constraint_solver):
+    """The system hooks for a model: a :class:`MechanismSystem` for a
+    :class:`jaxmbd.Mechanism`, else a :class:`TreeSystem`."""
+    if isinstance(model, Mechanism):
+        return MechanismSystem(model, control, params, constraint_solver)
+    return TreeSystem(model, control, params, dynamics)

@@ -1,0 +1,145 @@
+"""The package's layers, read from its import graph (every import statement,
+module level or inside a function): no import cycles; the integrators import
+only their own modules and the ODE interface; the physics kernels import no
+force element, no ODE, no integrator and no composition above them;
+``simulate`` knows no mechanism internals; ``rollout`` and ``design`` use no
+private name of another module."""
+
+import ast
+import pathlib
+
+import pytest
+
+PKG = pathlib.Path(__file__).resolve().parents[1] / "jaxmbd"
+
+KERNELS = ("jaxmbd.spatial", "jaxmbd.joints", "jaxmbd.topology", "jaxmbd.kinematics", "jaxmbd.rnea",
+           "jaxmbd.crba", "jaxmbd.aba", "jaxmbd.aba_unrolled", "jaxmbd.coriolis", "jaxmbd.ltdl",
+           "jaxmbd.linalg", "jaxmbd.cost")
+ABOVE_KERNELS = ("jaxmbd.forces", "jaxmbd.dynamics", "jaxmbd.odes", "jaxmbd.integrators", "jaxmbd.simulate",
+                 "jaxmbd.systems", "jaxmbd.constraints", "jaxmbd.dae", "jaxmbd.model", "jaxmbd.rollout",
+                 "jaxmbd.design", "jaxmbd.cli", "jaxmbd.io", "jaxmbd.models")
+
+
+def _module_name(path):
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _modules():
+    return {_module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def _imports(name, path, modules):
+    """(imported jaxmbd module, imported names) for every import in the file."""
+    is_pkg = path.name == "__init__.py"
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(a.name, ()) for a in node.names if a.name.startswith("jaxmbd")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if not mod.startswith("jaxmbd"):
+                continue
+            names = tuple(a.name for a in node.names)
+            # "from . import spatial": the submodules themselves
+            subs = [f"{mod}.{n}" for n in names if f"{mod}.{n}" in modules]
+            if subs:
+                out += [(s, ()) for s in subs]
+                rest = tuple(n for n in names if f"{mod}.{n}" not in modules)
+                if rest:
+                    out.append((mod, rest))
+            else:
+                out.append((mod, names))
+    return [(m, n) for m, n in out if m in modules]
+
+
+def _graph():
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def find_cycle(edges):
+    """A cycle in the directed graph {node: [node, ...]} as a list of nodes, or None."""
+    state, stack = {}, []
+
+    def visit(u):
+        state[u] = 1
+        stack.append(u)
+        for v in edges.get(u, ()):
+            if state.get(v) == 1:
+                return stack[stack.index(v):] + [v]
+            if v not in state:
+                c = visit(v)
+                if c:
+                    return c
+        stack.pop()
+        state[u] = 2
+        return None
+    for u in list(edges):
+        if u not in state:
+            c = visit(u)
+            if c:
+                return c
+    return None
+
+
+def _under(mod, prefixes):
+    return any(mod == p or mod.startswith(p + ".") for p in prefixes)
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert find_cycle({"a": ["b"], "b": ["c"], "c": ["a"]}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": ["b", "c"], "b": ["c"], "c": []}) is None
+
+
+def test_no_import_cycles():
+    g = _graph()
+    # the package's own __init__ re-exports everything; nothing inside may import it back, except the
+    # command (cli, __main__), the application on top, which imports it lazily (Ctrl-C before jax loads)
+    apps = ("jaxmbd", "jaxmbd.cli", "jaxmbd.__main__")
+    inward = sorted(n for n, imps in g.items() if n not in apps and any(m == "jaxmbd" for m, _ in imps))
+    assert not inward, f"modules importing the package root: {inward}"
+    edges = {n: sorted({m for m, _ in imps if m != n}) for n, imps in g.items()}
+    assert find_cycle(edges) is None, f"import cycle: {' -> '.join(find_cycle(edges))}"
+
+
+def test_integrators_import_only_the_ode_interface():
+    bad = {n: sorted({m for m, _ in imps if not _under(m, ("jaxmbd.integrators", "jaxmbd.odes.base"))})
+           for n, imps in _graph().items() if _under(n, ("jaxmbd.integrators",))}
+    assert not {n: b for n, b in bad.items() if b}, bad
+
+
+def test_kernels_import_nothing_above_them():
+    bad = {n: sorted({m for m, _ in imps if _under(m, ABOVE_KERNELS)})
+           for n, imps in _graph().items() if _under(n, KERNELS)}
+    assert not {n: b for n, b in bad.items() if b}, bad
+
+
+def test_odes_and_forces_import_no_method_and_no_loop():
+    g = _graph()
+    for n, imps in g.items():
+        if _under(n, ("jaxmbd.odes", "jaxmbd.forces", "jaxmbd.dynamics")):
+            bad = sorted({m for m, _ in imps if _under(m, ("jaxmbd.integrators", "jaxmbd.simulate",
+                                                              "jaxmbd.systems", "jaxmbd.rollout"))})
+            assert not bad, (n, bad)
+
+
+def test_simulate_knows_no_mechanism_internals():
+    imps = _graph()["jaxmbd.simulate"]
+    bad = sorted({m for m, _ in imps if _under(m, ("jaxmbd.constraints", "jaxmbd.dae", "jaxmbd.odes",
+                                                     "jaxmbd.kinematics"))})
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("name", ["jaxmbd.rollout", "jaxmbd.design"])
+def test_compositions_use_no_private_names(name):
+    private = [(m, n) for m, names in _graph()[name] for n in names if n.startswith("_")]
+    assert not private, private
