@@ -13,6 +13,7 @@ element                        file                                   builder he
 :class:`JointForce`            ``joint_force.py``                     ``add_joint_force``
 :class:`RotationalSpringDamper` ``rotational_spring.py``              ``add_rotational_spring``
 :class:`Tire`                  ``tire.py`` (+ ``add_road_bump``)      ``add_tire``
+:class:`LinearBushing`         ``bushing.py``                         ``add_force(LinearBushing(...))``
 =============================  =====================================  ==============================
 
 The interface (:mod:`jaxmbd.forces.base`): an element is created with body
@@ -29,6 +30,7 @@ import jax.numpy as jnp
 
 from .base import (BuildContext, ForceElement, JointElement, PoseElement, couplings, elements,  # noqa: F401
                    generalized_force, measures_of, potential)
+from .bushing import LinearBushing
 from .coordinate_spring import CoordinateSpringDamper
 from .joint_force import JointForce
 from .point_spring import PointSpringDamper
@@ -48,4 +50,4 @@ def has_forces(model) -> bool:
 
 __all__ = ["ForceElement", "PoseElement", "JointElement", "BuildContext", "generalized_force", "potential",
            "couplings", "elements", "PointSpringDamper", "CoordinateSpringDamper", "JointForce",
-           "RotationalSpringDamper", "Tire", "road_height", "tire_forces", "spring_lengths", "has_forces"]
+           "RotationalSpringDamper", "Tire", "LinearBushing", "road_height", "tire_forces", "spring_lengths", "has_forces"]
