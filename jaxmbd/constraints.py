@@ -69,6 +69,8 @@ class Mechanism(eqx.Module):
     perm: tuple = eqx.field(static=True, default=None)   # q_user = q_tree[perm] (None: tree order)
     q0: jax.Array = None
     v0: jax.Array = None
+    # the constraint rows the dynamics use when some are redundant (None: all); set by ModelBuilder.build
+    active_rows: tuple = eqx.field(static=True, default=None)
 
     # --- sizes and names ---------------------------------------------------------
     @property
@@ -83,6 +85,29 @@ class Mechanism(eqx.Module):
     def nc(self) -> int:
         """Number of scalar constraint equations."""
         return int(sum(ROWS[k[0]] for k in self.loops))
+
+    @property
+    def n_active(self) -> int:
+        """The rank of Φ_q: the number of independent constraint rows the dynamics use."""
+        return self.nc if self.active_rows is None else len(self.active_rows)
+
+    @property
+    def dropped_rows(self) -> tuple:
+        """The redundant constraint rows (implied by the others; still satisfied and reported)."""
+        if self.active_rows is None:
+            return ()
+        keep = set(self.active_rows)
+        return tuple(i for i in range(self.nc) if i not in keep)
+
+    def rows(self, x):
+        """The independent rows of an (nc, ...) array (all of them when none is redundant)."""
+        return x if self.active_rows is None else x[np.asarray(self.active_rows, np.int64)]
+
+    def expand_rows(self, lam):
+        """Multipliers of the independent rows -> (nc,) with zeros on the redundant rows."""
+        if self.active_rows is None:
+            return lam
+        return jnp.zeros(lam.shape[:-1] + (self.nc,), lam.dtype).at[..., np.asarray(self.active_rows)].set(lam)
 
     @property
     def n_bodies(self) -> int:
@@ -123,8 +148,9 @@ class Mechanism(eqx.Module):
                         "for the constrained dynamics use jaxmbd.constrained_dynamics")
 
     def summary(self) -> str:
-        return (f"{self.tree.summary()}; {len(self.loops)} loop constraints, nc={self.nc}, "
-                f"{self.nv - self.nc} DoF")
+        red = f" ({self.nc - self.n_active} redundant rows: {list(self.dropped_rows)})" if self.dropped_rows else ""
+        return (f"{self.tree.summary()}; {len(self.loops)} loop constraints, nc={self.nc}{red}, "
+                f"{self.nv - self.n_active} DoF")
 
     # --- coordinate order ------------------------------------------------------
     def to_tree(self, x):
@@ -217,6 +243,26 @@ def phi_bias_tree(mech, q_tree, v_tree):
         return jax.jvp(phi_s, (s,), (jnp.ones_like(s),))[1]
     s0 = jnp.zeros((), jnp.result_type(q_tree, v_tree, float))
     return -jax.jvp(dphi, (s0,), (jnp.ones_like(s0),))[1]
+
+
+def independent_rows(G, tol=1e-9):
+    """Indices of a maximal set of linearly independent rows of G (NumPy,
+    at build time): rows are taken in order and kept when their component
+    orthogonal to the rows kept so far exceeds tol times the largest row
+    norm (Gram-Schmidt, twice for round-off).  Earlier rows are preferred."""
+    G = np.asarray(G, np.float64)
+    scale = max(float(np.linalg.norm(G, axis=1).max(initial=0.0)), 1e-300)
+    basis, keep = [], []
+    for i, g in enumerate(G):
+        r = g.copy()
+        for _ in range(2):
+            for b in basis:
+                r -= (r @ b) * b
+        n = np.linalg.norm(r)
+        if n > tol * scale:
+            basis.append(r / n)
+            keep.append(i)
+    return tuple(keep)
 
 
 def _check(mech, q, v=None):

@@ -64,13 +64,15 @@ def _factorization(tree, factorization):
 
 def accel_tree(mech, q, v, tau, method="schur", G=None, factorization="auto"):
     """(a, λ) for tree-ordered q, v, tau; see :func:`constrained_dynamics`
-    (G: Φ_q at q when the caller has it)."""
+    (G: Φ_q at q when the caller has it, independent rows only).  With
+    redundant constraints only the independent rows (``mech.active_rows``)
+    enter, and λ is theirs (``mech.expand_rows`` puts zeros on the others)."""
     tree = mech.tree
     rhs = tau - bias_force(tree, q, v)
     if mech.nc == 0:
         return forward_dynamics(tree, q, v, tau), jnp.zeros((0,), rhs.dtype)
-    G = phi_jacobian_tree(mech, q) if G is None else G
-    tc = phi_bias_tree(mech, q, v)
+    G = mech.rows(phi_jacobian_tree(mech, q)) if G is None else G
+    tc = mech.rows(phi_bias_tree(mech, q, v))
     if method == "dense":
         H = mass_matrix(tree, q)
         m = G.shape[0]
@@ -106,7 +108,13 @@ def constrained_dynamics(mech, q, v, tau=None, method="schur", factorization="au
     "schur"): "sparse" (the branch-sparse LᵀDL of :mod:`jaxmbd.ltdl`),
     "dense" (Cholesky) or "auto" (dense below 16 DoFs, where evaluations
     are dispatch-bound, else the tree's rule: sparse on branched trees).
-    -Φ_qᵀ λ is the generalized constraint force."""
+    -Φ_qᵀ λ is the generalized constraint force.
+
+    Redundant constraints (``mech.dropped_rows``: rows implied by the others,
+    e.g. the third row of a point constraint closing a planar loop; found
+    when the mechanism is built) leave the accelerations unique but not the
+    multipliers: the ones returned solve the system with λ = 0 on the
+    redundant rows (the unique multipliers of the independent rows)."""
     q, v = jnp.asarray(q), jnp.asarray(v)
     _check(mech, q, v)
     tau = jnp.zeros(mech.nv, jnp.result_type(q, v)) if tau is None else jnp.asarray(tau)
@@ -114,7 +122,7 @@ def constrained_dynamics(mech, q, v, tau=None, method="schur", factorization="au
         raise ValueError(f"tau has shape {tau.shape}, expected ({mech.nv},)")
     a, lam = accel_tree(mech, mech.to_tree(q), mech.to_tree(v), mech.to_tree(tau), method,
                         factorization=factorization)
-    return mech.from_tree(a), lam
+    return mech.from_tree(a), mech.expand_rows(lam)
 
 
 # --- generalized coordinate partitioning ---------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Sequence
 
@@ -580,11 +581,33 @@ class ModelBuilder:
         tree = eqx.tree_at(lambda m: (m.q0, m.v0), tree, (jnp.asarray(tq0, f64), jnp.asarray(tv0, f64)))
         uq0 = tq0 if perm_np is None else tq0[perm_np]
         uv0 = tv0 if perm_np is None else tv0[perm_np]
-        return Mechanism(tree=tree, loops=tuple(specs), loop_names=tuple(c["name"] for c in loops),
+        mech = Mechanism(tree=tree, loops=tuple(specs), loop_names=tuple(c["name"] for c in loops),
                          loop_rot_a=arr(Ras, (3, 3)), loop_pos_a=arr(pas, (3,)), loop_rot_b=arr(Rbs, (3, 3)),
                          loop_pos_b=arr(pbs, (3,)), loop_distance=arr([c["d"] for c in loops], ()),
                          loop_plane=arr([c["plane"] for c in loops], (2, 3)), perm=perm,
                          q0=jnp.asarray(uq0, f64), v0=jnp.asarray(uv0, f64))
+        return self._redundancy(mech)
+
+    @staticmethod
+    def _redundancy(mech):
+        """Find the redundant constraint rows (a planar loop closed by a 3-row
+        point constraint has one) and let the dynamics use only independent
+        rows: their choice, made once here, is static.  The rank is that of
+        Φ_q at a generic configuration (q0 moved by a fixed small random
+        step, so that a singular q0, a dead point, is not taken for a
+        redundancy)."""
+        from .constraints import independent_rows, phi_jacobian_tree
+        from .kinematics import integrate_q
+        if mech.nc == 0:
+            return mech
+        with jax.ensure_compile_time_eval():
+            dx = np.random.default_rng(7).uniform(-0.05, 0.05, mech.nv)
+            q = integrate_q(mech.tree, mech.tree.q0, jnp.asarray(dx, jnp.float64))
+            G = np.asarray(phi_jacobian_tree(mech, q))
+        keep = independent_rows(G)
+        if len(keep) == mech.nc:
+            return mech
+        return dataclasses.replace(mech, active_rows=keep)
 
     def _frames_of(self, tree):
         """name -> (moving host body or "world", R_off, p_off) for every body added."""

@@ -79,11 +79,9 @@ class MechanismSystem:
         if getattr(integrator, "linear_solver", "dense") != "dense":
             raise ValueError("linear_solver='sparse' is for kinematic trees; mechanisms use the dense iteration "
                              "matrix of their independent coordinates")
-        if mech.nc >= mech.nv:
-            raise ValueError(f"{mech.nc} constraint equations for {mech.nv} coordinates: no degree of freedom is "
-                             "left, or the constraints are redundant; redundant constraints are supported by "
-                             "jaxmbd.assemble, not by simulate (its coordinate partitioning needs Φ_q of full "
-                             "row rank and at least one independent coordinate)")
+        if mech.n_active >= mech.nv:
+            raise ValueError(f"{mech.n_active} independent constraint equations (of {mech.nc}) for {mech.nv} "
+                             "coordinates: no degree of freedom is left, nothing to integrate")
         if constraint_solver not in ("schur", "dense"):
             raise ValueError(f"unknown constraint_solver {constraint_solver!r}; expected 'schur' or 'dense'")
         self.multipliers = multipliers
@@ -92,11 +90,13 @@ class MechanismSystem:
         mech = self.mech
         if assemble_initial:
             q0, v0, info = dae.assemble(mech, q0, v0, iterations=8)
-            bad_assembly = (info["residual"] > 1e-9) | (info["status"] != 0)
+            bad_assembly = info["residual"] > 1e-9
+            if not mech.dropped_rows:   # with redundant rows Φ_q is rank-deficient by construction
+                bad_assembly = bad_assembly | (info["status"] != 0)
         else:
             bad_assembly = jnp.array(False)
         q0, v0 = mech.to_tree(q0), mech.to_tree(v0)   # inside: tree order
-        P = dae.partition(phi_jacobian_tree(mech, q0))
+        P = dae.partition(mech.rows(phi_jacobian_tree(mech, q0)))
         part0 = dict(dep=P["dep"], ind=P["ind"], cond0=P["cond0"], partitions=jnp.zeros((), jnp.int32))
         return q0, v0, part0, ~P["ok"] | bad_assembly
 
@@ -113,7 +113,7 @@ class MechanismSystem:
         out["res"] = jnp.stack([jnp.max(jnp.abs(phi_tree(mech, q))), jnp.max(jnp.abs(G @ v))])
         if self.multipliers:
             tau = self.ode_at(q, part0).tau(t0, q, v)  # constant or state-dependent control only
-            out["lam"] = dae.accel_tree(mech, q, v, tau, self.solver)[1]
+            out["lam"] = mech.expand_rows(dae.accel_tree(mech, q, v, tau, self.solver)[1])
         q, v = mech.from_tree(q), mech.from_tree(v)
         if keep_states:
             out["q"], out["v"] = q, v
@@ -127,7 +127,7 @@ class MechanismSystem:
     def after_step(self, s, ode, integrator, accept, q_new, rec, cache, t):
         # the thesis's partition check: renew it when cond(Φ_u) > 1.25 cond0 (after accepted steps)
         part = s["part"]
-        G1 = phi_jacobian_tree(self.mech, q_new)
+        G1 = self.mech.rows(phi_jacobian_tree(self.mech, q_new))
         worse = accept & (jnp.linalg.cond(G1[:, part["dep"]]) > dae.REPARTITION_FACTOR * part["cond0"])
         P1 = dae.partition(G1)
         part = dict(dep=jnp.where(worse, P1["dep"], part["dep"]), ind=jnp.where(worse, P1["ind"], part["ind"]),

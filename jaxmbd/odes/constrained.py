@@ -55,7 +55,7 @@ class ConstrainedChartODE(DescriptorODE):
 
     # -- chart, recovery --------------------------------------------------------------
     def phi_x(self, x):
-        return phi_tree(self.mech, self.chart.config(x))
+        return self.mech.rows(phi_tree(self.mech, self.chart.config(x)))
 
     def _x(self, y, xd):
         return jnp.zeros(self.nv, y.dtype).at[self.ind].set(y).at[self.dep].set(xd)
@@ -169,12 +169,12 @@ class ConstrainedChartODE(DescriptorODE):
         q, v, x, xd, ok, G = self.state(y, yd) if iters is None else self.state(y, yd, iters)
         tree = self.model
         if G is None:      # rotation DoFs: Φ_q in joint velocities, and v̇ from the chart accelerations
-            G = phi_jacobian_tree(self.mech, q)
+            G = self.mech.rows(phi_jacobian_tree(self.mech, q))
             vdot = jax.jvp(self.chart.velocity, (x, xd), (xd, xdd))[1]
         else:
             vdot = xdd
         r1 = mass_matrix(tree, q) @ vdot + G.T @ lam - (self.tau(t, q, v) - bias_force(tree, q, v))
-        r2 = G @ vdot - phi_bias_tree(self.mech, q, v)
+        r2 = G @ vdot - self.mech.rows(phi_bias_tree(self.mech, q, v))
         r = jnp.concatenate([r1, r2])
         return jnp.where(ok, r, jnp.nan)
 
@@ -191,7 +191,7 @@ class ConstrainedChartODE(DescriptorODE):
         lu = jsl.lu_factor(J)
         # λ_j is measured by the largest acceleration change it causes, |H⁻¹ Φ_qᵀ e_j|∞ (at the step start)
         q0, _, _, _, _, G0 = self.state(y0, v0)
-        G0 = phi_jacobian_tree(self.mech, q0) if G0 is None else G0
+        G0 = self.mech.rows(phi_jacobian_tree(self.mech, q0)) if G0 is None else G0
         W = jnp.linalg.solve(mass_matrix(self.model, q0), G0.T)
         lam_w = jnp.max(jnp.abs(W), axis=0)
         return z0, a0, ok0, lu, lam_w
@@ -214,7 +214,7 @@ def static_equilibrium(mech, q=None, iterations=8, tau=None):
     control = None if tau is None else jnp.asarray(tau, q.dtype)
 
     def step(qt, _):
-        P = partition(phi_jacobian_tree(mech, qt))
+        P = partition(mech.rows(phi_jacobian_tree(mech, qt)))
         ode = ConstrainedChartODE(mech, qt, P["dep"], P["ind"], control)
         y0 = jnp.zeros(P["ind"].shape[0], q.dtype)
         g0, J1, _ = ode.g_and_jac(jnp.zeros((), q.dtype), y0, y0)

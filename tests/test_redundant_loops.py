@@ -1,0 +1,197 @@
+"""Mechanisms with redundant loop constraints (issue 19): planar loops closed
+by 3-row point constraints (a four-bar, a parallel gripper, a Cassie-like
+leg).  The redundant rows are found when the mechanism is built; the
+dynamics use the independent rows, every row stays satisfied."""
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd
+from jaxmbd import integrators as I, models
+
+Z, Y = (0.0, 0.0, 1.0), (0.0, 1.0, 0.0)
+
+
+def _inertia(m, L):
+    return (1e-4 * m, m * L * L / 12, m * L * L / 12)
+
+
+def four_bar_point():
+    """models.four_bar's linkage, closed by a 3-row point constraint (rank 2) instead of its planar point."""
+    ref = models.four_bar()
+    b = jaxmbd.ModelBuilder(gravity=(0.0, -9.81, 0.0))
+    for name, parent, pos, L in (("crank", "world", (0, 0, 0), 1.0), ("coupler", "crank", (1.0, 0, 0), 3.0),
+                                 ("rocker", "world", (3.0, 0, 0), 2.5)):
+        b.add_body(name, parent, "revolute", axis=Z, pos=pos, mass=1.0, com=(L / 2, 0, 0),
+                   inertia=(1e-12, 1.0 * L * L / 12, 1.0 * L * L / 12))
+    b.add_loop("point", "coupler", "rocker", pos_a=(3.0, 0, 0), pos_b=(2.5, 0, 0), name="pin")
+    b.set_initial_state(np.asarray(ref.q0), np.zeros(3))
+    return b.build(), ref
+
+
+def gripper():
+    """Two parallelogram fingers (two links each, a plate on the first link's tip pinned to the second's):
+    2 DoF, 6 rows of rank 4."""
+    b = jaxmbd.ModelBuilder(gravity=(0.0, -9.81, 0.0))
+    th = -1.2
+    q0 = []
+    for side, x0 in (("l", -0.3), ("r", 0.2)):
+        b.add_body(f"{side}1", "world", "revolute", axis=Z, pos=(x0, 0, 0), mass=0.2, com=(0.25, 0, 0),
+                   inertia=_inertia(0.2, 0.5))
+        b.add_body(f"{side}2", "world", "revolute", axis=Z, pos=(x0 + 0.1, 0, 0), mass=0.2, com=(0.25, 0, 0),
+                   inertia=_inertia(0.2, 0.5))
+        b.add_body(f"{side}plate", f"{side}1", "revolute", axis=Z, pos=(0.5, 0, 0), mass=0.3, com=(0.05, 0, 0),
+                   inertia=_inertia(0.3, 0.1))
+        b.add_loop("point", f"{side}plate", f"{side}2", pos_a=(0.1, 0, 0), pos_b=(0.5, 0, 0), name=f"{side}pin")
+        q0 += [th, th, -th]
+        th = -th - math.pi
+    b.set_initial_state(np.array([q0[0], q0[1], q0[2], q0[3], q0[4], q0[5]]), np.zeros(6))
+    return b.build()
+
+
+def cassie_leg():
+    """A planar leg in the xz-plane (hip, knee, a push rod from the thigh pinned to the shin): 2 DoF, rank 2 of 3."""
+    b = jaxmbd.ModelBuilder()
+    b.add_body("thigh", "world", "revolute", axis=Y, pos=(0, 0, 1.0), mass=2.0, com=(0, 0, -0.25),
+               inertia=(0.04, 0.04, 1e-3))
+    b.add_body("shin", "thigh", "revolute", axis=Y, pos=(0, 0, -0.5), mass=1.0, com=(0, 0, -0.25),
+               inertia=(0.02, 0.02, 1e-3))
+    b.add_body("rod", "thigh", "revolute", axis=Y, pos=(0.08, 0, -0.1), mass=0.1, com=(0, 0, -0.22),
+               inertia=(2e-3, 2e-3, 1e-5))
+    b.add_loop("point", "rod", "shin", pos_a=(0, 0, -0.45), pos_b=(0.08, 0, -0.05), name="push rod")
+    b.set_initial_state(np.array([0.3, -0.5, 0.1]), np.zeros(3))
+    mech = b.build()
+    q, _, info = jaxmbd.assemble(mech, mech.q0)
+    assert float(info["residual"]) < 1e-12
+    return eqx.tree_at(lambda m: m.q0, mech, q)
+
+
+@pytest.fixture(scope="module")
+def mechs():
+    fb, ref = four_bar_point()
+    return dict(four_bar=fb, gripper=gripper(), leg=cassie_leg(), ref=ref)
+
+
+def test_the_redundant_rows_are_found_when_built(mechs):
+    fb, gr, leg = mechs["four_bar"], mechs["gripper"], mechs["leg"]
+    assert (fb.nc, fb.n_active, fb.dropped_rows) == (3, 2, (2,))          # the z row of the pin
+    assert (gr.nc, gr.n_active, gr.dropped_rows) == (6, 4, (2, 5))
+    assert (leg.nc, leg.n_active, leg.dropped_rows) == (3, 2, (1,))       # the y row, across the leg's plane
+    assert "1 redundant rows" in fb.summary() and fb.summary().endswith("1 DoF")
+    assert mechs["ref"].dropped_rows == ()                              # the 2-row form has none
+
+
+def _augmented_lstsq(mech, q, v, tau):
+    """The accelerations from numpy's least squares on the full augmented system (every row)."""
+    qt, vt = mech.to_tree(q), mech.to_tree(v)
+    H = np.asarray(jaxmbd.mass_matrix(mech.tree, qt))
+    c = np.asarray(jaxmbd.bias_force(mech.tree, qt, vt))
+    G = np.asarray(jaxmbd.constraint_jacobian(mech, q))
+    tc = np.asarray(jaxmbd.constraint_bias(mech, q, v))
+    K = np.block([[H, G.T], [G, np.zeros((G.shape[0], G.shape[0]))]])
+    sol = np.linalg.lstsq(K, np.concatenate([np.asarray(tau) - c, tc]), rcond=1e-12)[0]
+    return sol[:mech.nv], G
+
+
+@pytest.mark.parametrize("name", ["four_bar", "gripper", "leg"])
+def test_accelerations_equal_the_full_augmented_solve(mechs, name):
+    mech = mechs[name]
+    rng = np.random.default_rng(3)
+    q, v, _ = jaxmbd.assemble(mech, mech.q0, jnp.asarray(rng.normal(size=mech.nv)))
+    tau = jnp.asarray(rng.normal(size=mech.nv))
+    want, G = _augmented_lstsq(mech, q, v, tau)
+    for method in ("schur", "dense"):
+        a, lam = jaxmbd.constrained_dynamics(mech, q, v, tau, method=method)
+        np.testing.assert_allclose(a, want, rtol=1e-10, atol=1e-10 * np.abs(want).max())
+        assert np.all(np.asarray(lam)[list(mech.dropped_rows)] == 0)       # the documented choice
+        assert np.all(np.isfinite(np.asarray(lam)))
+    if name == "four_bar":   # the 2-row formulation of the same linkage: same motion, same constraint force
+        ref = mechs["ref"]
+        a2, lam2 = jaxmbd.constrained_dynamics(ref, q, v, tau)
+        np.testing.assert_allclose(a, a2, rtol=1e-10, atol=1e-12)
+        G2 = np.asarray(jaxmbd.constraint_jacobian(ref, q))
+        np.testing.assert_allclose(G.T @ np.asarray(lam), G2.T @ np.asarray(lam2), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.slow
+def test_a_one_second_run_keeps_every_row_satisfied(mechs):
+    fb, ref = mechs["four_bar"], mechs["ref"]
+    kw = dict(t1=1.0, integrator=I.RosenbrockNystrom4(), rtol=1e-8, atol=1e-8, saveat=jnp.linspace(0, 1.0, 11))
+    sol, sol2 = jaxmbd.simulate(fb, **kw), jaxmbd.simulate(ref, **kw)
+    assert int(sol.status) == 0 and int(sol2.status) == 0
+    assert float(jnp.max(sol.max_residuals)) <= 1e-10
+    assert float(jnp.max(sol.residuals)) <= 1e-10
+    np.testing.assert_allclose(sol.qs, sol2.qs, rtol=0, atol=1e-6)
+    assert float(jnp.ptp(sol.qs[:, 0])) > 0.5                              # it moves
+
+
+@pytest.mark.slow
+def test_a_batch_of_256_grippers_and_gradients(mechs):
+    gr = mechs["gripper"]
+    B = 256
+    rng = np.random.default_rng(0)
+    v0 = np.zeros((B, gr.nv))
+    v0[:, 0] = rng.uniform(-1, 1, B)     # crank rates; the others follow from Φ_q v = 0 (assembly)
+    v0[:, 3] = rng.uniform(-1, 1, B)
+    kw = dict(t1=0.2, integrator=I.RK4(), dt0=0.01)
+    r = jaxmbd.rollout(gr, v0=jnp.asarray(v0), **kw)
+    assert np.all(np.asarray(r.status) == 0)
+    assert float(jnp.max(r.max_residuals)) <= 1e-10
+
+    def final_angle(mass):
+        m = eqx.tree_at(lambda m: m.tree.mass, gr, gr.tree.mass.at[2].set(mass))
+        return jaxmbd.simulate(m, **kw).qs[-1, 0]
+    g = jax.grad(final_angle)(0.3)
+    eps = 1e-5
+    fd = (final_angle(0.3 + eps) - final_angle(0.3 - eps)) / (2 * eps)
+    assert abs(float(fd)) > 1e-6
+    np.testing.assert_allclose(g, fd, rtol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("integrator", [I.SDIRK4(), I.Trapezoidal(), I.DescriptorSDIRK4(), I.DescriptorTrapezoidal(),
+                                        I.RosenbrockNystrom4(), I.Dopri5()], ids=lambda m: type(m).__name__)
+def test_every_integrator_on_the_leg(mechs, integrator):
+    leg = mechs["leg"]
+    sol = jaxmbd.simulate(leg, t1=0.5, integrator=integrator, rtol=1e-7, atol=1e-7, multipliers=True)
+    ref = jaxmbd.simulate(leg, t1=0.5, integrator=I.Dopri5(), rtol=1e-11, atol=1e-11)
+    assert int(sol.status) == 0, jaxmbd.status_name(sol.status)
+    assert float(jnp.max(sol.max_residuals)) <= 1e-10
+    np.testing.assert_allclose(sol.qs[-1], ref.qs[-1], atol=1e-4)
+    assert np.all(np.asarray(sol.lams)[:, list(leg.dropped_rows)] == 0)
+
+
+MJCF_FOUR_BAR = """<mujoco><option gravity="0 -9.81 0"/>
+<worldbody>
+ <body name="crank"><joint name="j1" type="hinge" axis="0 0 1"/>
+  <geom type="capsule" fromto="0 0 0 1 0 0" size="0.02" mass="1"/>
+  <body name="coupler" pos="1 0 0"><joint name="j2" type="hinge" axis="0 0 1"/>
+   <geom type="capsule" fromto="0 0 0 3 0 0" size="0.02" mass="1"/></body></body>
+ <body name="rocker" pos="3 0 0"><joint name="j3" type="hinge" axis="0 0 1"/>
+  <geom type="capsule" fromto="0 0 0 2.5 0 0" size="0.02" mass="1"/></body>
+</worldbody>
+<equality><connect body1="coupler" body2="rocker" anchor="3 0 0" solref="0.0002 1" solimp="0.9999 0.9999 0.001"/>
+</equality></mujoco>"""
+
+
+def test_mujoco_agrees_on_a_four_bar_closed_by_connect():
+    """The four-bar closed by MJCF's <connect> (3 rows, rank 2): MuJoCo's
+    constrained acceleration (stiff, nearly hard equality) equals jaxmbd's
+    to the softness MuJoCo keeps (relative 1e-3)."""
+    import mujoco
+    mech = jaxmbd.load_mjcf(MJCF_FOUR_BAR, warn=False)
+    assert (mech.nc, mech.n_active) == (3, 2)
+    ref = models.four_bar()
+    q, v, _ = jaxmbd.assemble(mech, ref.q0, jnp.array([1.0, 0.0, 0.0]))
+    a, _ = jaxmbd.constrained_dynamics(mech, q, v)
+    mj = mujoco.MjModel.from_xml_string(MJCF_FOUR_BAR)
+    mj.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    d = mujoco.MjData(mj)
+    d.qpos[:], d.qvel[:] = np.asarray(q), np.asarray(v)
+    mujoco.mj_forward(mj, d)
+    np.testing.assert_allclose(d.qacc, a, rtol=1e-3, atol=1e-3 * float(jnp.abs(a).max()))
