@@ -24,6 +24,8 @@ free         7    6   q = [position in J, quaternion]; v = [linear velocity of t
                       origin of B in J coordinates, angular velocity in B] (free)
 planar       3    3   q = v-integral = [x, y, theta]: translation in J's xy-plane,
                       then rotation theta about z
+universal    2    2   q = [q1, q2]: rotation q1 about J's x axis, then q2 about the
+                      moved y axis (MuJoCo: two hinges, axes x then y, in one body)
 fixed        0    0   welded: merged into the parent body when the model is built
 ==========  ===  ===  ============================================================
 
@@ -52,7 +54,9 @@ vectors (``rotation_blocks``, for the integrators' chart) and where unit
 quaternions sit in q (``quaternions``, for validation).  Optionally give a
 closed form for the unrolled ABA (``unrolled``, see ``revolute.py``); without
 one it goes through ``jcalc``.  Then import it at the bottom of this file and
-pass it to :func:`register`.  Nothing else needs editing:
+pass it to :func:`register`.  ``universal.py`` is a worked example (a
+2-DoF joint with scalar coordinates, plus a closed form for the unrolled
+ABA).  Nothing else needs editing:
 ``tests/test_joint_registry.py`` checks every registered type's pieces
 against each other and the algorithms against each other on a tree with it.
 ``register`` refuses a type with a piece missing or inconsistent.
@@ -400,7 +404,8 @@ from .spherical import SPHERICAL  # noqa: E402
 from .free import FREE  # noqa: E402
 from .planar import PLANAR  # noqa: E402
 from .fixed import FIXED  # noqa: E402
+from .universal import UNIVERSAL  # noqa: E402
 
-for _t in (REVOLUTE, PRISMATIC, HELICAL, SPHERICAL, FREE, PLANAR, FIXED):
+for _t in (REVOLUTE, PRISMATIC, HELICAL, SPHERICAL, FREE, PLANAR, FIXED, UNIVERSAL):
     register(_t)
 del _t
