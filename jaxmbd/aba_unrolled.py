@@ -17,9 +17,11 @@ not arithmetic.
 
 The formulas also use structure the array form ignores: inertias are
 symmetric (21 distinct entries; only the upper triangles are computed), [p]x
-products are cross products, and each joint type's transform is written out
-(a revolute joint's pose in its parent is ``T + sin q TK + (1 - cos q) TK²``
-with the constant products TK, TK² formed once per call).
+products are cross products, and a joint type's transform can be written out
+(``JointType.unrolled`` in jaxmbd/joints: a revolute joint's pose in its
+parent is ``T + sin q TK + (1 - cos q) TK²`` with the constant products TK,
+TK² formed once per call); a type without such a closed form goes through its
+array-form jcalc, one member at a time.
 
 Representation (all tuples; every leaf an array of the same shape):
   v3: (x, y, z); m3: ((r00, r01, r02), (r10, ...), (r20, ...)), row-major;
@@ -30,10 +32,14 @@ Representation (all tuples; every leaf an array of the same shape):
 
 from __future__ import annotations
 
+import sys
+from typing import Callable, NamedTuple
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from . import joints, spatial
+from . import joints
 from .kinematics import _chain_correction, node_inertias
 from .rnea import node_forces
 from .topology import tree_backward, tree_forward
@@ -210,89 +216,76 @@ def _quat_rot(w, x, y, z):
 
 # --- joint state ------------------------------------------------------------------
 
+class _Group(NamedTuple):
+    """What a joint type's closed form (``JointType.unrolled``) gets: one joint
+    type's bodies, the state (members on trailing axes), their per-body
+    parameters, helpers that turn per-body constants into component tuples
+    spread over the members, and this module (``alg``) for the algebra."""
+    model: object
+    bodies: np.ndarray
+    qi: np.ndarray
+    vi: np.ndarray
+    q: jax.Array
+    v: jax.Array
+    T: jax.Array       # (G,3,3) joint frame in the parent
+    t: jax.Array       # (G,3)
+    axis: jax.Array
+    anchor: jax.Array
+    pitch: jax.Array
+    zero: jax.Array    # (G, *batch) zeros
+    z3: tuple
+    M: Callable        # (G,3,3) constant -> m3
+    V: Callable        # (G,3) constant -> v3
+    SV: Callable       # (G,6) constant -> spatial vector
+    alg: object
+
+
+def _multi_dof_columns(g, cols, cJ):
+    """For a joint with several DoFs given its S columns (spatial vectors, in
+    order) and cJ: cJ plus the chain correction -Σ_{l<k} (s_l qd_l) x (s_k qd_k)
+    of its 1-DoF nodes (kinematics._chain_correction), and the columns
+    body-major (body g's columns in order)."""
+    q, v, zero = g.q, g.v, g.zero
+    qd = [v[g.vi[:, k]] for k in range(len(cols))]
+    cols = [jax.tree.map(lambda x: jnp.broadcast_to(x, zero.shape), c) for c in cols]
+    sc = [tuple(_scale(qd[k], h) for h in cols[k]) for k in range(len(cols))]
+    acc = sc[0]
+    for k in range(1, len(sc)):
+        cJ = tuple(_sub(c, x) for c, x in zip(cJ, _cross_motion(acc, sc[k])))
+        acc = tuple(_add(x, y) for x, y in zip(acc, sc[k]))
+    Scols = tuple(tuple(jnp.stack([cols[k][h][i] for k in range(len(cols))], axis=1).reshape((-1,) + q.shape[1:])
+                        for i in R3) for h in range(2))
+    return cJ, Scols
+
+
 def _group_state(model, jt, bodies, qi, vi, q, v):
     """One joint type's bodies: (R_b m3, p_b v3, cJ per body (6-vector), S
     columns per DoF as a spatial vector, body-major).  R_b, p_b: the body's
-    pose in its parent (tree transform composed with the joint's)."""
+    pose in its parent (tree transform composed with the joint's).  The
+    type's closed form where it has one (``JointType.unrolled``), else its
+    array-form jcalc (:func:`_group_state_jcalc`)."""
+    form = joints.get(jt).unrolled
+    if form is None:
+        return _group_state_jcalc(model, jt, bodies, qi, vi, q, v)
     bc = lambda x: _spread(x, q.shape[1:])  # noqa: E731
-    M = lambda x: jax.tree.map(bc, _m_of(x))  # noqa: E731  (per-body constants as components)
-    V = lambda x: jax.tree.map(bc, _v_of(x))  # noqa: E731
-    SV = lambda x: jax.tree.map(bc, _sv_of(x))  # noqa: E731
-    T = model.tree_rot[bodies]
-    t = model.tree_pos[bodies]
-    a = model.axis[bodies]
-    anc = model.anchor[bodies]
-    G = len(bodies)
-    zero = jnp.zeros((G,) + q.shape[1:], q.dtype)
-    z3 = (zero, zero, zero)
-    if jt in ("revolute", "helical"):
-        th = q[qi[:, 0]]
-        K = jax.vmap(spatial.skew)(a)
-        TK = T @ K
-        TK2 = TK @ K
-        sn, omc = jnp.sin(th), 1.0 - jnp.cos(th)
-        Tm, TKm, TK2m = M(T), M(TK), M(TK2)
-        R = tuple(tuple(Tm[i][j] + sn * TKm[i][j] + omc * TK2m[i][j] for j in R3) for i in R3)
-        c1 = V(-jnp.einsum("gij,gj->gi", TK, anc))
-        c2 = V(-jnp.einsum("gij,gj->gi", TK2, anc))
-        c3 = V(model.pitch[bodies][:, None] * jnp.einsum("gij,gj->gi", T, a))
-        tb = V(t)
-        p = tuple(tb[i] + sn * c1[i] + omc * c2[i] + th * c3[i] for i in R3)
-        S = jnp.concatenate([a, jnp.cross(anc, a) + model.pitch[bodies][:, None] * a], axis=1)
-        return R, p, (z3, z3), SV(S)
-    if jt == "prismatic":
-        x = q[qi[:, 0]]
-        Ta = V(jnp.einsum("gij,gj->gi", T, a))
-        tb = V(t)
-        p = tuple(tb[i] + x * Ta[i] for i in R3)
-        S = jnp.concatenate([jnp.zeros_like(a), a], axis=1)
-        return M(T), p, (z3, z3), SV(S)
-    if jt in ("spherical", "free"):
-        quat = [q[qi[:, k]] for k in ((0, 1, 2, 3) if jt == "spherical" else (3, 4, 5, 6))]
-        Rj = _quat_rot(*quat)
-        Tm = M(T)
-        R = _mm(Tm, Rj)
-        if jt == "spherical":
-            ancm = V(anc)
-            pj = _sub(ancm, _mv(Rj, ancm))
-            # columns [e_i; anchor x e_i], constant
-            S = jnp.concatenate([jnp.broadcast_to(jnp.eye(3, dtype=q.dtype), (G, 3, 3)),
-                                 jax.vmap(spatial.skew)(anc)], axis=1)              # (G, 6, 3)
-            cols = [SV(S[:, :, k]) for k in R3]
-            cJ = (z3, z3)
-        else:
-            pj = tuple(q[qi[:, k]] for k in R3)
-            one = jnp.ones_like(zero)
-            e = [(one, zero, zero), (zero, one, zero), (zero, zero, one)]
-            # linear DoFs: [0; Rᵀ e_i] (row i of R); angular DoFs: [e_i; 0]
-            cols = [(z3, Rj[i]) for i in R3] + [(e[i], z3) for i in R3]
-            vlin = tuple(v[vi[:, k]] for k in R3)
-            w = tuple(v[vi[:, 3 + k]] for k in R3)
-            cJ = (z3, _scale(-1.0, _cross(w, _mtv(Rj, vlin))))
-        p = _add(V(t), _mv(Tm, pj))
-        # a chain of 1-DoF nodes needs -Σ_{l<k} (s_l qd_l) x (s_k qd_k) (kinematics._chain_correction)
-        qd = [v[vi[:, k]] for k in range(len(cols))]
-        cols = [jax.tree.map(lambda x: jnp.broadcast_to(x, zero.shape), c) for c in cols]
-        sc = [tuple(_scale(qd[k], h) for h in cols[k]) for k in range(len(cols))]
-        acc = sc[0]
-        for k in range(1, len(sc)):
-            cJ = tuple(_sub(c, x) for c, x in zip(cJ, _cross_motion(acc, sc[k])))
-            acc = tuple(_add(x, y) for x, y in zip(acc, sc[k]))
-        # S columns body-major: body g's columns in order
-        Scols = tuple(tuple(jnp.stack([cols[k][h][i] for k in range(len(cols))], axis=1).reshape((-1,) + q.shape[1:])
-                            for i in R3) for h in range(2))
-        return R, p, cJ, Scols
-    raise NotImplementedError(jt)
+    zero = jnp.zeros((len(bodies),) + q.shape[1:], q.dtype)
+    g = _Group(model=model, bodies=bodies, qi=qi, vi=vi, q=q, v=v,
+               T=model.tree_rot[bodies], t=model.tree_pos[bodies], axis=model.axis[bodies],
+               anchor=model.anchor[bodies], pitch=model.pitch[bodies], zero=zero, z3=(zero, zero, zero),
+               M=lambda x: jax.tree.map(bc, _m_of(x)), V=lambda x: jax.tree.map(bc, _v_of(x)),
+               SV=lambda x: jax.tree.map(bc, _sv_of(x)), alg=sys.modules[__name__])
+    return form(g)
 
 
-def _joint_state_planar(model, bodies, qi, vi, q, v):
-    """Planar joints through the array form (joints.JCALC), then split into components."""
+def _group_state_jcalc(model, jt, bodies, qi, vi, q, v):
+    """Any joint type through the array form (its jcalc), then split into components."""
     if q.ndim > 1:  # members on the trailing axis: one member at a time, vmapped
-        f = lambda q, v: _joint_state_planar(model, bodies, qi, vi, q, v)
+        f = lambda q, v: _group_state_jcalc(model, jt, bodies, qi, vi, q, v)  # noqa: E731
         return jax.vmap(f, in_axes=-1, out_axes=-1)(q, v)
-    R, p, S, c = jax.vmap(joints.JCALC["planar"])(q[qi], v[vi], model.axis[bodies], model.anchor[bodies],
-                                                   model.pitch[bodies])
-    c = c + jax.vmap(_chain_correction)(S, v[vi])
+    R, p, S, c = jax.vmap(joints.get(jt).jcalc)(q[qi], v[vi], model.axis[bodies], model.anchor[bodies],
+                                                 model.pitch[bodies])
+    if S.shape[-1] > 1:
+        c = c + jax.vmap(_chain_correction)(S, v[vi])
     T = model.tree_rot[bodies]
     Rb = T @ R
     pb = model.tree_pos[bodies] + jnp.einsum("gij,gj->gi", T, p)
@@ -305,10 +298,7 @@ def joint_state(model, q, v):
     topo = model.topo
     Rs, ps, cs, Ss = [], [], [], []
     for jt, bodies, qi, vi in topo.joint_groups:
-        if jt == "planar":
-            R, p, c, S = _joint_state_planar(model, bodies, qi, vi, q, v)
-        else:
-            R, p, c, S = _group_state(model, jt, bodies, qi, vi, q, v)
+        R, p, c, S = _group_state(model, jt, bodies, qi, vi, q, v)
         Rs.append(R), ps.append(p), cs.append(c), Ss.append(S)
     body_perm, dof_perm = topo.joint_group_perm
     cat = lambda parts, idx: jax.tree.map(lambda *xs: jnp.concatenate(xs)[idx], *parts)

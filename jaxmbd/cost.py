@@ -22,6 +22,8 @@ import dataclasses
 
 import numpy as np
 
+from . import joints
+
 Count = tuple  # (multiplications incl. divisions, additions)
 
 
@@ -109,7 +111,7 @@ def analyze(model) -> CostReport:
     D1, D2 = _sums(topo.dof_depth)
     D1b_, _ = _sums(topo.depth)
     D0 = int(np.sum(topo.parent_np >= 0))
-    floating = np.array([jt == "free" and p < 0 for jt, p in zip(topo.jtype, topo.parent)])
+    floating = np.array([joints.get(jt).floating and p < 0 for jt, p in zip(topo.jtype, topo.parent)])
     terms = _crba_terms(topo.parent_np, floating)
     chain_terms = _crba_terms(np.arange(N) - 1, np.arange(N) == 0 if floating.any() else np.zeros(N, bool))
     D1c, D2c = n * (n - 1) // 2, (n ** 3 - n) // 6

@@ -70,7 +70,7 @@ def joint_state(model, q, v=None) -> JointState:
     # order by one static permutation (a gather: scatters cost far more under vmap).
     Rs, ps, Ss, cs = [], [], [], []
     for jt, bodies, qi, vi in topo.joint_groups:
-        R, p, S, c = jax.vmap(joints.JCALC[jt])(
+        R, p, S, c = jax.vmap(joints.jcalc(jt))(
             q[qi], v[vi], model.axis[bodies], model.anchor[bodies], model.pitch[bodies])
         if S.shape[-1] > 1:
             c = c + jax.vmap(_chain_correction)(S, v[vi])

@@ -269,12 +269,13 @@ class ModelBuilder:
         if name in self._names:
             raise ValueError(f"duplicate body name {name!r}")
         what = f"body {name!r}"
-        jt = joints.canonical(joint) if isinstance(joint, str) else joint
-        if jt not in joints.JOINT_TYPES:
+        if not joints.is_registered(joint):
             raise ValueError(f"{what}: unknown joint type {joint!r}; expected one of "
                              f"{', '.join(joints.JOINT_TYPES)}")
-        nv = joints.NV[jt]
-        if jt in joints.USES_AXIS:
+        jspec = joints.get(joint)
+        jt = jspec.name
+        nv = jspec.nv
+        if jspec.uses_axis:
             if axis is None:
                 raise ValueError(f"{what}: a {jt} joint needs an axis")
             ax = _vec(axis, 3, f"{what}: joint axis")
@@ -285,10 +286,11 @@ class ModelBuilder:
         else:
             ax = np.array([0.0, 0.0, 1.0])
         pitch = _scalar(pitch, f"{what}: pitch")
-        if pitch != 0.0 and jt != "helical":
-            raise ValueError(f"{what}: pitch is only meaningful for helical joints (joint is {jt})")
+        if pitch != 0.0 and not jspec.uses_pitch:
+            raise ValueError(f"{what}: pitch is only meaningful for "
+                             f"{' and '.join(t.name for t in joints.registered() if t.uses_pitch)} joints (joint is {jt})")
         anc = _vec(anchor, 3, f"{what}: joint anchor")
-        if jt not in joints.USES_ANCHOR and np.any(anc != 0):
+        if not jspec.uses_anchor and np.any(anc != 0):
             raise ValueError(f"{what}: a {jt} joint takes no anchor (its motion is about the body origin)")
         p = _vec(pos, 3, f"{what}: pos")
         q = _vec(quat, 4, f"{what}: quat")
@@ -322,11 +324,11 @@ class ModelBuilder:
         damp = per_dof(damping, "damping")
         arm = per_dof(armature, "armature")
         stiff = per_dof(stiffness, "stiffness")
-        if np.any(stiff != 0) and jt not in joints.SCALAR_COORDS:
+        if np.any(stiff != 0) and not jspec.scalar_coords:
             raise ValueError(f"{what}: stiffness is supported for joints with scalar coordinates "
                              f"({', '.join(joints.SCALAR_COORDS)}), not {jt}")
-        ref = np.zeros(joints.NQ[jt]) if spring_ref is None else per_dof(spring_ref, "spring_ref", nonneg=False)
-        if jt == "fixed" and np.any(np.concatenate([damp, arm, stiff])):
+        ref = np.zeros(jspec.nq) if spring_ref is None else per_dof(spring_ref, "spring_ref", nonneg=False)
+        if jspec.welded and np.any(np.concatenate([damp, arm, stiff])):
             raise ValueError(f"{what}: a fixed joint has no DoF for damping/armature/stiffness")
         self._bodies.append(dict(name=name, parent=parent, jtype=jt, axis=ax, pitch=pitch, anchor=anc,
                                  R=R, p=p, mass=m, com=c, inertia=Ic, damping=damp, armature=arm,
@@ -536,7 +538,7 @@ class ModelBuilder:
         perm = []
         for name in order:
             j = tree.joint_names.index(name)
-            if topo.jtype[j] not in ("revolute", "prismatic", "helical", "planar"):
+            if not joints.get(topo.jtype[j]).scalar_coords:
                 raise ValueError(f"coordinate_order: joint {name!r} ({topo.jtype[j]}) has no scalar coordinates; "
                                  "a coordinate order is supported for joints with scalar coordinates only")
             perm.extend(range(topo.q_adr[j], topo.q_adr[j] + topo.nq_body[j]))
@@ -614,7 +616,7 @@ class ModelBuilder:
         eff = {"world": ("world", np.eye(3), np.zeros(3))}
         for b in self._order():
             host, Ro, po = eff[b["parent"]]
-            if b["jtype"] == "fixed":
+            if joints.get(b["jtype"]).welded:
                 eff[b["name"]] = (host, Ro @ b["R"], po + Ro @ b["p"])
             else:
                 eff[b["name"]] = (b["name"], np.eye(3), np.zeros(3))
@@ -631,7 +633,7 @@ class ModelBuilder:
             host, Ro, po = eff[b["parent"]]
             R = Ro @ b["R"]
             p = po + Ro @ b["p"]
-            if b["jtype"] == "fixed":
+            if joints.get(b["jtype"]).welded:
                 eff[b["name"]] = (host, R, p)
                 if host != "world":
                     spatial_I[host] = spatial_I[host] + _transform_spatial(
@@ -681,7 +683,7 @@ class ModelBuilder:
             inertia=jnp.asarray(np.stack(inertia), f64),
             gravity=jnp.asarray(self.gravity, f64),
             damping=cat("damping"), armature=cat("armature"), stiffness=cat("stiffness"),
-            spring_ref=jnp.asarray(np.concatenate([b["spring_ref"] if joints.NQ[b["jtype"]] else np.zeros(0)
+            spring_ref=jnp.asarray(np.concatenate([b["spring_ref"] if joints.get(b["jtype"]).nq else np.zeros(0)
                                                    for b in moving]), f64),
             frame_rot=jnp.asarray(np.stack([f[2] for f in frames]), f64),
             frame_pos=jnp.asarray(np.stack([f[3] for f in frames]), f64),
@@ -706,8 +708,8 @@ class ModelBuilder:
         if q0.shape != (topo.nq,) or not np.all(np.isfinite(q0)):
             raise ValueError(f"initial q0: expected {topo.nq} finite numbers, got shape {q0.shape}")
         for jt, a in zip(topo.jtype, topo.q_adr):
-            if jt in ("spherical", "free"):
-                quat = q0[a + (3 if jt == "free" else 0): a + (7 if jt == "free" else 4)]
+            for sl in joints.quaternion_slices(jt, a):
+                quat = q0[sl]
                 if abs(np.linalg.norm(quat) - 1.0) > 1e-6:
                     raise ValueError(f"initial q0: the quaternion at q[{a}] is not unit ({quat})")
         return q0

@@ -57,15 +57,15 @@ class Topology:
     def __init__(self, names, parent, jtype):
         self.names = tuple(names)
         self.parent = tuple(int(p) for p in parent)
-        self.jtype = tuple(jtype)
+        self.jtype = tuple(joints.canonical(t) for t in jtype)
         self._key = (self.names, self.parent, self.jtype)
         n = len(self.parent)
         self.n_bodies = n
         for i, p in enumerate(self.parent):
             if not -1 <= p < i:
                 raise ValueError(f"topology is not regularly numbered at body {i} (parent {p})")
-        nq_j = np.array([joints.NQ[t] for t in self.jtype], dtype=np.int64)
-        nv_j = np.array([joints.NV[t] for t in self.jtype], dtype=np.int64)
+        nq_j = np.array([joints.get(t).nq for t in self.jtype], dtype=np.int64)
+        nv_j = np.array([joints.get(t).nv for t in self.jtype], dtype=np.int64)
         self.nq_body = nq_j
         self.nv_body = nv_j
         self.q_adr = np.concatenate([[0], np.cumsum(nq_j)[:-1]]).astype(np.int64) if n else np.zeros(0, np.int64)
@@ -141,7 +141,7 @@ class Topology:
         # coordinate index of each DoF whose joint has scalar coordinates (q̇ = v), else -1
         qadr = np.full(nv, -1, np.int64)
         for i in range(n):
-            if self.jtype[i] in joints.SCALAR_COORDS:
+            if joints.get(self.jtype[i]).scalar_coords:
                 qadr[self.v_adr[i]:self.v_adr[i] + self.nv_body[i]] = self.q_adr[i] + np.arange(self.nv_body[i])
         self.dof_qadr = qadr
 
@@ -189,12 +189,13 @@ class Topology:
     def _build_joint_groups(self):
         """Bodies grouped by joint type, with gather tables for q and v."""
         groups = []
-        for t in joints.JCALC:
+        for jt in joints.registered():  # registration order
+            t = jt.name
             bodies = np.array([i for i in range(self.n_bodies) if self.jtype[i] == t], np.int64)
             if len(bodies) == 0:
                 continue
-            qi = self.q_adr[bodies][:, None] + np.arange(joints.NQ[t])[None, :]
-            vi = self.v_adr[bodies][:, None] + np.arange(joints.NV[t])[None, :]
+            qi = self.q_adr[bodies][:, None] + np.arange(jt.nq)[None, :]
+            vi = self.v_adr[bodies][:, None] + np.arange(jt.nv)[None, :]
             groups.append((t, bodies, qi, vi))
         self.joint_groups = tuple(groups)
         # group order -> body order and DoF order (inverse permutations)

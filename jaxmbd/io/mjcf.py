@@ -41,10 +41,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import joints as jtypes
 from ..model import Model, ModelBuilder
 from . import _common as C
 
-JOINT_TYPES = {"hinge": "revolute", "slide": "prismatic", "ball": "spherical", "free": "free"}
+
+def joint_types():
+    """MJCF joint type -> jaxmbd joint type (from the joint registry, ``JointType.mjcf``)."""
+    return {t.mjcf: t.name for t in jtypes.registered() if t.mjcf}
+
+
 SOLIDS = ("sphere", "capsule", "cylinder", "box", "ellipsoid")
 TOP_LEVEL = {"compiler", "option", "size", "visual", "statistic", "default", "custom", "asset", "worldbody",
              "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "extension", "deformable"}
@@ -460,16 +466,19 @@ class _Compiler:
             jt = a.get("type", "hinge")
             jname = a.get("name") or (name if len(joints) == 1 else f"{name}:{k}")
             jwhat = f"joint {jname!r} (in body {name!r})"
-            if jt not in JOINT_TYPES:
-                raise MJCFError(f"{jwhat}: unknown joint type {jt!r}; expected hinge, slide, ball or free")
+            known = joint_types()
+            if jt not in known:
+                names = list(known)
+                raise MJCFError(f"{jwhat}: unknown joint type {jt!r}; expected "
+                                f"{', '.join(names[:-1])} or {names[-1]}")
             if jname in self.joint_names:
                 if a.get("name"):
                     raise MJCFError(f"duplicate joint name {jname!r}")
                 while jname in self.joint_names:
                     jname += "_"
             self.joint_names.add(jname)
-            specs.append((jname, jwhat, JOINT_TYPES[jt], a))
-        if any(s[2] == "free" for s in specs):
+            specs.append((jname, jwhat, known[jt], a))
+        if any(jtypes.get(s[2]).floating for s in specs):
             if len(specs) > 1:
                 raise MJCFError(f"{what}: a free joint must be the body's only joint")
             if not top:
@@ -487,17 +496,18 @@ class _Compiler:
                 Rp, pp = R, p
             else:
                 Rp, pp = np.eye(3), np.zeros(3)
-            if jt == "free":
+            spec = jtypes.get(jt)
+            if spec.floating:
                 self.q0.append(np.concatenate([pp, C.rot_to_quat(Rp)]))
                 Rp, pp = np.eye(3), np.zeros(3)
-            elif jt == "spherical":
-                self.q0.append(np.array([1.0, 0, 0, 0]))
+            elif not spec.scalar_coords:
+                self.q0.append(jtypes.neutral_np(jt))
             else:
                 self.q0.append(np.array([ref]))
                 # fold the reference into the placement: the joint moves by q - ref (MuJoCo's qpos0)
                 if ref != 0.0:
                     ax = kw["axis"] / np.linalg.norm(kw["axis"])
-                    if jt == "revolute":
+                    if a.get("type", "hinge") == "hinge":
                         Rr = C.quat_to_rot(C.quat_axis_angle(ax, -ref))
                         anc = kw["anchor"]
                         pp = pp + Rp @ (anc - Rr @ anc)
@@ -514,15 +524,16 @@ class _Compiler:
             return C.number(a.get(key, default), f"{jwhat}: {key}")
 
         kw = dict(damping=num("damping"), armature=num("armature"), stiffness=num("stiffness"))
-        is_angle = jt == "revolute"
+        spec, mt = jtypes.get(jt), a.get("type", "hinge")
+        is_angle = mt == "hinge"
         conv = self.angle if is_angle else (lambda x: x)
         ref = conv(num("ref"))
-        if jt in ("revolute", "prismatic"):
+        if spec.uses_axis:
             kw["axis"] = C.numbers(a.get("axis", "0 0 1"), 3, f"{jwhat}: axis")
             if np.linalg.norm(kw["axis"]) < 1e-12:
                 raise MJCFError(f"{jwhat}: axis is zero")
             kw["spring_ref"] = conv(num("springref"))
-        if jt in ("revolute", "spherical"):
+        if spec.uses_anchor:
             kw["anchor"] = C.numbers(a.get("pos", "0 0 0"), 3, f"{jwhat}: pos")
         kw["ref"] = ref
         if num("frictionloss"):
@@ -537,7 +548,7 @@ class _Compiler:
                 if r[0] > r[1]:
                     raise MJCFError(f"{jwhat}: range lower bound exceeds the upper ({rng!r})")
                 jname = jwhat.split("'")[1]
-                lo, hi = (self.angle(r[0]), self.angle(r[1])) if jt in ("revolute", "spherical") else r
+                lo, hi = (self.angle(r[0]), self.angle(r[1])) if mt in ("hinge", "ball") else r
                 self.joint_range[jname] = (float(lo), float(hi))
                 self.limited.append(jname)
         elif limited == "true":

@@ -36,11 +36,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import joints as jtypes
 from ..model import Model, ModelBuilder
 from . import _common as C
 
-JOINT_TYPES = {"revolute": "revolute", "continuous": "revolute", "prismatic": "prismatic", "fixed": "fixed",
-               "floating": "free", "planar": "planar"}
+
+def joint_types():
+    """URDF joint type -> jaxmbd joint type (from the joint registry, ``JointType.urdf``)."""
+    return {u: t.name for t in jtypes.registered() for u in t.urdf}
 
 
 class URDFError(ValueError):
@@ -135,8 +138,8 @@ def _load(root, floating_base, gravity):
         jnames.add(name)
         what = f"joint {name!r}"
         jt = el.get("type")
-        if jt not in JOINT_TYPES:
-            raise URDFError(f"{what}: unknown joint type {jt!r}; expected one of {', '.join(JOINT_TYPES)}")
+        if jt not in joint_types():
+            raise URDFError(f"{what}: unknown joint type {jt!r}; expected one of {', '.join(joint_types())}")
         p, c = el.find("parent"), el.find("child")
         if p is None or c is None or not p.get("link") or not c.get("link"):
             raise URDFError(f"{what}: needs <parent link=...> and <child link=...>")
@@ -152,7 +155,7 @@ def _load(root, floating_base, gravity):
         parent_of[c] = (name, p)
         children[p].append(el)
         lim = el.find("limit")
-        if lim is not None and jt in ("revolute", "prismatic"):
+        if lim is not None and jtypes.get(joint_types()[jt]).uses_axis:
             lo = C.number(lim.get("lower", "0"), f"{what}: limit lower")
             hi = C.number(lim.get("upper", "0"), f"{what}: limit upper")
             joint_range[name] = (lo, hi)
@@ -223,7 +226,8 @@ def _add_joint(b, el, parent_body, links, seen, q0):
     """Add the child link of joint ``el`` under ``parent_body``; returns its name."""
     name = el.get("name")
     what = f"joint {name!r}"
-    jt = JOINT_TYPES[el.get("type")]
+    jt = joint_types()[el.get("type")]
+    spec = jtypes.get(jt)
     child = el.find("child").get("link")
     if child in seen:
         raise URDFError(f"{what}: link {child!r} is reached twice (a cycle)")
@@ -232,22 +236,19 @@ def _add_joint(b, el, parent_body, links, seen, q0):
     ax_el = el.find("axis")
     axis = C.numbers(ax_el.get("xyz", "1 0 0") if ax_el is not None else "1 0 0", 3, f"{what}: axis")
     kw = {}
-    if jt in ("revolute", "prismatic"):
+    if spec.uses_axis:
         if np.linalg.norm(axis) < 1e-12:
             raise URDFError(f"{what}: axis is zero")
         kw["axis"] = axis
-    if jt == "planar":
+    if el.get("type") == "planar":
         n = axis / max(np.linalg.norm(axis), 1e-300)
         if not np.allclose(n, [0, 0, 1], atol=1e-9):
             raise URDFError(f"{what}: a planar joint's axis must be 0 0 1 (the joint frame's z), got {axis}")
     dyn = el.find("dynamics")
-    if dyn is not None and jt != "fixed":
+    if dyn is not None and not spec.welded:
         kw["damping"] = C.number(dyn.get("damping", "0"), f"{what}: damping")
     m, c, I = _link_inertia(links[child], child)
     b.add_body(child, parent_body, jt, pos=p, quat=C.rot_to_quat(R), mass=m, com=c, inertia=I, strict_inertia=False,
                joint_name=name, **kw)
-    if jt == "free":
-        q0.append(np.array([0, 0, 0, 1.0, 0, 0, 0]))
-    elif jt != "fixed":
-        q0.append(np.zeros(3 if jt == "planar" else 1))
+    q0.append(jtypes.neutral_np(jt))
     return child

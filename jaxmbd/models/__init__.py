@@ -13,9 +13,11 @@ import math
 
 import numpy as np
 
+from .. import joints
 from ..model import ModelBuilder
 
-_DEFAULT_TYPES = ("revolute", "prismatic", "helical", "spherical", "planar")
+# the joint types random trees draw by default (JointType.random_trees)
+_DEFAULT_TYPES = tuple(t.name for t in joints.registered() if t.random_trees)
 
 
 def _rng(seed):
@@ -59,13 +61,14 @@ def _placement(rng, length=0.3):
 
 
 def _add_link(b, rng, name, parent, joint, **kw):
-    axis = _unit(rng) if joint in ("revolute", "prismatic", "helical") else None
+    jt = joints.get(joint)
+    axis = _unit(rng) if jt.uses_axis else None
     extra = dict(axis=axis)
-    if joint == "helical":
+    if jt.uses_pitch:
         extra["pitch"] = float(rng.uniform(0.02, 0.1))
-    if joint in ("revolute", "helical", "spherical"):
+    if jt.uses_anchor:
         extra["anchor"] = rng.uniform(-0.05, 0.05, 3)
-    if joint == "free":
+    if jt.floating:
         extra.update(pos=np.zeros(3), quat=np.array([1.0, 0, 0, 0]))
     else:
         extra.update(_placement(rng))

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import forces, kinematics, ltdl
+from .. import forces, joints, kinematics, ltdl
 from ..crba import mass_matrix_compact
 from ..dynamics import forward_dynamics, inverse_dynamics
 from ..spatial import skew
@@ -38,26 +38,14 @@ _SMALL = 1e-4  # below this angle (rad) the SO(3) series are used
 @functools.lru_cache(maxsize=None)
 def rotation_dofs(topo) -> np.ndarray:
     """(k, 3) DoF indices of every rotation-vector triple (ball joints, free-joint rotations)."""
-    out = []
-    for jt, a in zip(topo.jtype, topo.v_adr):
-        if jt == "spherical":
-            out.append(a + np.arange(3))
-        elif jt == "free":
-            out.append(a + 3 + np.arange(3))
-    return np.array(out, np.int64).reshape(-1, 3)
+    return joints.rotation_dofs(topo)
 
 
 @functools.lru_cache(maxsize=None)
 def coordinate_of_dof(topo) -> np.ndarray:
     """(nv,) the q index whose magnitude scales DoF k's position error (the
     coordinate itself for scalar joints and free-joint translations), -1 for rotation DoFs."""
-    idx = np.full(topo.nv, -1, np.int64)
-    for jt, qa, va, n in zip(topo.jtype, topo.q_adr, topo.v_adr, topo.nv_body):
-        if jt in ("revolute", "prismatic", "helical", "planar"):
-            idx[va: va + n] = qa + np.arange(n)
-        elif jt == "free":
-            idx[va: va + 3] = qa + np.arange(3)
-    return idx
+    return joints.coordinate_of_dof(topo)
 
 
 def _coeffs(phi):
