@@ -313,14 +313,18 @@ def test_energy_is_conserved_and_the_partition_renewed(make):
 def test_assembly_with_redundant_constraints():
     """A planar four-bar closed by a spatial revolute constraint (5 equations,
     rank 2): assembly still converges (pseudo-inverse steps), and the
-    rank deficiency is reported; simulate refuses it with CONSTRAINT_FAILURE."""
-    b = jaxmbd.ModelBuilder(gravity=(0, -9.81, 0))
+    rank deficiency is reported; simulate integrates it on its independent rows."""
     z = (0, 0, 1)
-    b.add_body("crank", "world", "revolute", axis=z, mass=1.0, com=(0.5, 0, 0), inertia=(0.1, 0.1, 0.1))
-    b.add_body("coupler", "crank", "revolute", axis=z, pos=(1, 0, 0), mass=1.0, com=(1.5, 0, 0),
-               inertia=(0.1, 0.1, 0.1))
-    b.add_body("rocker", "world", "revolute", axis=z, pos=(3, 0, 0), mass=1.0, com=(1.25, 0, 0),
-               inertia=(0.1, 0.1, 0.1))
+
+    def linkage():
+        b = jaxmbd.ModelBuilder(gravity=(0, -9.81, 0))
+        b.add_body("crank", "world", "revolute", axis=z, mass=1.0, com=(0.5, 0, 0), inertia=(0.1, 0.1, 0.1))
+        b.add_body("coupler", "crank", "revolute", axis=z, pos=(1, 0, 0), mass=1.0, com=(1.5, 0, 0),
+                   inertia=(0.1, 0.1, 0.1))
+        b.add_body("rocker", "world", "revolute", axis=z, pos=(3, 0, 0), mass=1.0, com=(1.25, 0, 0),
+                   inertia=(0.1, 0.1, 0.1))
+        return b
+    b = linkage()
     b.add_loop("revolute", "coupler", "rocker", pos_a=(3, 0, 0), pos_b=(2.5, 0, 0), axis=z)
     m = b.build()
     assert m.nc == 5
@@ -329,8 +333,15 @@ def test_assembly_with_redundant_constraints():
     assert float(info["residual"]) < 1e-11 and float(info["velocity_residual"]) < 1e-11
     assert int(info["status"]) == jaxmbd.linalg.RANK_DEFICIENT
     np.testing.assert_allclose(jaxmbd.constraint_residual(ref, q), 0, atol=1e-11)   # the planar closure holds
-    with pytest.raises(ValueError, match="5 constraint equations for 3 coordinates"):
-        jaxmbd.simulate(m, q, v, t1=0.1, integrator=integrators.RK4(), dt0=0.01)
+    # issue 19: the redundant rows are found at build time and simulate integrates the mechanism (it refused
+    # it before); every row stays satisfied and the motion is the planar four-bar's
+    assert (m.n_active, m.dropped_rows) == (2, (2, 3, 4))
+    planar = linkage()   # the same bodies, closed by the 2-row planar point only
+    planar.add_loop("point_planar", "coupler", "rocker", pos_a=(3, 0, 0), pos_b=(2.5, 0, 0))
+    sol = jaxmbd.simulate(m, q, v, t1=0.1, integrator=integrators.RK4(), dt0=0.01)
+    sol2 = jaxmbd.simulate(planar.build(), q, v, t1=0.1, integrator=integrators.RK4(), dt0=0.01)
+    assert int(sol.status) == 0 and float(jnp.max(sol.max_residuals)) < 1e-10
+    np.testing.assert_allclose(sol.qs, sol2.qs, atol=1e-10)
     # no more equations than coordinates but rank-deficient: a status per member, not an exception
     b2 = jaxmbd.ModelBuilder(gravity=(0, -9.81, 0))
     for args in (("crank", "world", (0, 0, 0), 0.5), ("coupler", "crank", (1, 0, 0), 1.5),
