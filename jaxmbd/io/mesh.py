@@ -8,12 +8,13 @@ with MuJoCo's compiled model to round-off.
 Mass properties per ``<mesh inertia=...>`` (established against MuJoCo 4.0.0's
 compiled ``body_mass``/``body_ipos``/``body_inertia``):
 
-* ``exact``: the solid bounded by the triangles (signed tetrahedra from the
-  origin; a negative total volume is an error, as in MuJoCo);
+* ``exact``: the solid bounded by the triangles: signed tetrahedra, first on
+  the area-weighted centroid of the surface (giving the centre of mass), then
+  on that centre of mass (giving volume and inertia); inconsistently oriented
+  faces or a negative volume are errors, as in MuJoCo;
 * ``convex``: the same for the convex hull of the vertices;
-* ``legacy`` (MuJoCo's default): unsigned tetrahedra, first from the
-  area-weighted centroid of the surface (giving the centre of mass), then
-  from that centre of mass (giving volume and inertia);
+* ``legacy`` (MuJoCo's default): as ``exact`` with every tetrahedron counted
+  positive;
 * ``shell``: a thin uniform shell, mass per unit area.
 """
 
@@ -78,10 +79,23 @@ def read_stl(path):
     return V, F, True
 
 
+def _triangulate(idx, verts):
+    if len(idx) == 4:
+        p = [np.asarray(verts[i], np.float32) for i in idx]
+        d02, d13 = p[2] - p[0], p[3] - p[1]
+        if float(d02 @ d02) < float(d13 @ d13):
+            return [[idx[0], idx[1], idx[2]], [idx[0], idx[2], idx[3]]]
+        return [[idx[0], idx[1], idx[3]], [idx[1], idx[2], idx[3]]]
+    return [[idx[0], idx[j], idx[j + 1]] for j in range(1, len(idx) - 1)]
+
+
 def read_obj(path):
-    """(vertices, faces) of a Wavefront OBJ file: ``v`` and ``f`` lines
-    (negative indices allowed; polygons triangulated as fans)."""
-    verts, faces = [], []
+    """(vertices, faces, number of ignored groups, number of polygons with more
+    than 4 vertices) of a Wavefront OBJ file:
+    ``v`` and ``f`` lines (negative indices allowed; quads split along their
+    shorter diagonal, as MuJoCo's OBJ reader does, larger polygons as fans).  As MuJoCo 4.0.0 does, every vertex is kept but only the faces of
+    the first group or object (``g``/``o``) that has faces are used."""
+    verts, shapes, ngons = [], [[]], 0
     with open(path, "r", errors="replace") as f:
         for k, line in enumerate(f, 1):
             parts = line.split()
@@ -92,6 +106,9 @@ def read_obj(path):
                     verts.append([float(x) for x in parts[1:4]])
                     if len(verts[-1]) != 3:
                         raise ValueError
+                elif parts[0] in ("g", "o"):
+                    if shapes[-1]:
+                        shapes.append([])
                 elif parts[0] == "f":
                     idx = []
                     for p in parts[1:]:
@@ -99,15 +116,16 @@ def read_obj(path):
                         idx.append(i - 1 if i > 0 else len(verts) + i)
                     if len(idx) < 3:
                         raise ValueError
-                    faces.extend([idx[0], idx[j], idx[j + 1]] for j in range(1, len(idx) - 1))
+                    ngons += len(idx) > 4 and len(shapes) == 1
+                    shapes[-1].extend(_triangulate(idx, verts))
             except ValueError:
                 raise MeshError(f"{path}:{k}: malformed OBJ line {line.strip()!r}") from None
     if not verts:
         raise MeshError(f"{path}: OBJ file has no vertices")
-    F = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    F = np.asarray(shapes[0], dtype=np.int64).reshape(-1, 3)
     if F.size and (F.min() < 0 or F.max() >= len(verts)):
         raise MeshError(f"{path}: OBJ face index out of range")
-    return _f32(verts), F
+    return _f32(verts), F, sum(1 for s in shapes[1:] if s), ngons
 
 
 def read_mesh(path):
@@ -116,10 +134,15 @@ def read_mesh(path):
     try:
         if ext == ".stl":
             V, F, ascii_ = read_stl(path)
-            return V, F, (["ASCII STL (MuJoCo 4 reads binary STL only)"] if ascii_ else [])
+            return V, F, (["ASCII STL, read as the binary STL of the same triangles "
+                                     "(MuJoCo 4.0.0 refuses ASCII STL)"] if ascii_ else [])
         if ext == ".obj":
-            V, F = read_obj(path)
-            return V, F, []
+            V, F, extra, ngons = read_obj(path)
+            notes = [f"the faces of {extra} OBJ group(s) after the first are ignored, as MuJoCo does"] if extra else []
+            if ngons:
+                notes.append(f"{ngons} polygon(s) of more than 4 vertices split as fans (MuJoCo may split "
+                             "them otherwise; the same solid when they are planar and convex)")
+            return V, F, notes
     except OSError as e:
         raise MeshError(f"cannot read mesh file {path!r} ({e.strerror or e})") from None
     raise MeshError(f"mesh file {path!r}: unsupported format {ext!r} (STL and OBJ are supported)")
@@ -173,6 +196,18 @@ def _second_moment(V, F, ref, unsigned):
     return vol.sum(), np.einsum("n,nij->ij", vol, _outer_sum(a, b, c)) / 20.0
 
 
+def _check_orientation(F):
+    """Consistently oriented triangles traverse each shared edge once each way:
+    a directed edge used twice is an error for inertia='exact', as in MuJoCo."""
+    E = np.concatenate([F[:, [0, 1]], F[:, [1, 2]], F[:, [2, 0]]])
+    _, counts = np.unique(E, axis=0, return_counts=True)
+    if np.any(counts > 1):
+        raise MeshError(f"{int(np.sum(counts > 1))} edges are traversed twice in the same direction: the "
+                        "faces have inconsistent orientation (inertia='exact' needs a consistently oriented "
+                        "surface; MuJoCo refuses such meshes too, though it lets defects in tiny faces pass; "
+                        "inertia='legacy' or 'convex', or an <inertial>, avoid it)")
+
+
 def _inertia(S):
     """Rotational inertia from a second-moment matrix S = ∫ x xᵀ."""
     return np.trace(S) * np.eye(3) - S
@@ -195,23 +230,23 @@ def mass_properties(V, F, mode):
         a, b, c = T[:, 0] - com, T[:, 1] - com, T[:, 2] - com
         S = np.einsum("n,nij->ij", area, _outer_sum(a, b, c)) / 12.0
         return A, com, _inertia(S)
-    if mode == "legacy":
-        T = V[F]
-        area = 0.5 * np.linalg.norm(np.cross(T[:, 1] - T[:, 0], T[:, 2] - T[:, 0]), axis=1)
-        if not area.sum() > 0:
-            raise MeshError("mesh surface area is zero")
-        ref = (area[:, None] * T.sum(1)).sum(0) / (3.0 * area.sum())
-        vol, com, _ = _solid(V, F, ref, True)
-        if not vol > 0:
-            raise MeshError("mesh volume is zero")
-        vol, S = _second_moment(V, F, com, True)
-    else:
-        vol, com, _ = _solid(V, F, np.zeros(3), False)
-        if vol < 0:
-            raise MeshError("mesh volume is negative (misoriented triangles)")
-        if not vol > 0:
-            raise MeshError("mesh volume is zero")
-        _, S = _second_moment(V, F, com, False)
+    if mode == "exact":
+        _check_orientation(F)
+    # the centre of mass from tetrahedra on the area-weighted centroid of the surface, then
+    # volume and inertia from tetrahedra on the centre of mass (for a closed, consistently
+    # oriented surface the reference point does not matter; for an open one it does)
+    unsigned = mode == "legacy"
+    T = V[F]
+    area = 0.5 * np.linalg.norm(np.cross(T[:, 1] - T[:, 0], T[:, 2] - T[:, 0]), axis=1)
+    if not area.sum() > 0:
+        raise MeshError("mesh surface area is zero")
+    ref = (area[:, None] * T.sum(1)).sum(0) / (3.0 * area.sum())
+    vol, com, _ = _solid(V, F, ref, unsigned)
+    if not vol > 0:
+        raise MeshError("mesh volume is negative (misoriented triangles)" if vol < 0 else "mesh volume is zero")
+    vol, S = _second_moment(V, F, com, unsigned)
+    if vol < 0:
+        raise MeshError("mesh volume is negative (misoriented triangles)")
     if not vol > 1e-15:
         raise MeshError(f"mesh volume {vol:.3g} is too small")
     return vol, com, _inertia(S)

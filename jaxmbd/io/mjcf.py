@@ -18,18 +18,23 @@ Conventions (so that states move between jaxmbd and MuJoCo unchanged):
 * bodies without joints are welded to their parent; geoms of the world body
   are ignored.
 
-Inertia: ``<inertial>`` or, per ``<compiler inertiafromgeom>``, the geoms of
-the body (sphere, capsule, cylinder, box, ellipsoid, with ``fromto``,
-``mass`` or ``density``; geoms outside ``inertiagrouprange`` are skipped), then
-``boundmass``/``boundinertia`` and ``settotalmass``.
+Inertia: ``<inertial>`` (without diaginertia/fullinertia: a point mass) or,
+per ``<compiler inertiafromgeom>``, the geoms of the body (sphere, capsule,
+cylinder, box, ellipsoid, with ``fromto``, ``mass`` or ``density``, and
+meshes: STL/OBJ files or inline vertices, per ``<mesh inertia>``, see
+:mod:`jaxmbd.io.mesh`; geoms with zero mass or density, or outside
+``inertiagrouprange``, are skipped), then ``boundmass``/``boundinertia`` and
+``settotalmass``.  ``<joint springdamper>`` sets stiffness and damping as
+MuJoCo's compiler does.
 
 Not modelled (listed once in a warning, never dropped silently): contacts,
 actuators, tendons, sensors, joint limits, frictionloss, fluid forces,
 gravity compensation, mocap bodies, keyframes, and equality constraints other
 than ``connect``/``weld`` (returned in ``MJCFImport.equality``).  ``connect``
-and ``weld`` between bodies become loop constraints (``point`` and ``weld``;
-the model is then a :class:`jaxmbd.Mechanism`).  Mesh, height-field and SDF geoms cannot give an
-inertia: a body that needs one is an error (give it an ``<inertial>``).
+and ``weld`` between bodies or sites become loop constraints (``point`` and
+``weld``; the model is then a :class:`jaxmbd.Mechanism`).  Height-field and
+SDF geoms, and primitives fitted to meshes, cannot give an inertia: a body
+that needs one is an error (give it an ``<inertial>``).
 """
 
 from __future__ import annotations
@@ -209,7 +214,7 @@ class _Compiler:
         try:
             if "_path" in a:
                 V, F, notes = _mesh.read_mesh(a["_path"])
-                self.mesh_notes.update(f"{n}: {os.path.basename(a['_path'])}" for n in notes)
+                self.mesh_notes.update(f"{os.path.basename(a['_path'])}: {n}" for n in notes)
             else:
                 V = _mesh._f32(C.numbers(a["vertex"], None, f"{mwhat}: vertex"))
                 if V.size % 3 or V.size < 12:
@@ -250,8 +255,16 @@ class _Compiler:
         return self._mesh_props[name]
 
     def _record_mesh_geom(self, body, a, gname, what, Rf, pf):
-        """Keep the convex hull of a mesh geom that collides or carries mass."""
-        V, _ = self._mesh_data(a["mesh"], what)
+        """Keep the convex hull of a mesh geom that collides or carries mass.  A mesh
+        jaxmbd cannot read is an error only where its mass is needed (_mesh_mass);
+        here it is noted in the warning."""
+        try:
+            V, _ = self._mesh_data(a["mesh"], what)
+        except MJCFError as e:
+            if a["mesh"] not in self.meshes:
+                raise
+            self.mesh_notes.add(f"no hull kept for mesh {a['mesh']!r} ({str(e).split(': ', 1)[-1]})")
+            return
         R = Rf @ C.quat_to_rot(self.orientation(a, what))
         p = pf + Rf @ C.numbers(a.get("pos", "0 0 0"), 3, f"{what}: pos")
         try:
@@ -403,7 +416,7 @@ class _Compiler:
         if self.limited:
             self.unsupported.append(f"joint limits ({len(self.limited)} limited joints; ranges in joint_range)")
         if self.mesh_notes:
-            self.unsupported.append(f"read although MuJoCo would refuse it: {', '.join(sorted(self.mesh_notes))}")
+            self.unsupported.append(f"mesh files ({'; '.join(sorted(self.mesh_notes))})")
         if self.frictionloss:
             self.unsupported.append(f"joint frictionloss ({', '.join(self.frictionloss)})")
         self.builder.set_initial_state(q0=np.concatenate(self.q0) if self.q0 else np.zeros(0))
