@@ -131,6 +131,15 @@ def read_obj(path):
 def read_mesh(path):
     """(vertices, faces, notes) of an STL or OBJ file, by its extension."""
     ext = os.path.splitext(path)[1].lower()
+    V, F, notes = _read(path, ext)
+    if not np.all(np.isfinite(V)):
+        raise MeshError(f"mesh file {path!r} has NaN or infinite vertex coordinates")
+    if len(V) < 4:
+        raise MeshError(f"mesh file {path!r} has fewer than 4 vertices")
+    return V, F, notes
+
+
+def _read(path, ext):
     try:
         if ext == ".stl":
             V, F, ascii_ = read_stl(path)

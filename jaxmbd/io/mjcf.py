@@ -223,7 +223,7 @@ class _Compiler:
                 F = np.zeros((0, 3), np.int64)
                 if "face" in a:
                     F = C.numbers(a["face"], None, f"{mwhat}: face")
-                    if F.size % 3 or np.any(F != np.round(F)) or F.min() < 0 or F.max() >= len(V):
+                    if F.size == 0 or F.size % 3 or np.any(F != np.round(F)) or F.min() < 0 or F.max() >= len(V):
                         raise MJCFError(f"{mwhat}: face must be triples of vertex indices")
                     F = F.astype(np.int64).reshape(-1, 3)
         except _mesh.MeshError as e:
@@ -465,7 +465,9 @@ class _Compiler:
         """<connect>/<weld> between bodies -> loop constraints, placed at qpos0 as MuJoCo
         places them: connect's anchor is in body1's frame and its body2 point is where
         that anchor is at qpos0; weld (relpose with a zero quaternion, the default)
-        keeps the bodies' relative pose at qpos0, or the given relpose (body2 in body1)."""
+        keeps the bodies' relative pose at qpos0, or the given relpose (body2 in body1).
+        Between sites (site1/site2), as in MuJoCo, the two sites' positions (connect) or
+        frames (weld) coincide; torquescale only weights MuJoCo's rows."""
         from ..kinematics import frame_pose
         n = 0
         for d in self.equality:
@@ -524,9 +526,21 @@ class _Compiler:
         return n
 
     def _site_frame(self, name, what):
+        """(body, position, rotation) of a named site in its body's frame."""
         if name not in self.sites:
             raise MJCFError(f"{what}: no site named {name!r}")
-        return self.sites[name]
+        el, body, (Rf, pf), cls = self.sites[name]
+        a = self.attrs(el, cls)
+        swhat = f"site {name!r}"
+        if "fromto" in a:
+            ft = C.numbers(a["fromto"], 6, f"{swhat}: fromto")
+            if np.linalg.norm(ft[:3] - ft[3:]) < 1e-12:
+                raise MJCFError(f"{swhat}: fromto has zero length")
+            pos, R = 0.5 * (ft[:3] + ft[3:]), C.quat_to_rot(C.z_to_vec(ft[:3] - ft[3:]))
+        else:
+            pos = C.numbers(a.get("pos", "0 0 0"), 3, f"{swhat}: pos")
+            R = C.quat_to_rot(self.orientation(a, swhat))
+        return body, pf + Rf @ pos, Rf @ R
 
     def _name_bodies(self):
         """MuJoCo's body ids (depth-first, world = 0) name the unnamed bodies ``body<id>``."""
@@ -576,24 +590,13 @@ class _Compiler:
                 yield child, frame, cls
 
     def _site(self, el, body, frame, cls):
-        """Record a named site's frame in its body (for site-based equality constraints)."""
+        """Record a named site (read only if an equality constraint names it)."""
         sname = el.get("name")
         if not sname:
             return
         if sname in self.sites:
             raise MJCFError(f"duplicate site name {sname!r}")
-        a = self.attrs(el, cls)
-        what = f"site {sname!r}"
-        if "fromto" in a:
-            ft = C.numbers(a["fromto"], 6, f"{what}: fromto")
-            if np.linalg.norm(ft[:3] - ft[3:]) < 1e-12:
-                raise MJCFError(f"{what}: fromto has zero length")
-            pos, R = 0.5 * (ft[:3] + ft[3:]), C.quat_to_rot(C.z_to_vec(ft[:3] - ft[3:]))
-        else:
-            pos = C.numbers(a.get("pos", "0 0 0"), 3, f"{what}: pos")
-            R = C.quat_to_rot(self.orientation(a, what))
-        Rf, pf = frame
-        self.sites[sname] = (body, pf + Rf @ pos, Rf @ R)
+        self.sites[sname] = (el, body, frame, cls)
 
     def _body(self, el, parent, Rf, pf, cls, top=False):
         name = el.get("name") or self.auto_name[id(el)]
