@@ -346,9 +346,12 @@ def test_missing_mesh_file_is_an_error_as_in_mujoco(tmp_path):
     with pytest.raises(ValueError, match="cannot open mesh file"):
         jaxmbd.load_mjcf(xml, warn=False)
     write_stl(str(tmp_path / "nope.stl"), *SHAPES["L"])
-    mj = mujoco.MjModel.from_xml_string(xml)
-    m = jaxmbd.load_mjcf(xml, warn=False)
-    assert relerr(m.mass[0], mj.body_mass[1]) < 1e-15 and relerr(m.inertia[0], mj_body_inertia(mj, 1)) < RTOL
+    stripped = xml.replace("<asset>", f'<compiler strippath="true" meshdir="{tmp_path}"/><asset>').replace(
+        f"{tmp_path}/nope.stl", "elsewhere/nope.stl")   # strippath: the file's directories are dropped
+    for doc in (xml, stripped):
+        mj = mujoco.MjModel.from_xml_string(doc)
+        m = jaxmbd.load_mjcf(doc, warn=False)
+        assert relerr(m.mass[0], mj.body_mass[1]) < 1e-15 and relerr(m.inertia[0], mj_body_inertia(mj, 1)) < RTOL
 
 
 @pytest.mark.parametrize("geom,msg", [

@@ -190,6 +190,8 @@ class _Compiler:
                 if name in self.meshes:
                     raise MJCFError(f"{what}: duplicate mesh name")
                 if f:
+                    if comp.get("strippath", "false") == "true":
+                        f = os.path.basename(f)
                     path = f if os.path.isabs(f) else os.path.join(self.base, mdir, f)
                     if not os.path.isfile(path):
                         raise MJCFError(f"{what}: cannot open mesh file {path!r}")
