@@ -249,11 +249,14 @@ class _Compiler:
             if mode == "convex" and int(C.number(a.get("maxhullvert", "-1"), f"<mesh name={name!r}>: maxhullvert")) != -1:
                 raise MJCFError(f"{what}: mesh {name!r} has maxhullvert and inertia='convex': MuJoCo's "
                                 "vertex-limited hull is not reproduced (give the body an <inertial>)")
-            V, F = self._mesh_data(name, what)
             try:
+                V, F = self._mesh_data(name, what)
                 self._mesh_props[name] = _mesh.mass_properties(V, F, mode)
-            except _mesh.MeshError as e:
-                raise MJCFError(f"{what}: mesh {name!r}: {e}") from None
+            except (_mesh.MeshError, MJCFError) as e:
+                if name not in self.meshes:
+                    raise
+                raise MJCFError(f"{what}: mesh {name!r}: {e} (its mass properties are needed: give the "
+                                "body an <inertial>, or the geom mass='0')") from None
         return self._mesh_props[name]
 
     def _record_mesh_geom(self, body, a, gname, what, Rf, pf):
