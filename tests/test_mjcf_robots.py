@@ -272,6 +272,34 @@ def test_mesh_arm_matches_mujoco(tmp_path):
         assert len(ours) == len(theirs) and d.min(1).max() < 1e-6 and d.min(0).max() < 1e-6, g["mesh"]
 
 
+def test_real_robot_meshes_arm_matches_mujoco():
+    """An arm of seven G1 links (example-robot-data's STL meshes, a few thousand
+    triangles each) in each mode: the whole-model check at random states.  The
+    mass matrix agrees to 1e-9; accelerations to 2e-8, MuJoCo's principal
+    frames of these meshes being accurate to about 1e-8 (see MJ_FRAME_TOL)."""
+    from test_urdf import robots_dir
+    root = os.path.join(robots_dir(), "g1_description", "meshes")
+    links = ["left_shoulder_pitch_link", "left_shoulder_roll_link", "left_shoulder_yaw_link", "left_elbow_link",
+             "left_wrist_roll_link", "left_wrist_pitch_link", "left_wrist_yaw_link"]
+    for mode in ("legacy", "convex", "shell"):
+        assets = "".join(f'<mesh name="{n}" file="{n}.STL" inertia="{mode}"/>' for n in links)
+        body = ""
+        for i, n in enumerate(reversed(links)):
+            body = (f'<body name="{n}" pos="0.02 0.01 -0.1" euler="{10 * i} 5 0"><joint axis="{i % 2} 1 {i % 3}"/>'
+                    f'<geom type="mesh" mesh="{n}" density="{20 if mode == "shell" else 2700}"/>{body}</body>')
+        xml = f'<mujoco><compiler meshdir="{root}"/><asset>{assets}</asset><worldbody>{body}</worldbody></mujoco>'
+        model = jaxmbd.load_mjcf(xml, warn=False)
+        mj = smooth_only(mujoco.MjModel.from_xml_string(xml))
+        check_layout(model, mj)
+        worst = compare_with_mujoco(model, mj, n=5)
+        assert worst[0] < RTOL and worst[1] < RTOL and worst[3] < 2e-8, (mode, worst)
+    exact = xml.replace('inertia="shell"', 'inertia="exact"')
+    with pytest.raises(ValueError, match="orientation"):
+        mujoco.MjModel.from_xml_string(exact)
+    with pytest.raises(ValueError, match="inconsistent orientation"):
+        jaxmbd.load_mjcf(exact, warn=False)
+
+
 def test_obj_groups_quads_and_inline_meshes_match_mujoco(tmp_path):
     """OBJ: only the first group's faces count (MuJoCo's reader; noted in the
     warning), non-planar quads are split along the shorter diagonal; inline

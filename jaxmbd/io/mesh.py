@@ -212,9 +212,8 @@ def _check_orientation(F):
     _, counts = np.unique(E, axis=0, return_counts=True)
     if np.any(counts > 1):
         raise MeshError(f"{int(np.sum(counts > 1))} edges are traversed twice in the same direction: the "
-                        "faces have inconsistent orientation (inertia='exact' needs a consistently oriented "
-                        "surface; MuJoCo refuses such meshes too, though it lets defects in tiny faces pass; "
-                        "inertia='legacy' or 'convex', or an <inertial>, avoid it)")
+                        "faces have inconsistent orientation, which inertia='exact' refuses (as MuJoCo does, "
+                        "though it lets such defects on tiny faces pass; 'legacy' and 'convex' accept them)")
 
 
 def _inertia(S):
