@@ -75,9 +75,11 @@ class MJCFImport:
     not enforced).  unsupported: what the warning listed.  mesh_geoms: one
     dict per mesh geom that collides or has mass (world geoms included):
     ``body``, ``name``, ``mesh``, the geom frame in the body frame (``pos``,
-    ``quat`` w x y z) and ``hull``, the vertices of the mesh's convex hull in
+    ``quat`` w x y z), ``hull``, the vertices of the mesh's convex hull in
     that frame (the mesh file's coordinates after ``scale``, ``refpos`` and
-    ``refquat``; MuJoCo re-centres meshes, jaxmbd does not).
+    ``refquat``; MuJoCo re-centres meshes, jaxmbd does not; the full hull,
+    while MuJoCo's collision hull keeps at most ``maxhullvert`` vertices when
+    that is not -1) and ``maxhullvert``.
     """
 
     model: Model
@@ -176,7 +178,7 @@ class _Compiler:
         geom needs its mass properties or hull."""
         comp = self.compiler
         mdir = comp.get("meshdir", comp.get("assetdir", ""))
-        self.meshes, self._mesh_cache, self._mesh_props = {}, {}, {}
+        self.meshes, self._mesh_cache, self._mesh_props, self._hulls = {}, {}, {}, {}
         self.mesh_notes = set()
         self.mesh_geoms = []
         for asset in self.root.findall("asset"):
@@ -272,12 +274,14 @@ class _Compiler:
             return
         R = Rf @ C.quat_to_rot(self.orientation(a, what))
         p = pf + Rf @ C.numbers(a.get("pos", "0 0 0"), 3, f"{what}: pos")
-        try:
-            hull = _mesh.hull_vertices(V)
-        except Exception:  # flat or degenerate: keep every vertex
-            hull = V
+        if a["mesh"] not in self._hulls:
+            try:
+                self._hulls[a["mesh"]] = _mesh.hull_vertices(V)
+            except Exception:  # flat or degenerate: keep every vertex
+                self._hulls[a["mesh"]] = V
+        maxhullvert = int(C.number(self.meshes[a["mesh"]].get("maxhullvert", "-1"), f"{what}: maxhullvert"))
         self.mesh_geoms.append(dict(body=body, name=gname, mesh=a["mesh"], pos=p, quat=C.rot_to_quat(R),
-                                    hull=hull))
+                                    hull=self._hulls[a["mesh"]], maxhullvert=maxhullvert))
 
     # -- defaults ----------------------------------------------------------------
     def _read_defaults(self):
