@@ -385,6 +385,7 @@ def test_missing_mesh_file_is_an_error_as_in_mujoco(tmp_path):
 @pytest.mark.parametrize("geom,msg", [
     ('type="box" mesh="m"', "fitted to mesh"),
     ('type="mesh" mesh="m" shellinertia="true"', "shellinertia"),
+    ('type="ellipsoid" size=".1 .2 .3" shellinertia="true"', "shellinertia on an ellipsoid"),
     ('type="hfield"', "give the body an <inertial>"),
 ])
 def test_mesh_refusals_are_clear(tmp_path, geom, msg):
@@ -394,6 +395,22 @@ def test_mesh_refusals_are_clear(tmp_path, geom, msg):
     with pytest.raises(ValueError) as e:
         jaxmbd.load_mjcf(xml, warn=False)
     assert msg in str(e.value) and "inertiafromgeom" not in str(e.value), str(e.value)
+
+
+def test_shell_inertia_of_primitives_matches_mujoco():
+    """geom shellinertia="true" on spheres, boxes, cylinders and capsules (with
+    fromto, density or mass): mass per unit area, as MuJoCo."""
+    geoms = ['type="sphere" size="0.2" pos="0.1 0 0"', 'type="box" size="0.1 0.2 0.3" euler="10 20 30"',
+             'type="cylinder" size="0.1 0.3" density="50"', 'type="capsule" fromto="0 0 0 0.3 0.1 0.2" size="0.05"',
+             'type="cylinder" fromto="0 0 0 -0.2 0.1 0" size="0.07" mass="0.3"']
+    for g in geoms:
+        xml = f"""<mujoco><worldbody><body name="b"><joint/><geom {g} shellinertia="true"/>
+          <geom type="sphere" size="0.05" pos="0 0.2 0"/></body></worldbody></mujoco>"""
+        m = jaxmbd.load_mjcf(xml, warn=False)
+        mj = mujoco.MjModel.from_xml_string(xml)
+        assert relerr(m.mass[0], mj.body_mass[1]) < 1e-14, g
+        assert relerr(m.com[0], mj.body_ipos[1]) < 1e-14, g
+        assert relerr(m.inertia[0], mj_body_inertia(mj, 1)) < RTOL, g
 
 
 def test_maxhullvert_with_convex_inertia_is_refused(tmp_path):

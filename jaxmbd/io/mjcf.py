@@ -21,6 +21,7 @@ Conventions (so that states move between jaxmbd and MuJoCo unchanged):
 Inertia: ``<inertial>`` (without diaginertia/fullinertia: a point mass) or,
 per ``<compiler inertiafromgeom>``, the geoms of the body (sphere, capsule,
 cylinder, box, ellipsoid, with ``fromto``, ``mass`` or ``density``, and
+``shellinertia`` except on ellipsoids;
 meshes: STL/OBJ files or inline vertices, per ``<mesh inertia>``, see
 :mod:`jaxmbd.io.mesh`; geoms with zero mass or density, or outside
 ``inertiagrouprange``, are skipped), then ``boundmass``/``boundinertia`` and
@@ -831,8 +832,10 @@ class _Compiler:
         if "mesh" in a:
             raise MJCFError(f"{gwhat}: a {kind} fitted to mesh {a['mesh']!r} is not supported (give the body an "
                             "<inertial>, or make the geom type='mesh')")
-        if a.get("shellinertia", "false") == "true":
-            raise MJCFError(f"{gwhat}: shellinertia on a {kind} is not supported (give the body an <inertial>)")
+        shell = a.get("shellinertia", "false") == "true"
+        if shell and kind == "ellipsoid":
+            raise MJCFError(f"{gwhat}: shellinertia on an ellipsoid is not supported (its area has no closed "
+                            "form; give the body an <inertial>)")
         size = np.zeros(3)
         if "size" in a:
             s = C.numbers(a["size"], None, f"{gwhat}: size")
@@ -857,7 +860,7 @@ class _Compiler:
         need = {"sphere": 1, "capsule": 2, "cylinder": 2, "box": 3, "ellipsoid": 3}[kind]
         if np.any(size[:need] <= 0):
             raise MJCFError(f"{gwhat}: a {kind} needs {need} positive size(s), got {size[:need]}")
-        vol, unit = C.solid_volume_inertia(kind, size)
+        vol, unit = (C.shell_area_inertia if shell else C.solid_volume_inertia)(kind, size)
         if "mass" in a:
             m = C.number(a["mass"], f"{gwhat}: mass")
         else:
