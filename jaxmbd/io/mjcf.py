@@ -19,14 +19,13 @@ Conventions (so that states move between jaxmbd and MuJoCo unchanged):
   are ignored.
 
 Inertia: ``<inertial>`` (without diaginertia/fullinertia: a point mass) or,
-per ``<compiler inertiafromgeom>``, the geoms of the body (sphere, capsule,
-cylinder, box, ellipsoid, with ``fromto``, ``mass`` or ``density``, and
-``shellinertia`` except on ellipsoids;
-meshes: STL/OBJ files or inline vertices, per ``<mesh inertia>``, see
-:mod:`jaxmbd.io.mesh`; geoms with zero mass or density, or outside
-``inertiagrouprange``, are skipped), then ``boundmass``/``boundinertia`` and
-``settotalmass``.  ``<joint springdamper>`` sets stiffness and damping as
-MuJoCo's compiler does.
+per ``<compiler inertiafromgeom>``, the geoms of the body: sphere, capsule,
+cylinder, box and ellipsoid (``fromto``, ``mass`` or ``density``;
+``shellinertia`` except on ellipsoids) and meshes (STL/OBJ files or inline
+vertices, per ``<mesh inertia>``; see :mod:`jaxmbd.io.mesh`); geoms with zero
+mass or density, or outside ``inertiagrouprange``, are skipped.  Then
+``boundmass``/``boundinertia`` and ``settotalmass``.  ``<joint
+springdamper>`` sets stiffness and damping as MuJoCo's compiler does.
 
 Not modelled (listed once in a warning, never dropped silently): contacts,
 actuators, tendons, sensors, joint limits, frictionloss, fluid forces,
