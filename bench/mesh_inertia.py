@@ -39,7 +39,8 @@ def main():
     skipped = [f for f in files if os.path.getsize(f) > a.max_mb * 1e6]
     files = [f for f in files if f not in skipped]
     t0 = time.perf_counter()
-    stats = {m: dict(n=0, both=0, worst=np.zeros(4), over=0, over_files=[], jx_only=[], mj_only=[], both_err=0) for m in MODES}
+    stats = {m: dict(n=0, both=0, worst=np.zeros(4), over=0, over_files=[], jx_only=[], mj_only=[], both_err=0)
+             for m in MODES}
     for f in files:
         V, _, _ = M.read_mesh(f)
         size = np.ptp(V, axis=0).max()

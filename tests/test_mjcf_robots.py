@@ -322,7 +322,8 @@ def test_obj_groups_quads_and_inline_meshes_match_mujoco(tmp_path):
                        (f'vertex="{inline}"', False)):
         for mode in ("legacy", "shell", "convex"):
             xml = f"""<mujoco><compiler meshdir="{tmp_path}"/><asset><mesh name="m" {mesh} inertia="{mode}"/></asset>
-              <worldbody><body name="b"><joint/><geom type="mesh" mesh="m" euler="10 20 30"/></body></worldbody></mujoco>"""
+              <worldbody><body name="b"><joint/><geom type="mesh" mesh="m" euler="10 20 30"/></body></worldbody>
+              </mujoco>"""
             info = jaxmbd.load_mjcf(xml, return_info=True, warn=False)
             mj = mujoco.MjModel.from_xml_string(xml)
             m = info.model

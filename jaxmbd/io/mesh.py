@@ -91,10 +91,11 @@ def _triangulate(idx, verts):
 
 def read_obj(path):
     """(vertices, faces, number of ignored groups, number of polygons with more
-    than 4 vertices) of a Wavefront OBJ file:
-    ``v`` and ``f`` lines (negative indices allowed; quads split along their
-    shorter diagonal, as MuJoCo's OBJ reader does, larger polygons as fans).  As MuJoCo 4.0.0 does, every vertex is kept but only the faces of
-    the first group or object (``g``/``o``) that has faces are used."""
+    than 4 vertices) of a Wavefront OBJ file: ``v`` and ``f`` lines (negative
+    indices allowed; quads split along their shorter diagonal, as MuJoCo's OBJ
+    reader does, larger polygons as fans).  As MuJoCo 4.0.0 does, every vertex
+    is kept but only the faces of the first group or object (``g``/``o``) that
+    has faces are used."""
     verts, shapes, ngons = [], [[]], 0
     with open(path, "r", errors="replace") as f:
         for k, line in enumerate(f, 1):

@@ -248,7 +248,8 @@ class _Compiler:
         if name not in self._mesh_props:
             a = self.meshes.get(name, {})
             mode = a.get("inertia", "legacy")
-            if mode == "convex" and int(C.number(a.get("maxhullvert", "-1"), f"<mesh name={name!r}>: maxhullvert")) != -1:
+            hullvert = C.number(a.get("maxhullvert", "-1"), f"<mesh name={name!r}>: maxhullvert")
+            if mode == "convex" and int(hullvert) != -1:
                 raise MJCFError(f"{what}: mesh {name!r} has maxhullvert and inertia='convex': MuJoCo's "
                                 "vertex-limited hull is not reproduced (give the body an <inertial>)")
             try:
@@ -875,7 +876,8 @@ class _Compiler:
         if "mesh" not in a:
             raise MJCFError(f"{gwhat}: a mesh geom needs a mesh attribute")
         if a.get("shellinertia", "false") == "true":
-            raise MJCFError(f"{gwhat}: shellinertia on a mesh geom (MuJoCo refuses it too: use the mesh's inertia='shell')")
+            raise MJCFError(f"{gwhat}: shellinertia on a mesh geom (MuJoCo refuses it too: "
+                            "use the mesh's inertia='shell')")
         if "fromto" in a:
             raise MJCFError(f"{gwhat}: fromto is not allowed for mesh geoms")
         measure, com, unit = self._mesh_mass(a["mesh"], gwhat)
