@@ -363,6 +363,11 @@ def test_visual_geoms_count_unless_massless(tmp_path):
     assert any("no hull kept for mesh 'x'" in u for u in info.unsupported)
     with pytest.raises(ValueError, match="unsupported format '.msh'"):
         jaxmbd.load_mjcf(xml.replace('mass="0"', ""), warn=False)
+    # a visual mesh (no collision) of a body with an <inertial> is not even read
+    visual = xml.replace('<geom size=".1"/>', '<inertial pos="0 0 0" mass="1" diaginertia="1 1 1"/>').replace(
+        'mass="0"', 'contype="0" conaffinity="0"')
+    info = jaxmbd.load_mjcf(visual, return_info=True, warn=False)
+    assert not info.mesh_geoms and not any("mesh" in u for u in info.unsupported)
 
 
 def test_missing_mesh_file_is_an_error_as_in_mujoco(tmp_path):

@@ -73,7 +73,8 @@ class MJCFImport:
     loop constraints, the others are not modelled.  joint_range: joint
     name -> (lower, upper) in radians / metres for limited joints (limits are
     not enforced).  unsupported: what the warning listed.  mesh_geoms: one
-    dict per mesh geom that collides or has mass (world geoms included):
+    dict per mesh geom that collides or gives its body mass (world geoms
+    included):
     ``body``, ``name``, ``mesh``, the geom frame in the body frame (``pos``,
     ``quat`` w x y z), ``hull``, the vertices of the mesh's convex hull in
     that frame (the mesh file's coordinates after ``scale``, ``refpos`` and
@@ -764,6 +765,7 @@ class _Compiler:
     def _inertia(self, name, inertial, geoms):
         """(mass, com, 3x3 inertia about the com, body axes) of one MJCF body."""
         what = f"body {name!r}"
+        geom_mass = self.from_geom == "true" or (self.from_geom == "auto" and inertial is None)
         for k, (g, (Rf, pf), cls) in enumerate(geoms):
             a = self.attrs(g, cls)
             gname = g.get("name")
@@ -772,7 +774,9 @@ class _Compiler:
                             or C.number(a.get("conaffinity", "1"), f"{gw}: conaffinity"))
             if collides:
                 self.collision_geoms += 1
-            if a.get("type", "sphere") == "mesh" and "mesh" in a and (collides or not self._zero_mass(a, gw)):
+            # hulls of mesh geoms that collide or give the body mass (purely visual meshes are not read)
+            if a.get("type", "sphere") == "mesh" and "mesh" in a and (
+                    collides or (geom_mass and not self._zero_mass(a, gw))):
                 self._record_mesh_geom(name, a, gname, gw, Rf, pf)
         if inertial is not None and self.from_geom != "true":
             el, (Rf, pf) = inertial
