@@ -259,7 +259,7 @@ BAD = [
     ("<mujoco><worldbody><body name='a'><joint axis='0 0 0'/><geom size='.1'/></body></worldbody></mujoco>",
      "axis is zero"),
     ("<mujoco><worldbody><body name='a'><joint/><geom type='mesh' mesh='m'/></body></worldbody></mujoco>",
-     "cannot compute the inertia of a mesh geom"),
+     "no mesh asset named 'm'"),
     ("<mujoco><worldbody><body name='a'><joint/></body></worldbody></mujoco>", "massless moving body"),
     ("<mujoco><worldbody><body name='a' childclass='nope'><joint/><geom size='.1'/></body></worldbody></mujoco>",
      "unknown childclass 'nope'"),

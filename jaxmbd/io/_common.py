@@ -159,3 +159,34 @@ def solid_volume_inertia(kind, size):
         lateral = fc * (3 * r * r + h * h) / 12 + fs * ((0.4 - 9 / 64) * r * r + (h / 2 + 3 * r / 8) ** 2)
         return vol, np.array([lateral, lateral, axial])
     raise ValueError(f"no inertia formula for {kind}")
+
+
+def shell_area_inertia(kind, size):
+    """(area, diagonal inertia per unit mass) of a thin uniform shell over the
+    surface of a sphere, box, cylinder (with its end discs) or capsule (size as
+    in :func:`solid_volume_inertia`): the area-weighted mean second moments
+    <x^2>, <y^2>, <z^2> of the surface patches, combined as I_xx = <y^2> + <z^2>."""
+    if kind == "sphere":
+        r = size[0]
+        parts = [(4.0 * math.pi * r * r, np.full(3, r * r / 3.0))]
+    elif kind == "box":
+        h = np.asarray(size[:3], np.float64)
+        parts = []
+        for n in range(3):   # the two faces normal to axis n
+            t = [i for i in range(3) if i != n]
+            mom = np.empty(3)
+            mom[n] = h[n] ** 2
+            mom[t] = h[t] ** 2 / 3.0
+            parts.append((8.0 * h[t[0]] * h[t[1]], mom))
+    elif kind in ("cylinder", "capsule"):
+        r, hl = size[0], size[1]
+        parts = [(4.0 * math.pi * r * hl, np.array([r * r / 2, r * r / 2, hl * hl / 3]))]   # the tube
+        if kind == "cylinder":   # two discs at z = +-hl
+            parts.append((2.0 * math.pi * r * r, np.array([r * r / 4, r * r / 4, hl * hl])))
+        else:   # two hemispherical caps on z = +-hl: z = hl + u, <u> = r/2, <u^2> = r^2/3
+            parts.append((4.0 * math.pi * r * r, np.array([r * r / 3, r * r / 3, hl * hl + hl * r + r * r / 3])))
+    else:
+        raise ValueError(f"no shell inertia formula for {kind}")
+    area = sum(A for A, _ in parts)
+    mom = sum(A * m for A, m in parts) / area
+    return area, np.array([mom[1] + mom[2], mom[0] + mom[2], mom[0] + mom[1]])

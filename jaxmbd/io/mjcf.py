@@ -18,18 +18,23 @@ Conventions (so that states move between jaxmbd and MuJoCo unchanged):
 * bodies without joints are welded to their parent; geoms of the world body
   are ignored.
 
-Inertia: ``<inertial>`` or, per ``<compiler inertiafromgeom>``, the geoms of
-the body (sphere, capsule, cylinder, box, ellipsoid, with ``fromto``,
-``mass`` or ``density``; geoms outside ``inertiagrouprange`` are skipped), then
-``boundmass``/``boundinertia`` and ``settotalmass``.
+Inertia: ``<inertial>`` (without diaginertia/fullinertia: a point mass) or,
+per ``<compiler inertiafromgeom>``, the geoms of the body: sphere, capsule,
+cylinder, box and ellipsoid (``fromto``, ``mass`` or ``density``;
+``shellinertia`` except on ellipsoids) and meshes (STL/OBJ files or inline
+vertices, per ``<mesh inertia>``; see :mod:`jaxmbd.io.mesh`); geoms with zero
+mass or density, or outside ``inertiagrouprange``, are skipped.  Then
+``boundmass``/``boundinertia`` and ``settotalmass``.  ``<joint
+springdamper>`` sets stiffness and damping as MuJoCo's compiler does.
 
 Not modelled (listed once in a warning, never dropped silently): contacts,
 actuators, tendons, sensors, joint limits, frictionloss, fluid forces,
 gravity compensation, mocap bodies, keyframes, and equality constraints other
 than ``connect``/``weld`` (returned in ``MJCFImport.equality``).  ``connect``
-and ``weld`` between bodies become loop constraints (``point`` and ``weld``;
-the model is then a :class:`jaxmbd.Mechanism`).  Mesh, height-field and SDF geoms cannot give an
-inertia: a body that needs one is an error (give it an ``<inertial>``).
+and ``weld`` between bodies or sites become loop constraints (``point`` and
+``weld``; the model is then a :class:`jaxmbd.Mechanism`).  Height-field and
+SDF geoms, and primitives fitted to meshes, cannot give an inertia: a body
+that needs one is an error (give it an ``<inertial>``).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import numpy as np
 from .. import joints as jtypes
 from ..model import Model, ModelBuilder
 from . import _common as C
+from . import mesh as _mesh
 
 
 def joint_types():
@@ -72,13 +78,22 @@ class MJCFImport:
     joint1/2, anchor, relpose, active); connect and weld are in the model as
     loop constraints, the others are not modelled.  joint_range: joint
     name -> (lower, upper) in radians / metres for limited joints (limits are
-    not enforced).  unsupported: what the warning listed.
+    not enforced).  unsupported: what the warning listed.  mesh_geoms: one
+    dict per mesh geom that collides or gives its body mass (world geoms
+    included):
+    ``body``, ``name``, ``mesh``, the geom frame in the body frame (``pos``,
+    ``quat`` w x y z), ``hull``, the vertices of the mesh's convex hull in
+    that frame (the mesh file's coordinates after ``scale``, ``refpos`` and
+    ``refquat``; MuJoCo re-centres meshes, jaxmbd does not; the full hull,
+    while MuJoCo's collision hull keeps at most ``maxhullvert`` vertices when
+    that is not -1) and ``maxhullvert``.
     """
 
     model: Model
     equality: list = field(default_factory=list)
     joint_range: dict = field(default_factory=dict)
     unsupported: list = field(default_factory=list)
+    mesh_geoms: list = field(default_factory=list)
 
 
 def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = True):
@@ -132,6 +147,7 @@ class _Compiler:
             raise MJCFError(f"root element is <{root.tag}>, expected <mujoco>")
         _expand_includes(root, base)
         self.root = root
+        self.base = base or os.getcwd()
         self.unsupported = []
         self.compiler = {}
         for el in root.findall("compiler"):
@@ -160,6 +176,120 @@ class _Compiler:
             if el.tag not in TOP_LEVEL:
                 raise MJCFError(f"unknown top-level element <{el.tag}>")
         self._read_defaults()
+        self._read_meshes()
+
+    # -- mesh assets ---------------------------------------------------------------------
+    def _read_meshes(self):
+        """<asset><mesh>: name -> attributes and file path.  Every mesh file must
+        exist (MuJoCo reads them all, used or not); a file is parsed only when a
+        geom needs its mass properties or hull."""
+        comp = self.compiler
+        mdir = comp.get("meshdir", comp.get("assetdir", ""))
+        self.meshes, self._mesh_cache, self._mesh_props, self._hulls = {}, {}, {}, {}
+        self.mesh_notes = set()
+        self.mesh_geoms = []
+        for asset in self.root.findall("asset"):
+            for el in asset.findall("mesh"):
+                a = self.attrs(el, "main")
+                f = a.get("file")
+                name = a.get("name") or (os.path.splitext(os.path.basename(f))[0] if f else None)
+                what = f"<mesh name={name!r}>"
+                if not name:
+                    raise MJCFError("<mesh> without a name or a file")
+                if name in self.meshes:
+                    raise MJCFError(f"{what}: duplicate mesh name")
+                if f:
+                    if comp.get("strippath", "false") == "true":
+                        f = os.path.basename(f)
+                    path = f if os.path.isabs(f) else os.path.join(self.base, mdir, f)
+                    if not os.path.isfile(path):
+                        raise MJCFError(f"{what}: cannot open mesh file {path!r}")
+                    a["_path"] = path
+                elif "vertex" not in a:
+                    raise MJCFError(f"{what}: needs a file or vertex data (builtin meshes are not supported)")
+                mode = a.get("inertia", "legacy")
+                if mode not in _mesh.INERTIA_MODES:
+                    raise MJCFError(f"{what}: inertia={mode!r}: expected one of {', '.join(_mesh.INERTIA_MODES)}")
+                self.meshes[name] = a
+
+    def _mesh_data(self, name, what):
+        """(vertices, faces) of a mesh asset in its geom's frame: the file's
+        vertices (float32, as MuJoCo stores them) moved by refpos/refquat, then
+        scaled; faces turned over by a mirroring scale."""
+        if name in self._mesh_cache:
+            return self._mesh_cache[name]
+        if name not in self.meshes:
+            raise MJCFError(f"{what}: no mesh asset named {name!r}")
+        a = self.meshes[name]
+        mwhat = f"<mesh name={name!r}>"
+        try:
+            if "_path" in a:
+                V, F, notes = _mesh.read_mesh(a["_path"])
+                self.mesh_notes.update(f"{os.path.basename(a['_path'])}: {n}" for n in notes)
+            else:
+                V = _mesh._f32(C.numbers(a["vertex"], None, f"{mwhat}: vertex"))
+                if V.size % 3 or V.size < 12:
+                    raise MJCFError(f"{mwhat}: vertex needs at least 4 points (3 numbers each)")
+                V = V.reshape(-1, 3)
+                F = np.zeros((0, 3), np.int64)
+                if "face" in a:
+                    F = C.numbers(a["face"], None, f"{mwhat}: face")
+                    if F.size == 0 or F.size % 3 or np.any(F != np.round(F)) or F.min() < 0 or F.max() >= len(V):
+                        raise MJCFError(f"{mwhat}: face must be triples of vertex indices")
+                    F = F.astype(np.int64).reshape(-1, 3)
+        except _mesh.MeshError as e:
+            raise MJCFError(f"{mwhat}: {e}") from None
+        refpos = C.numbers(a.get("refpos", "0 0 0"), 3, f"{mwhat}: refpos")
+        refquat = C.numbers(a.get("refquat", "1 0 0 0"), 4, f"{mwhat}: refquat")
+        if np.linalg.norm(refquat) < 1e-12:
+            raise MJCFError(f"{mwhat}: refquat is zero")
+        scale = C.numbers(a.get("scale", "1 1 1"), 3, f"{mwhat}: scale")
+        V = ((V - refpos) @ C.quat_to_rot(refquat)) * scale
+        if np.prod(scale) < 0:
+            F = F[:, [0, 2, 1]]
+        self._mesh_cache[name] = (V, F)
+        return V, F
+
+    def _mesh_mass(self, name, what):
+        """(measure, centre, inertia per unit density) of a mesh asset, per its inertia mode."""
+        if name not in self._mesh_props:
+            a = self.meshes.get(name, {})
+            mode = a.get("inertia", "legacy")
+            hullvert = C.number(a.get("maxhullvert", "-1"), f"<mesh name={name!r}>: maxhullvert")
+            if mode == "convex" and int(hullvert) != -1:
+                raise MJCFError(f"{what}: mesh {name!r} has maxhullvert and inertia='convex': MuJoCo's "
+                                "vertex-limited hull is not reproduced (give the body an <inertial>)")
+            try:
+                V, F = self._mesh_data(name, what)
+                self._mesh_props[name] = _mesh.mass_properties(V, F, mode)
+            except (_mesh.MeshError, MJCFError) as e:
+                if name not in self.meshes:
+                    raise
+                raise MJCFError(f"{what}: mesh {name!r}: {e} (its mass properties are needed: give the "
+                                "body an <inertial>, or the geom mass='0')") from None
+        return self._mesh_props[name]
+
+    def _record_mesh_geom(self, body, a, gname, what, Rf, pf):
+        """Keep the convex hull of a mesh geom that collides or carries mass.  A mesh
+        jaxmbd cannot read is an error only where its mass is needed (_mesh_mass);
+        here it is noted in the warning."""
+        try:
+            V, _ = self._mesh_data(a["mesh"], what)
+        except MJCFError as e:
+            if a["mesh"] not in self.meshes:
+                raise
+            self.mesh_notes.add(f"no hull kept for mesh {a['mesh']!r} ({str(e).split(': ', 1)[-1]})")
+            return
+        R = Rf @ C.quat_to_rot(self.orientation(a, what))
+        p = pf + Rf @ C.numbers(a.get("pos", "0 0 0"), 3, f"{what}: pos")
+        if a["mesh"] not in self._hulls:
+            try:
+                self._hulls[a["mesh"]] = _mesh.hull_vertices(V)
+            except Exception:  # flat or degenerate: keep every vertex
+                self._hulls[a["mesh"]] = V
+        maxhullvert = int(C.number(self.meshes[a["mesh"]].get("maxhullvert", "-1"), f"{what}: maxhullvert"))
+        self.mesh_geoms.append(dict(body=body, name=gname, mesh=a["mesh"], pos=p, quat=C.rot_to_quat(R),
+                                    hull=self._hulls[a["mesh"]], maxhullvert=maxhullvert))
 
     # -- defaults ----------------------------------------------------------------
     def _read_defaults(self):
@@ -269,14 +399,25 @@ class _Compiler:
         self.body_names, self.joint_names = set(), set()
         self.joint_range, self.limited = {}, []
         self.frictionloss = []
+        self.springdampers = []   # (joint name, time constant, damping ratio)
         self.bodies = []  # (name, mass-carrying builder kwargs) for settotalmass
         self._name_bodies()
+        self.sites = {}
         self._planned = []
         for wb in root.findall("worldbody"):
             for item, (R, p), cls in self._items(wb, (np.eye(3), np.zeros(3)), "main"):
                 if item.tag == "body":
                     self._body(item, "world", R, p, cls, top=True)
-                elif item.tag in ("geom", "site", "camera", "light"):
+                elif item.tag == "geom":   # no mass; the hulls of colliding mesh geoms are kept
+                    a = self.attrs(item, cls)
+                    gw = f"world geom {item.get('name')!r}"
+                    if a.get("type") == "mesh" and "mesh" in a and (
+                            C.number(a.get("contype", "1"), f"{gw}: contype")
+                            or C.number(a.get("conaffinity", "1"), f"{gw}: conaffinity")):
+                        self._record_mesh_geom("world", a, item.get("name"), gw, R, p)
+                elif item.tag == "site":
+                    self._site(item, "world", (R, p), cls)
+                elif item.tag in ("camera", "light"):
                     continue
                 else:
                     raise MJCFError(f"<{item.tag}> is not allowed in <worldbody>")
@@ -285,10 +426,14 @@ class _Compiler:
         self._finish_masses()
         for kw in self._planned:
             self.builder.add_body(**kw)
+        if self.springdampers:
+            self._apply_springdampers(gravity)
         if self.collision_geoms and self.contacts_on:
             self.unsupported.append(f"contacts ({self.collision_geoms} collision geoms)")
         if self.limited:
             self.unsupported.append(f"joint limits ({len(self.limited)} limited joints; ranges in joint_range)")
+        if self.mesh_notes:
+            self.unsupported.append(f"mesh files ({'; '.join(sorted(self.mesh_notes))})")
         if self.frictionloss:
             self.unsupported.append(f"joint frictionloss ({', '.join(self.frictionloss)})")
         self.builder.set_initial_state(q0=np.concatenate(self.q0) if self.q0 else np.zeros(0))
@@ -296,7 +441,26 @@ class _Compiler:
         if self._add_loops(model):
             model = self.builder.build()
         return MJCFImport(model=model, equality=self.equality, joint_range=self.joint_range,
-                          unsupported=self.unsupported)
+                          unsupported=self.unsupported, mesh_geoms=self.mesh_geoms)
+
+    def _apply_springdampers(self, gravity):
+        """<joint springdamper="timeconst dampratio">, as MuJoCo compiles it: with m the
+        joint's effective mass at qpos0 (1 / diagonal of the inverse mass matrix,
+        armature included), stiffness = m / (timeconst * dampratio)^2 and
+        damping = 2 m / timeconst, replacing the joint's stiffness and damping."""
+        from ..crba import mass_matrix
+        self.builder.set_initial_state(q0=np.concatenate(self.q0) if self.q0 else np.zeros(0))
+        model = self.builder.build()
+        Minv = np.linalg.inv(np.asarray(mass_matrix(model, model.q0)))
+        names = list(model.joint_names)
+        by_joint = {kw.get("joint_name"): kw for kw in self._planned}
+        for jname, tc, zeta in self.springdampers:
+            dof = int(model.joint_dof_adr[names.index(jname)])
+            m = 1.0 / Minv[dof, dof]
+            by_joint[jname].update(stiffness=m / (tc * zeta) ** 2, damping=2.0 * m / tc)
+        self.builder = ModelBuilder(gravity=gravity)
+        for kw in self._planned:
+            self.builder.add_body(**kw)
 
     def _read_equality(self):
         out = []
@@ -318,7 +482,9 @@ class _Compiler:
         """<connect>/<weld> between bodies -> loop constraints, placed at qpos0 as MuJoCo
         places them: connect's anchor is in body1's frame and its body2 point is where
         that anchor is at qpos0; weld (relpose with a zero quaternion, the default)
-        keeps the bodies' relative pose at qpos0, or the given relpose (body2 in body1)."""
+        keeps the bodies' relative pose at qpos0, or the given relpose (body2 in body1).
+        Between sites (site1/site2), as in MuJoCo, the two sites' positions (connect) or
+        frames (weld) coincide; torquescale only weights MuJoCo's rows."""
         from ..kinematics import frame_pose
         n = 0
         for d in self.equality:
@@ -327,7 +493,22 @@ class _Compiler:
                 continue
             what = f"<{kind} {' '.join(f'{k}={v!r}' for k, v in d.items() if k != 'type')}>"
             if "site1" in d or "site2" in d:
-                raise MJCFError(f"{what}: site-based equality constraints are not supported (use body1/body2)")
+                # the two sites' positions (connect) or frames (weld) coincide, as in MuJoCo;
+                # the constraint need not hold at qpos0
+                if "site1" not in d or "site2" not in d:
+                    raise MJCFError(f"{what}: site-based constraints need both site1 and site2")
+                for key in ("body1", "body2", "anchor", "relpose"):
+                    if key in d:
+                        raise MJCFError(f"{what}: {key} cannot be combined with site1/site2")
+                (b1, p1, R1), (b2, p2, R2) = (self._site_frame(d[k], what) for k in ("site1", "site2"))
+                if b1 == b2:
+                    raise MJCFError(f"{what}: both sites are on {b1!r}")
+                kw = dict(pos_a=p1, pos_b=p2)
+                if kind == "weld":
+                    kw.update(quat_a=C.rot_to_quat(R1), quat_b=C.rot_to_quat(R2))
+                self.builder.add_loop("point" if kind == "connect" else "weld", b1, b2, name=d.get("name"), **kw)
+                n += 1
+                continue
             if "body1" not in d:
                 raise MJCFError(f"{what}: body1 is required")
             b1, b2 = d["body1"], d.get("body2", "world")
@@ -360,6 +541,23 @@ class _Compiler:
                 self.builder.add_loop("weld", b1, b2, pos_a=pa, quat_a=qa, name=d.get("name"))
             n += 1
         return n
+
+    def _site_frame(self, name, what):
+        """(body, position, rotation) of a named site in its body's frame."""
+        if name not in self.sites:
+            raise MJCFError(f"{what}: no site named {name!r}")
+        el, body, (Rf, pf), cls = self.sites[name]
+        a = self.attrs(el, cls)
+        swhat = f"site {name!r}"
+        if "fromto" in a:
+            ft = C.numbers(a["fromto"], 6, f"{swhat}: fromto")
+            if np.linalg.norm(ft[:3] - ft[3:]) < 1e-12:
+                raise MJCFError(f"{swhat}: fromto has zero length")
+            pos, R = 0.5 * (ft[:3] + ft[3:]), C.quat_to_rot(C.z_to_vec(ft[:3] - ft[3:]))
+        else:
+            pos = C.numbers(a.get("pos", "0 0 0"), 3, f"{swhat}: pos")
+            R = C.quat_to_rot(self.orientation(a, swhat))
+        return body, pf + Rf @ pos, Rf @ R
 
     def _name_bodies(self):
         """MuJoCo's body ids (depth-first, world = 0) name the unnamed bodies ``body<id>``."""
@@ -408,6 +606,15 @@ class _Compiler:
             else:
                 yield child, frame, cls
 
+    def _site(self, el, body, frame, cls):
+        """Record a named site (read only if an equality constraint names it)."""
+        sname = el.get("name")
+        if not sname:
+            return
+        if sname in self.sites:
+            raise MJCFError(f"duplicate site name {sname!r}")
+        self.sites[sname] = (el, body, frame, cls)
+
     def _body(self, el, parent, Rf, pf, cls, top=False):
         name = el.get("name") or self.auto_name[id(el)]
         what = f"body {name!r}"
@@ -437,6 +644,8 @@ class _Compiler:
                 inertial = (item, frame)
             elif t == "body":
                 children.append((item, frame, icls))
+            elif t == "site":
+                self._site(item, name, frame, icls)
             elif t in IGNORED_IN_BODY:
                 continue
             elif t in ("composite", "flexcomp", "plugin", "attach", "replicate"):
@@ -525,6 +734,14 @@ class _Compiler:
 
         kw = dict(damping=num("damping"), armature=num("armature"), stiffness=num("stiffness"))
         spec, mt = jtypes.get(jt), a.get("type", "hinge")
+        sd = C.numbers(a.get("springdamper", "0 0"), 2, f"{jwhat}: springdamper")
+        if np.any(sd != 0):
+            if np.any(sd <= 0):
+                raise MJCFError(f"{jwhat}: springdamper values must both be positive (as in MuJoCo), got {sd}")
+            if jt not in ("revolute", "prismatic"):
+                raise MJCFError(f"{jwhat}: springdamper on a {jt} joint is not supported "
+                                "(jaxmbd has joint stiffness for hinge and slide joints only)")
+            self.springdampers.append((jwhat.split("'")[1], float(sd[0]), float(sd[1])))
         is_angle = mt == "hinge"
         conv = self.angle if is_angle else (lambda x: x)
         ref = conv(num("ref"))
@@ -559,11 +776,19 @@ class _Compiler:
     def _inertia(self, name, inertial, geoms):
         """(mass, com, 3x3 inertia about the com, body axes) of one MJCF body."""
         what = f"body {name!r}"
-        for g, _, cls in geoms:
+        geom_mass = self.from_geom == "true" or (self.from_geom == "auto" and inertial is None)
+        for k, (g, (Rf, pf), cls) in enumerate(geoms):
             a = self.attrs(g, cls)
-            gw = f"{what}: geom {g.get('name')!r}"
-            if C.number(a.get("contype", "1"), f"{gw}: contype") or C.number(a.get("conaffinity", "1"), f"{gw}: conaffinity"):
+            gname = g.get("name")
+            gw = f"{what}: geom {gname!r}" if gname else f"{what}: geom #{k}"
+            collides = bool(C.number(a.get("contype", "1"), f"{gw}: contype")
+                            or C.number(a.get("conaffinity", "1"), f"{gw}: conaffinity"))
+            if collides:
                 self.collision_geoms += 1
+            # hulls of mesh geoms that collide or give the body mass (purely visual meshes are not read)
+            if a.get("type", "sphere") == "mesh" and "mesh" in a and (
+                    collides or (geom_mass and not self._zero_mass(a, gw))):
+                self._record_mesh_geom(name, a, gname, gw, Rf, pf)
         if inertial is not None and self.from_geom != "true":
             el, (Rf, pf) = inertial
             a = el.attrib
@@ -578,18 +803,20 @@ class _Compiler:
                 I = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
             elif "diaginertia" in a:
                 I = np.diag(C.numbers(a["diaginertia"], 3, f"{iwhat}: diaginertia"))
-            else:
-                raise MJCFError(f"{iwhat}: needs diaginertia or fullinertia")
+            else:   # MuJoCo: no inertia given is zero inertia (a point mass)
+                I = np.zeros((3, 3))
             return m, c, R @ I @ R.T
         if self.from_geom == "false" or (inertial is None and not geoms):
             return 0.0, np.zeros(3), np.zeros((3, 3))
         parts = []
-        for g, (Rf, pf), cls in geoms:
+        for k, (g, (Rf, pf), cls) in enumerate(geoms):
             a = self.attrs(g, cls)
             gname = g.get("name")
-            gwhat = f"{what}: geom {gname!r}" if gname else f"{what}: geom #{len(parts)}"
+            gwhat = f"{what}: geom {gname!r}" if gname else f"{what}: geom #{k}"
             group = int(C.number(a.get("group", "0"), f"{gwhat}: group"))
             if not self.group_range[0] <= group <= self.group_range[1]:
+                continue
+            if self._zero_mass(a, gwhat):   # mass="0" or density="0": no contribution (MuJoCo's too)
                 continue
             parts.append(self._geom_inertia(a, gwhat, Rf, pf))
         m = sum(p[0] for p in parts)
@@ -602,15 +829,28 @@ class _Compiler:
             I += Ig + mg * ((d @ d) * np.eye(3) - np.outer(d, d))
         return m, c, I
 
+    @staticmethod
+    def _zero_mass(a, gwhat):
+        if "mass" in a:
+            return C.number(a["mass"], f"{gwhat}: mass") == 0
+        return C.number(a.get("density", "1000"), f"{gwhat}: density") == 0
+
     def _geom_inertia(self, a, gwhat, Rf, pf):
         kind = a.get("type", "sphere")
+        if kind == "mesh":
+            return self._mesh_geom_inertia(a, gwhat, Rf, pf)
         if kind not in SOLIDS:
-            if kind in ("mesh", "hfield", "sdf", "plane"):
-                raise MJCFError(f"{gwhat}: cannot compute the inertia of a {kind} geom "
-                                "(give the body an <inertial>, or use inertiafromgeom='false')")
+            if kind in ("hfield", "sdf", "plane"):
+                raise MJCFError(f"{gwhat}: a {kind} geom has no inertia jaxmbd can compute (give the body an "
+                                "<inertial>, or the geom mass='0' if it should carry none)")
             raise MJCFError(f"{gwhat}: unknown geom type {kind!r}")
-        if a.get("shellinertia", "false") == "true":
-            raise MJCFError(f"{gwhat}: shellinertia is not supported")
+        if "mesh" in a:
+            raise MJCFError(f"{gwhat}: a {kind} fitted to mesh {a['mesh']!r} is not supported (give the body an "
+                            "<inertial>, or make the geom type='mesh')")
+        shell = a.get("shellinertia", "false") == "true"
+        if shell and kind == "ellipsoid":
+            raise MJCFError(f"{gwhat}: shellinertia on an ellipsoid is not supported (its area has no closed "
+                            "form; give the body an <inertial>)")
         size = np.zeros(3)
         if "size" in a:
             s = C.numbers(a["size"], None, f"{gwhat}: size")
@@ -635,7 +875,7 @@ class _Compiler:
         need = {"sphere": 1, "capsule": 2, "cylinder": 2, "box": 3, "ellipsoid": 3}[kind]
         if np.any(size[:need] <= 0):
             raise MJCFError(f"{gwhat}: a {kind} needs {need} positive size(s), got {size[:need]}")
-        vol, unit = C.solid_volume_inertia(kind, size)
+        vol, unit = (C.shell_area_inertia if shell else C.solid_volume_inertia)(kind, size)
         if "mass" in a:
             m = C.number(a["mass"], f"{gwhat}: mass")
         else:
@@ -644,6 +884,27 @@ class _Compiler:
             raise MJCFError(f"{gwhat}: negative mass")
         Rg = Rf @ R
         return m, pf + Rf @ pos, m * (Rg @ np.diag(unit) @ Rg.T)
+
+    def _mesh_geom_inertia(self, a, gwhat, Rf, pf):
+        """A mesh geom's mass, centre and inertia (body frame), as MuJoCo computes them
+        for the mesh's inertia mode (mass per unit area for 'shell')."""
+        if "mesh" not in a:
+            raise MJCFError(f"{gwhat}: a mesh geom needs a mesh attribute")
+        if a.get("shellinertia", "false") == "true":
+            raise MJCFError(f"{gwhat}: shellinertia on a mesh geom (MuJoCo refuses it too: "
+                            "use the mesh's inertia='shell')")
+        if "fromto" in a:
+            raise MJCFError(f"{gwhat}: fromto is not allowed for mesh geoms")
+        measure, com, unit = self._mesh_mass(a["mesh"], gwhat)
+        if "mass" in a:
+            m = C.number(a["mass"], f"{gwhat}: mass")
+        else:
+            m = C.number(a.get("density", "1000"), f"{gwhat}: density") * measure
+        if m < 0:
+            raise MJCFError(f"{gwhat}: negative mass")
+        Rg = Rf @ C.quat_to_rot(self.orientation(a, gwhat))
+        pos = C.numbers(a.get("pos", "0 0 0"), 3, f"{gwhat}: pos")
+        return m, pf + Rf @ pos + Rg @ com, (m / measure) * (Rg @ unit @ Rg.T)
 
     def _finish_masses(self):
         """boundmass / boundinertia, then settotalmass, then attach to the plan."""
@@ -665,5 +926,22 @@ class _Compiler:
             b = kw.pop("body")
             if b is None:
                 kw.update(mass=0.0, inertia=None)
-            else:
-                kw.update(mass=b["mass"], com=b["com"], inertia=b["inertia"])  # strict, as MuJoCo's compiler
+                continue
+            kw.update(mass=b["mass"], com=b["com"], inertia=b["inertia"])
+            if b["mass"] <= 0:
+                continue
+            ev = np.linalg.eigvalsh(0.5 * (b["inertia"] + b["inertia"].T))
+            what = f"body {kw['name']!r}"
+            if kw["joint"] != "fixed":   # strict (positive definite), as MuJoCo's compiler for moving bodies
+                if ev[0] <= 0:
+                    raise MJCFError(f"{what}: a moving body with mass needs a positive-definite inertia "
+                                    f"(principal moments {ev}); MuJoCo refuses it too")
+                continue
+            # welded (no joint): MuJoCo accepts a point mass (zero or semi-definite inertia),
+            # and still requires the triangle inequality
+            scale = max(abs(ev).max(), 1e-300)
+            if ev[0] < -1e-9 * scale:
+                raise MJCFError(f"{what}: inertia tensor is not positive semi-definite (principal moments {ev})")
+            if ev[0] + ev[1] < ev[2] * (1 - 1e-9):
+                raise MJCFError(f"{what}: principal moments {ev} violate the triangle inequality (I1 + I2 >= I3)")
+            kw["strict_inertia"] = False
