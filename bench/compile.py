@@ -62,8 +62,9 @@ SPRING = "tree.forces.0.stiffness"  # the squeezer's spring constant, as rollout
 
 
 def _field(model, name):
+    """A parameter by dotted name; numbers index tuples (a model's force elements)."""
     for part in name.split("."):
-        model = getattr(model, part)
+        model = model[int(part)] if part.isdigit() else getattr(model, part)
     return model
 
 
