@@ -195,3 +195,19 @@ def test_mujoco_agrees_on_a_four_bar_closed_by_connect():
     d.qpos[:], d.qvel[:] = np.asarray(q), np.asarray(v)
     mujoco.mj_forward(mj, d)
     np.testing.assert_allclose(d.qacc, a, rtol=1e-3, atol=1e-3 * float(jnp.abs(a).max()))
+
+
+def test_a_mechanism_with_no_motion_left_is_refused_before_compiling():
+    """Time to error: a linkage whose independent constraint rows leave no
+    DoF (a four-bar whose crank is also pinned to the world) is refused when
+    simulate traces it (an eager check: no program is compiled), with the cause named."""
+    b = jaxmbd.ModelBuilder(gravity=(0.0, -9.81, 0.0))
+    for name, parent, pos in (("crank", "world", (0, 0, 0)), ("coupler", "crank", (1.0, 0, 0)),
+                              ("rocker", "world", (3.0, 0, 0))):
+        b.add_body(name, parent, "revolute", axis=Z, pos=pos, mass=1.0, com=(0.5, 0, 0), inertia=(0.1, 0.1, 0.1))
+    b.add_loop("point", "coupler", "rocker", pos_a=(3.0, 0, 0), pos_b=(2.5, 0, 0))
+    b.add_loop("point", "crank", "world", pos_a=(1.0, 0, 0), pos_b=(0.5, 0.8, 0.0))
+    m = b.build()
+    assert (m.nc, m.n_active, m.nv) == (6, 3, 3)     # the pinned crank tip adds one independent row
+    with pytest.raises(ValueError, match="no degree of freedom is left"):
+        jaxmbd.simulate(m, t1=0.1, integrator=I.RK4(), dt0=0.01)
