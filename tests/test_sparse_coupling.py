@@ -84,15 +84,16 @@ def test_a_control_that_couples_two_branches_is_refused():
                                  .at[j].set(-p * (q[j] - q[i])))
     q0, v0, _ = _state(m, 1)
     kw = dict(integrator=I.RosenbrockNystrom4(linear_solver="sparse"), control=couple, rtol=1e-6, atol=1e-6)
-    bad = jaxmbd.simulate(m, q0, v0, 0.0, 0.05, params=30.0, **kw)
+    on, off = jnp.asarray(30.0), jnp.asarray(0.0)   # arrays: the runs below share their programs
+    bad = jaxmbd.simulate(m, q0, v0, 0.0, 0.05, params=on, **kw)
     assert int(bad.status) == I.SPARSE_COUPLING
     assert "use linear_solver='dense'" in jaxmbd.status_name(bad.status)
     assert int(bad.stats["accepted"]) == 0
     # the same control without the coupling term integrates (and agrees with dense)
-    ok = jaxmbd.simulate(m, q0, v0, 0.0, 0.05, params=0.0, **kw)
-    ref = jaxmbd.simulate(m, q0, v0, 0.0, 0.05, params=0.0, **dict(kw, integrator=I.RosenbrockNystrom4()))
+    ok = jaxmbd.simulate(m, q0, v0, 0.0, 0.05, params=off, **kw)
+    ref = jaxmbd.simulate(m, q0, v0, 0.0, 0.05, params=off, **dict(kw, integrator=I.RosenbrockNystrom4()))
     assert int(ok.status) == 0 and int(ref.status) == 0
     np.testing.assert_allclose(ok.qs, ref.qs, rtol=0, atol=1e-9)
     # the dense matrix integrates the coupled control
-    assert int(jaxmbd.simulate(m, q0, v0, 0.0, 0.05, params=30.0,
+    assert int(jaxmbd.simulate(m, q0, v0, 0.0, 0.05, params=on,
                                **dict(kw, integrator=I.RosenbrockNystrom4())).status) == 0
