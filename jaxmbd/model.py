@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Sequence
 
 import equinox as eqx
@@ -12,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import joints
+from .checks import axis_frame as _axis_frame, quat_rot as _quat_rot, scalar as _scalar, vec as _vec
 from .topology import Topology
 
 
@@ -122,46 +122,6 @@ class Model(eqx.Module):
 
 
 # --- builder -----------------------------------------------------------------
-
-def _vec(x, n, what):
-    a = np.asarray(x, dtype=np.float64)
-    if a.shape != (n,):
-        raise ValueError(f"{what}: expected {n} numbers, got shape {a.shape}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{what}: contains NaN or inf: {a}")
-    return a
-
-
-def _scalar(x, what):
-    try:
-        a = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what}: expected a number, got {x!r}") from None
-    if not math.isfinite(a):
-        raise ValueError(f"{what}: is {a}")
-    return a
-
-
-def _quat_rot(q):
-    w, x, y, z = q
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
-
-
-def _axis_frame(ax, what):
-    """A rotation whose z column is the unit vector along ax (x chosen deterministically)."""
-    n = np.linalg.norm(ax)
-    if n < 1e-12:
-        raise ValueError(f"{what} is zero")
-    z = ax / n
-    t = np.array([1.0, 0.0, 0.0]) if abs(z[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
-    x = t - z * (t @ z)
-    x /= np.linalg.norm(x)
-    return np.stack([x, np.cross(z, x), z], axis=1)
-
 
 def _check_inertia(I, what, strict=True, notes=None):
     """Validate a 3x3 rotational inertia.  strict=False (imported files):

@@ -31,7 +31,6 @@ evaluates them as one array operation."""
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import equinox as eqx
 import jax
@@ -41,38 +40,7 @@ import numpy as np
 from ..kinematics import forward_kinematics, integrate_q
 
 
-# --- input checks shared by the element constructors -------------------------------------
-
-def vec(x, n, what):
-    a = np.asarray(x, dtype=np.float64)
-    if a.shape != (n,):
-        raise ValueError(f"{what}: expected {n} numbers, got shape {a.shape}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{what}: contains NaN or inf: {a}")
-    return a
-
-
-def scalar(x, what):
-    try:
-        a = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what}: expected a number, got {x!r}") from None
-    if not math.isfinite(a):
-        raise ValueError(f"{what}: is {a}")
-    return a
-
-
-def axis_frame(ax, what):
-    """A rotation whose z column is the unit vector along ax (x chosen deterministically)."""
-    n = np.linalg.norm(ax)
-    if n < 1e-12:
-        raise ValueError(f"{what} is zero")
-    z = ax / n
-    t = np.array([1.0, 0.0, 0.0]) if abs(z[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
-    x = t - z * (t @ z)
-    x /= np.linalg.norm(x)
-    return np.stack([x, np.cross(z, x), z], axis=1)
-
+# --- helpers for the element constructors (number checks: jaxmbd.checks) ------------------------------
 
 def body_name(body, what):
     if body is None or body == "world":

@@ -18,7 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import spatial
-from .base import PoseElement, body_name, dofs_of_bodies, f64, make, pose_of, vec
+from ..checks import quat_rot, vec
+from .base import PoseElement, body_name, dofs_of_bodies, f64, make, pose_of
 
 
 def _six(x, what):
@@ -32,7 +33,7 @@ def _rotation(quat, what):
     qv = vec(quat, 4, what)
     if np.linalg.norm(qv) < 1e-12:
         raise ValueError(f"{what} is zero")
-    return np.asarray(spatial.quat_to_rot(jnp.asarray(qv / np.linalg.norm(qv))))
+    return quat_rot(qv / np.linalg.norm(qv))
 
 
 class LinearBushing(PoseElement):

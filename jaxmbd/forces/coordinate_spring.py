@@ -11,7 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import JointElement, f64, make, scalar
+from ..checks import scalar
+from .base import JointElement, f64, make
 
 
 class CoordinateSpringDamper(JointElement):

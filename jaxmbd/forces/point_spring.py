@@ -13,7 +13,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .base import PoseElement, body_name, dofs_of_bodies, f64, make, scalar, vec, world_points
+from ..checks import scalar, vec
+from .base import PoseElement, body_name, dofs_of_bodies, f64, make, world_points
 
 
 class PointSpringDamper(PoseElement):

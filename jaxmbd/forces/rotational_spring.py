@@ -12,7 +12,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import spatial
-from .base import PoseElement, axis_frame, body_name, dofs_of_bodies, f64, make, pose_of, scalar, vec
+from ..checks import axis_frame, scalar, vec
+from .base import PoseElement, body_name, dofs_of_bodies, f64, make, pose_of
 
 
 class RotationalSpringDamper(PoseElement):

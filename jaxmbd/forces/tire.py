@@ -20,7 +20,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .base import PoseElement, dofs_of_bodies, f64, make, scalar, vec, velocity_of, world_points
+from ..checks import scalar, vec
+from .base import PoseElement, dofs_of_bodies, f64, make, velocity_of, world_points
 
 
 def road_height(x, r0, bump_x, bump_r):

@@ -189,12 +189,6 @@ def newton(residual, solve, x0, scale, max_iter=NEWTON_MAX, kappa=KAPPA, eta_old
     return x, ok, it, eta, theta
 
 
-def iteration_matrix(ode, t, v0, hg, linear_solver="dense"):
-    """(g at the step start, the iteration matrix for h γ = hg): the ODE
-    builds it (:meth:`jaxmbd.odes.AbstractODE.iteration_matrix`)."""
-    return ode.iteration_matrix(t, v0, hg, linear_solver)
-
-
 # --- keeping the factorization across steps (digest §3.6, H&W's SDIRK4 code) ---------
 
 THETA_KEEP = 1e-3  # H&W THET: keep J and the LU while Newton contracts at least this fast
@@ -231,7 +225,7 @@ def step_iteration_matrix(ode, t, v0, h, hg, linear_solver, kept=None, need_g0=F
     Returns (g0, M, fresh: bool array); g0 = g at the step start, or None
     when it is not needed and the kept matrix is reused."""
     if kept is None:
-        g0, M = iteration_matrix(ode, t, v0, hg, linear_solver)
+        g0, M = ode.iteration_matrix(t, v0, hg, linear_solver)
         return g0, M, jnp.array(True)
     y0 = jnp.zeros_like(v0)
 

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import AbstractIntegrator, Attempt, IterationMatrix, check_linear_solver, check_tol_factor, iteration_matrix
+from .base import AbstractIntegrator, Attempt, IterationMatrix, check_linear_solver, check_tol_factor
 
 # primary coefficients (4.70)-(4.71)
 GAMMA = 0.57281606
@@ -106,7 +106,7 @@ class RosenbrockNystrom4(AbstractIntegrator):
             g0, J1, J2 = fd_jacobian(ode, t, y0, v0)
             M = IterationMatrix.build(J1, J2, h * e)
         else:
-            g0, M = iteration_matrix(ode, t, v0, h * e, self.linear_solver)
+            g0, M = ode.iteration_matrix(t, v0, h * e, self.linear_solver)
         gt = ode.g_t(t, y0, v0) + M.J1mv(v0)
         dt = v0.dtype
         kk = {x: jnp.asarray(k[x], dt) for x in ("T", "W", "C", "D", "ai", "ei", "p", "s", "ep", "ev")}

@@ -876,14 +876,20 @@ class _Compiler:
         if np.any(size[:need] <= 0):
             raise MJCFError(f"{gwhat}: a {kind} needs {need} positive size(s), got {size[:need]}")
         vol, unit = (C.shell_area_inertia if shell else C.solid_volume_inertia)(kind, size)
+        m = self._geom_mass(a, gwhat, vol)
+        Rg = Rf @ R
+        return m, pf + Rf @ pos, m * (Rg @ np.diag(unit) @ Rg.T)
+
+    @staticmethod
+    def _geom_mass(a, gwhat, measure):
+        """The geom's mass: ``mass``, else ``density`` (default 1000) times its volume (area for shells)."""
         if "mass" in a:
             m = C.number(a["mass"], f"{gwhat}: mass")
         else:
-            m = C.number(a.get("density", "1000"), f"{gwhat}: density") * vol
+            m = C.number(a.get("density", "1000"), f"{gwhat}: density") * measure
         if m < 0:
             raise MJCFError(f"{gwhat}: negative mass")
-        Rg = Rf @ R
-        return m, pf + Rf @ pos, m * (Rg @ np.diag(unit) @ Rg.T)
+        return m
 
     def _mesh_geom_inertia(self, a, gwhat, Rf, pf):
         """A mesh geom's mass, centre and inertia (body frame), as MuJoCo computes them
@@ -896,12 +902,7 @@ class _Compiler:
         if "fromto" in a:
             raise MJCFError(f"{gwhat}: fromto is not allowed for mesh geoms")
         measure, com, unit = self._mesh_mass(a["mesh"], gwhat)
-        if "mass" in a:
-            m = C.number(a["mass"], f"{gwhat}: mass")
-        else:
-            m = C.number(a.get("density", "1000"), f"{gwhat}: density") * measure
-        if m < 0:
-            raise MJCFError(f"{gwhat}: negative mass")
+        m = self._geom_mass(a, gwhat, measure)
         Rg = Rf @ C.quat_to_rot(self.orientation(a, gwhat))
         pos = C.numbers(a.get("pos", "0 0 0"), 3, f"{gwhat}: pos")
         return m, pf + Rf @ pos + Rg @ com, (m / measure) * (Rg @ unit @ Rg.T)

@@ -21,6 +21,17 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 
+def value_and_jacobians(g, y, yd):
+    """(g(y, y'), ∂g/∂y, ∂g/∂y') by one forward-mode pass over [y; y']."""
+    nv = y.shape[0]
+
+    def f(z):
+        out = g(z[:nv], z[nv:])
+        return out, out
+    J, g0 = jax.jacfwd(f, has_aux=True)(jnp.concatenate([y, yd]))
+    return g0, J[:, :nv], J[:, nv:]
+
+
 class AbstractODE:
     """y'' = g(t, y, y') in the chart of the step start.
 
@@ -35,13 +46,7 @@ class AbstractODE:
 
     def g_and_jac(self, t, y, yd):
         """g and its Jacobians J1 = dg/dy, J2 = dg/dy' (forward-mode autodiff)."""
-        nv = y.shape[0]
-
-        def f(z):
-            out = self.g(t, z[:nv], z[nv:])
-            return out, out
-        J, g0 = jax.jacfwd(f, has_aux=True)(jnp.concatenate([y, yd]))
-        return g0, J[:, :nv], J[:, nv:]
+        return value_and_jacobians(lambda y, yd: self.g(t, y, yd), y, yd)
 
     def g_t(self, t, y, yd):
         """dg/dt (zero unless ``time_dependent``)."""

@@ -35,19 +35,6 @@ from .base import AbstractODE, solve_first_order
 _SMALL = 1e-4  # below this angle (rad) the SO(3) series are used
 
 
-@functools.lru_cache(maxsize=None)
-def rotation_dofs(topo) -> np.ndarray:
-    """(k, 3) DoF indices of every rotation-vector triple (ball joints, free-joint rotations)."""
-    return joints.rotation_dofs(topo)
-
-
-@functools.lru_cache(maxsize=None)
-def coordinate_of_dof(topo) -> np.ndarray:
-    """(nv,) the q index whose magnitude scales DoF k's position error (the
-    coordinate itself for scalar joints and free-joint translations), -1 for rotation DoFs."""
-    return joints.coordinate_of_dof(topo)
-
-
 def _coeffs(phi):
     """Safe (theta², c1, c2, c3) with c1 = (1 - cos θ)/θ², c2 = (θ - sin θ)/θ³,
     c3 = 1/θ² - (1 + cos θ)/(2 θ sin θ)."""
@@ -87,7 +74,7 @@ class ChartODE(AbstractODE):
     def __init__(self, model, q0, control=None, params=None, dynamics="aba"):
         self.model, self.q0, self.control, self.params = model, q0, control, params
         self.dynamics = dynamics
-        self.R = rotation_dofs(model.topo)
+        self.R = joints.rotation_dofs(model.topo)
         self.time_dependent = callable(control)
 
     def velocity(self, y, yd):
@@ -139,7 +126,7 @@ class ChartODE(AbstractODE):
 
     def position_magnitude(self, q):
         """Per-DoF |coordinate| used by the relative error scale (0 for rotation DoFs)."""
-        idx = coordinate_of_dof(self.model.topo)
+        idx = joints.coordinate_of_dof(self.model.topo)
         return jnp.where(idx >= 0, jnp.abs(q[np.maximum(idx, 0)]), 0.0)
 
 
