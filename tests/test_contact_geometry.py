@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from contact_util import random_contacts, scene
+from contact_util import random_contacts, random_quat, scene
 from jaxmbd.contact import collide, collide_batch, contact_frame, geometry
 
 N_POSES = 200
@@ -186,3 +186,145 @@ def test_swapped_order_flips_the_normal():
     b = collide(geometry.TYPES.index("capsule"), "sphere", (R, p), np.r_[0.1, 0.3, 0], (np.eye(3), np.zeros(3)),
                 np.r_[0.2, 0, 0])
     assert np.allclose(a.dist, b.dist) and np.allclose(a.pos, b.pos) and np.allclose(a.frame[:, 0], -b.frame[:, 0])
+
+
+# ---------------------------------------------------------------------------------------------------
+# pair selection
+
+import pathlib  # noqa: E402
+import re  # noqa: E402
+
+import mujoco as mj  # noqa: E402
+
+from jaxmbd.contact import pairs as cpairs  # noqa: E402
+
+GYM = pathlib.Path(mj.__file__).parents[1] / "gymnasium" / "envs" / "mujoco" / "assets"
+
+NESTED = """<mujoco><option><flag gravity="disable" {flags}/></option>
+<default><geom margin="10"/></default><worldbody>
+<geom name="floor" type="plane" size="5 5 1"/>
+<geom name="wsph" type="sphere" size="0.3"/>
+<body name="S"><geom name="s" type="sphere" size="0.3"/></body>
+<body name="A"><freejoint/><geom name="a" type="sphere" size="0.3"/><geom name="a2" type="capsule" size="0.1 0.2"/>
+  <body name="B"><joint type="hinge"/><geom name="b" type="sphere" size="0.3"/>
+    <body name="C"><geom name="c" type="box" size="0.3 0.2 0.1"/>
+      <body name="D"><joint type="hinge"/><geom name="dd" type="sphere" size="0.3"/>
+        <geom name="d2" type="sphere" size="0.3" contype="2" conaffinity="0"/></body></body></body></body>
+<body name="E"><freejoint/><geom name="e" type="sphere" size="0.3"/><geom name="e2" type="capsule" size="0.2 0.1"
+  contype="0" conaffinity="2"/></body>
+<body name="F"><freejoint/><geom name="f" type="sphere" size="0.3"/><geom name="f2" type="sphere" size="0.2"/></body>
+<body name="G" pos="0 0 -0.1"><geom name="g" type="plane" size="1 1 1" contype="3" conaffinity="3"/></body>
+</worldbody>
+<contact><pair geom1="dd" geom2="b"/><pair geom1="e" geom2="f"/><pair geom1="c" geom2="e"/>
+<exclude body1="E" body2="F"/><exclude body1="S" body2="A"/></contact></mujoco>"""
+
+
+def _nested(flags):
+    """The scene; with the parent filter off, without bodies E and F (MuJoCo
+    4.0 stops with "broadphase buffer full" on the whole scene then)."""
+    xml = NESTED.format(flags=flags)
+    if flags:
+        xml = re.sub(r'<body name="E">.*?</body>\n<body name="F">.*?</body>\n', "", xml, flags=re.S)
+        xml = xml.replace('<pair geom1="e" geom2="f"/><pair geom1="c" geom2="e"/>', "")
+        xml = xml.replace('<exclude body1="E" body2="F"/>', "")
+    return mj.MjModel.from_xml_string(xml)
+
+
+def _mujoco_pairs(m, d):
+    return {tuple(int(g) for g in c.geom) for c in d.contact[:d.ncon]}
+
+
+@pytest.mark.parametrize("flags", ["", 'filterparent="disable"'])
+def test_pair_rules_equal_mujoco(flags):
+    """Every geom overlaps every other (margin 10), so MuJoCo's contacts name
+    exactly the pairs it collides: the selection equals that set, with
+    MuJoCo's geom order.  The scene has world geoms against the world's
+    children, a welded body (C) between jointed ones, contype/conaffinity
+    masks, explicit pairs (one of a parent-filtered pair, one that a body
+    exclusion would remove), exclusions, and a second static plane; the flags disable the parent filter."""
+    assert cpairs.DSBL_FILTERPARENT == int(mj.mjtDisableBit.mjDSBL_FILTERPARENT)
+    assert cpairs.DSBL_CONTACT == int(mj.mjtDisableBit.mjDSBL_CONTACT)
+    m = _nested(flags)
+    d = mj.MjData(m)
+    mj.mj_forward(m, d)
+    ps = cpairs.from_mujoco(m)
+    assert set(ps.all_pairs()) == _mujoco_pairs(m, d)
+    assert len(ps) == len(ps.all_pairs())                      # no pair twice
+    for (t1, t2), g in ps.groups.items():
+        assert (m.geom_type[g[:, 0]] == mj.mjtGeom.__members__["mjGEOM_" + t1.upper()].value).all()
+        assert (m.geom_type[g[:, 1]] == mj.mjtGeom.__members__["mjGEOM_" + t2.upper()].value).all()
+    assert sorted(k for e in ps.explicit.values() for k in e if k >= 0) == list(range(m.npair))
+    assert m.npair == (1 if flags else 3)
+
+
+def _narrow_all(m, d, ps):
+    """Our candidates for every selected pair at MuJoCo's geom poses."""
+    R, p, s = d.geom_xmat.reshape(-1, 3, 3), d.geom_xpos, m.geom_size
+    out = {}
+    for (t1, t2), g in ps.groups.items():
+        a, b = g[:, 0], g[:, 1]
+        c = jax.tree.map(np.asarray, _batched(t1, t2, (R[a], p[a]), s[a], (R[b], p[b]), s[b]))
+        for k, (i, j) in enumerate(g):
+            out[(int(i), int(j))] = jax.tree.map(lambda x: x[k], c)
+    return out
+
+
+def _random_qpos(m, rng):
+    q = m.qpos0.copy()
+    for j in range(m.njnt):
+        a = m.jnt_qposadr[j]
+        if m.jnt_type[j] == mj.mjtJoint.mjJNT_FREE:
+            q[a:a + 3] = [rng.uniform(-0.2, 0.2), rng.uniform(-0.2, 0.2), rng.uniform(0.0, 1.0)]
+            q[a + 3:a + 7] = random_quat(rng)
+        elif m.jnt_limited[j]:
+            q[a] = rng.uniform(*m.jnt_range[j])
+    return q
+
+
+@pytest.mark.parametrize("name", ["ant", "humanoid"])
+def test_gym_robots_pairs_and_contacts(name):
+    """The gymnasium ant and humanoid: over random configurations (random
+    joint angles, the root near the floor) every contact MuJoCo reports is
+    between a selected pair and is one of our candidates (dist, pos, normal
+    to 1e-9); after MuJoCo settles the model on its floor (300 steps), the
+    model is lowered until its lowest contact penetrates 5 mm (MuJoCo's soft
+    contacts rest at dist ~ +margin), and then the pairs with dist < 0 are
+    MuJoCo's, and their deepest distances agree to 1e-9."""
+    m = mj.MjModel.from_xml_path(str(GYM / f"{name}.xml"))
+    d = mj.MjData(m)
+    ps = cpairs.from_mujoco(m)
+    rng = np.random.default_rng(7)
+    seen = set()
+    for _ in range(20):
+        d.qpos[:] = _random_qpos(m, rng)
+        mj.mj_forward(m, d)
+        mjp = _mujoco_pairs(m, d)
+        assert mjp <= set(ps.all_pairs()), mjp - set(ps.all_pairs())
+        seen |= mjp
+        ours = _narrow_all(m, d, ps)
+        cons = {}
+        for c in d.contact[:d.ncon]:
+            cons.setdefault(tuple(int(g) for g in c.geom), []).append(
+                (tuple(c.geom), c.dist, c.pos.copy(), c.frame.reshape(3, 3).copy(), None))
+        for pair, cl in cons.items():
+            o = ours[pair]
+            err = [min(max(abs(o.dist[k] - x[1]), np.abs(o.pos[k] - x[2]).max(), np.abs(o.frame[k, 0] - x[3][0]).max())
+                       for k in range(len(o.dist))) for x in cl]
+            assert max(err) < 1e-9, (pair, err)
+    assert len(seen) > (10 if name == "humanoid" else 4), seen   # self-collisions in the humanoid, not in the ant
+
+    mj.mj_resetData(m, d)
+    for _ in range(300):
+        mj.mj_step(m, d)
+    mj.mj_forward(m, d)
+    d.qpos[2] -= min(d.contact.dist[:d.ncon]) + 0.005              # the root's free joint: z
+    mj.mj_forward(m, d)
+    ours = _narrow_all(m, d, ps)
+    mine = {pr: float(c.dist.min()) for pr, c in ours.items() if c.dist.min() < 0}
+    theirs = {}
+    for c in d.contact[:d.ncon]:
+        pr = tuple(int(g) for g in c.geom)
+        if c.dist < 0:
+            theirs[pr] = min(theirs.get(pr, 0.0), c.dist)
+    assert len(theirs) >= 2 and set(mine) == set(theirs), (mine, theirs)
+    assert max(abs(mine[pr] - theirs[pr]) for pr in mine) < 1e-9
