@@ -36,9 +36,14 @@ plane), and keeps the dtype of its inputs (float32 or float64).
 Exactness: plane-sphere, plane-capsule, plane-box, plane-ellipsoid,
 sphere-sphere, sphere-capsule, capsule-capsule and sphere-box are the exact
 closest (or deepest) points, equal to MuJoCo's to round-off (away from the
-near-parallel capsules where MuJoCo switches to two contacts).  The other
-pairs are documented at their functions and measured in
-``tests/test_contact_geometry.py``.
+near-parallel capsules where MuJoCo switches to two contacts); so are
+plane-cylinder (MuJoCo's four among our six) and plane-mesh (one candidate
+per vertex).  capsule-box equals MuJoCo's deepest contact while the
+capsule's axis is outside the box; box-box's deepest equals MuJoCo's for
+shallow penetration; deeper, ours is the minimum translation and MuJoCo's is
+not (differences measured in ``tests/test_contact_geometry.py``).  Not yet
+here: mesh against the primitives and other meshes, sphere/capsule against
+ellipsoid and cylinder, height fields.
 """
 
 from __future__ import annotations
@@ -230,25 +235,141 @@ def capsule_capsule(R1, p1, s1, R2, p2, s2):
     return d[None], x[None], n[None]
 
 
+def _point_box(x, R, p, h):
+    """Signed distance of world points x (k, 3) to the box (R, p, half-sizes
+    h), and the box's outward normal there (k, 3): from the closest surface
+    point, or, for a point inside, the normal of the nearest face."""
+    xl = (x - p[None]) @ R                      # box coordinates
+    q = jnp.clip(xl, -h[None], h[None])
+    inside = jnp.all(xl == q, axis=-1)
+    n_out, d_out = _normalize(xl - q, jnp.zeros_like(xl).at[:, 0].set(1.0))
+    depth = h[None] - jnp.abs(xl)
+    e = jax.nn.one_hot(jnp.argmin(depth, axis=-1), 3, dtype=x.dtype)
+    n_in = e * jnp.where(xl >= 0, 1.0, -1.0).astype(x.dtype)
+    n = jnp.where(inside[:, None], n_in, n_out) @ R.T
+    return jnp.where(inside, -jnp.sum(depth * e, axis=-1), d_out), n
+
+
 def sphere_box(R1, p1, s1, R2, p2, s2):
     """1 candidate: the sphere against the box point closest to its centre,
     or, with the centre inside the box, against the nearest face; exact."""
-    h, r = s2, s1[0]
-    x = R2.T @ (p1 - p2)                      # sphere centre in box coordinates
-    q = jnp.clip(x, -h, h)
-    inside = jnp.all(x == q)
-    # outside: box point q, normal from the sphere to the box
-    n_out, d_out = _normalize(q - x, jnp.zeros_like(x).at[0].set(1.0))
-    # inside: the face with the least depth; the box leaves through it
-    depth = h - jnp.abs(x)
-    i = jnp.argmin(depth)
-    sgn = jnp.where(x[i] >= 0, 1.0, -1.0).astype(x.dtype)
-    e = jax.nn.one_hot(i, 3, dtype=x.dtype)
-    n_in, d_in = -sgn * e, -depth[i]
-    n = R2 @ jnp.where(inside, n_in, n_out)
-    dist = jnp.where(inside, d_in, d_out) - r
-    pos = p1 + n * (r + 0.5 * dist)
-    return dist[None], pos[None], n[None]
+    r = s1[0]
+    d, n = _point_box(p1[None], R2, p2, s2)
+    dist = d - r
+    return dist, p1[None] - n * (r + 0.5 * dist)[:, None], -n
+
+
+def _golden_min(f, iters):
+    """Argmin over [0, 1] of a convex (or unimodal) scalar function by golden
+    section, a fixed number of iterations (width 0.618^iters)."""
+    g = (5 ** 0.5 - 1) / 2
+
+    def step(ab, _):
+        a, b = ab
+        c, d = b - g * (b - a), a + g * (b - a)
+        left = f(c) < f(d)
+        return (jnp.where(left, a, c), jnp.where(left, d, b)), None
+    (a, b), _ = jax.lax.scan(step, (jnp.zeros(()), jnp.ones(())), None, length=iters)
+    return 0.5 * (a + b)
+
+
+def capsule_box(R1, p1, s1, R2, p2, s2):
+    """3 candidates: the capsule's two end spheres (+z end first) and the
+    axis point deepest in the box.  While the axis is outside the box the
+    third is exact: the box's signed distance is convex along the axis
+    (golden section, 60 iterations, then 4 alternating projections between
+    the axis and the box; t* held constant for derivatives, so the distance's
+    gradient is exact by the envelope theorem).  Once the axis
+    enters the box the third is the separating-axis answer (box face normals,
+    axis x box edges: the exact penetration depth of the axis, minus the
+    radius), continuous with the first at the crossing.  With the capsule flat
+    on a face the three coincide in depth (MuJoCo reports the two ends)."""
+    r = s1[0]
+    a, b = _ends(R1, p1, s1[1])
+    f = lambda t: _point_box((a + t * (b - a))[None], R2, p2, s2)[0][0]
+    t = _golden_min(f, 60).astype(a.dtype)
+    for _ in range(4):   # golden section finds t to sqrt(eps) only: alternate projections polish it
+        x = a + t * (b - a)
+        dx, nx = _point_box(x[None], R2, p2, s2)
+        t = _segment_point(a, b, x - dx[0] * nx[0])
+    t = jax.lax.stop_gradient(t)
+    c = jnp.stack([a, b, a + t * (b - a)])
+    d, n = _point_box(c, R2, p2, s2)
+    dist = d - r
+    pos = c - n * (r + 0.5 * dist)[:, None]
+    n = -n
+    # the axis inside the box: separating axes of the segment and the box
+    m, e = 0.5 * (a + b), 0.5 * (b - a)
+    cr_n, cr_len = _normalize(jnp.cross(e[None], R2.T), jnp.zeros_like(R2).at[:, 0].set(1.0))
+    axes = jnp.concatenate([R2.T, cr_n])
+    sep = axes @ (p2 - m)
+    axes = axes * jnp.where(sep >= 0, 1.0, -1.0)[:, None]
+    gap = jnp.abs(sep) - jnp.abs(axes @ e) - jnp.abs(axes @ R2) @ s2
+    gap = jnp.where(jnp.concatenate([jnp.ones(3, bool), cr_len > 1e-6]), gap, -jnp.inf)
+    k = jnp.argmax(gap)
+    u = axes[k]
+    tol = 1e-9 if u.dtype == jnp.float64 else 1e-5
+    ue = u @ e
+    sa = m + jnp.where(jnp.abs(ue) > tol, jnp.sign(ue), 0.0) * e + r * u
+    sb = _box_support(R2, p2, s2, -u, tol)
+    inside = d[2] < 0
+    dist = dist.at[2].set(jnp.where(inside, gap[k] - r, dist[2]))
+    pos = pos.at[2].set(jnp.where(inside, 0.5 * (sa + sb), pos[2]))
+    n = n.at[2].set(jnp.where(inside, u, n[2]))
+    return dist, pos, n
+
+
+def _box_support(R, p, h, u, tol):
+    """The centroid of the box's feature farthest along u (a vertex, an edge's
+    midpoint or a face's centre: components within tol count as zero)."""
+    c = R.T @ u
+    sgn = jnp.where(jnp.abs(c) > tol, jnp.sign(c), 0.0)
+    return p + R @ (h * sgn)
+
+
+def box_box(R1, p1, s1, R2, p2, s2):
+    """17 candidates: box2's 8 corners against box1's signed distance, box1's
+    8 corners against box2's, and the separating-axis candidate: the largest
+    gap over the 15 axes (3 + 3 face normals, 9 edge-edge cross products),
+    which is the exact penetration depth of overlapping boxes (when apart, a
+    lower bound of their distance, positive), its axis as the normal and the
+    middle of the two supporting features (edge-edge: their closest points)
+    as position.  Corners cover vertex-face contact, the axis candidate
+    edge-edge and face-face overlap where no corner is inside (it may repeat
+    the deepest corner)."""
+    d12, n12 = _point_box(_box_corners(R2, p2, s2), R1, p1, s1)   # outward normals of box1: geom1 -> geom2
+    c2 = _box_corners(R2, p2, s2)
+    d21, n21 = _point_box(_box_corners(R1, p1, s1), R2, p2, s2)
+    c1 = _box_corners(R1, p1, s1)
+    # separating axes
+    cr = jnp.cross(R1.T[:, None, :], R2.T[None, :, :]).reshape(9, 3)
+    cr_n, cr_len = _normalize(cr, jnp.zeros_like(cr).at[:, 0].set(1.0))
+    axes = jnp.concatenate([R1.T, R2.T, cr_n])
+    valid = jnp.concatenate([jnp.ones(6, bool), cr_len > 1e-6])
+    delta = p2 - p1
+    sep = axes @ delta
+    axes = axes * jnp.where(sep >= 0, 1.0, -1.0)[:, None]
+    reach = jnp.abs(axes @ R1) @ s1 + jnp.abs(axes @ R2) @ s2
+    gap = jnp.where(valid, jnp.abs(sep) - reach, -jnp.inf)
+    k = jnp.argmax(gap)
+    n = axes[k]
+    tol = 1e-9 if n.dtype == jnp.float64 else 1e-5
+    sa, sb = _box_support(R1, p1, s1, n, tol), _box_support(R2, p2, s2, -n, tol)
+    # edge-edge: closest points of the two supporting edges (directions i, j of the cross product)
+    i, j = (k - 6) // 3, (k - 6) % 3
+    ea, eb = R1[:, i % 3] * s1[i % 3], R2[:, j % 3] * s2[j % 3]
+    s, t = _segments(sa - ea, sa + ea, sb - eb, sb + eb)
+    ee = 0.5 * ((sa - ea + 2 * s * ea) + (sb - eb + 2 * t * eb))
+    pos_sat = jnp.where(k >= 6, ee, 0.5 * (sa + sb))
+    dist = jnp.concatenate([d12, d21, gap[k][None]])
+    pos = jnp.concatenate([c2 - 0.5 * d12[:, None] * n12, c1 - 0.5 * d21[:, None] * n21, pos_sat[None]])
+    return dist, pos, jnp.concatenate([n12, -n21, n[None]])
+
+
+def plane_mesh(R1, p1, s1, R2, p2, verts):
+    """One candidate per mesh vertex (the hull's vertices are among them; the
+    others lie above the deepest); the deepest is exact."""
+    return _on_plane(R1[:, 2], p1, p2[None] + verts @ R2.T)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -264,6 +385,9 @@ _PAIRS = {
     ("sphere", "capsule"): (sphere_capsule, 1),
     ("capsule", "capsule"): (capsule_capsule, 1),
     ("sphere", "box"): (sphere_box, 1),
+    ("capsule", "box"): (capsule_box, 3),
+    ("box", "box"): (box_box, 17),
+    ("plane", "mesh"): (plane_mesh, None),
 }
 
 
@@ -298,8 +422,14 @@ def supported_pairs():
 def num_contacts(type1, type2, size1=None, size2=None):
     """The fixed number of candidates of :func:`collide` for these types (a
     mesh's count may depend on its vertex count)."""
-    key, _ = _ordered(type1, type2)
-    return _PAIRS[key][1]
+    key, swap = _ordered(type1, type2)
+    n = _PAIRS[key][1]
+    if n is None:                                   # one per mesh vertex
+        verts = size1 if (type_name(type1) == "mesh") else size2
+        if verts is None:
+            raise ValueError("a mesh pair's count is its vertex count: pass the vertex array")
+        return len(verts)
+    return n
 
 
 def collide(type1, type2, pose1, size1, pose2, size2):
