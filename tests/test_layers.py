@@ -2,7 +2,8 @@
 module level or inside a function): no import cycles; the integrators import
 only their own modules and the ODE interface; the physics kernels import no
 force element, no ODE, no integrator and no composition above them;
-``simulate`` knows no mechanism internals; ``rollout`` and ``design`` use no
+``simulate`` knows no mechanism internals; the contact geometry imports
+only the algebra (``spatial``); ``rollout`` and ``design`` use no
 private name of another module."""
 
 import ast
@@ -14,7 +15,7 @@ PKG = pathlib.Path(__file__).resolve().parents[1] / "jaxmbd"
 
 KERNELS = ("jaxmbd.spatial", "jaxmbd.joints", "jaxmbd.topology", "jaxmbd.kinematics", "jaxmbd.rnea",
            "jaxmbd.crba", "jaxmbd.aba", "jaxmbd.aba_unrolled", "jaxmbd.coriolis", "jaxmbd.ltdl",
-           "jaxmbd.linalg", "jaxmbd.cost")
+           "jaxmbd.linalg", "jaxmbd.cost", "jaxmbd.contact")
 ABOVE_KERNELS = ("jaxmbd.forces", "jaxmbd.dynamics", "jaxmbd.odes", "jaxmbd.integrators", "jaxmbd.simulate",
                  "jaxmbd.systems", "jaxmbd.constraints", "jaxmbd.dae", "jaxmbd.model", "jaxmbd.rollout",
                  "jaxmbd.design", "jaxmbd.cli", "jaxmbd.io", "jaxmbd.models")
@@ -121,6 +122,12 @@ def test_kernels_import_nothing_above_them():
     bad = {n: sorted({m for m, _ in imps if _under(m, ABOVE_KERNELS)})
            for n, imps in _graph().items() if _under(n, KERNELS)}
     assert not {n: b for n, b in bad.items() if b}, bad
+
+
+def test_contact_imports_only_the_algebra():
+    bad = {n: sorted({m for m, _ in imps if not _under(m, ("jaxmbd.contact", "jaxmbd.spatial"))})
+           for n, imps in _graph().items() if _under(n, ("jaxmbd.contact",))}
+    assert bad and not {n: b for n, b in bad.items() if b}, bad
 
 
 def test_odes_and_forces_import_no_method_and_no_loop():

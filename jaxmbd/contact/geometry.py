@@ -1,0 +1,458 @@
+"""The contact narrow phase: candidate contacts between two geoms.
+
+Conventions (MuJoCo's, so that results compare with ``mujoco.MjData.contact``):
+
+* A geom is a type, a pose and a size.  The pose is jaxmbd's pair ``(R, p)``:
+  ``R`` (3, 3) has the geom's axes as columns (world coordinates) and ``p``
+  (3,) is its centre, so ``x_world = R @ x_geom + p`` (MuJoCo's
+  ``geom_xmat.reshape(3, 3)`` and ``geom_xpos``).  The size is MuJoCo's
+  ``geom_size`` (3,): sphere ``(r, ., .)``; capsule and cylinder ``(r, h, .)``
+  with half-length ``h`` along the local z axis; box ``(hx, hy, hz)``
+  half-sizes; ellipsoid ``(a, b, c)`` semi-axes; plane: unused (a plane is
+  infinite, its normal is the local +z axis, it passes through ``p``).  A
+  mesh's "size" is its vertex array ``(n, 3)`` in the geom frame (MuJoCo's
+  ``mesh_vert`` of the geom's mesh); the geom is the convex hull of the
+  vertices, as MuJoCo collides it.  Lengths in the model's unit (metres).
+* Each pair type gives a FIXED number k of candidate contacts
+  (:func:`num_contacts`), whether the geoms touch or not.  A candidate has a
+  signed distance ``dist`` (negative: penetration depth), a position ``pos``
+  midway between the two surfaces, and a frame (3, 3) whose rows are the
+  normal, pointing from geom1 to geom2, and two tangents with
+  ``t2 = n x t1`` (right-handed; a function of the normal only, see
+  :func:`contact_frame`).  Candidates with ``dist > 0`` are kept: a smooth
+  force law gives zero force there.  MuJoCo reports only contacts with
+  ``dist < margin`` (and at most 4 for plane-box); compare only those.
+* Geom types are MuJoCo's names or ``mjtGeom`` integers, static Python
+  values.  :func:`collide` accepts either order and flips the normal when it
+  swaps the geoms; MuJoCo itself orders a contact's geoms by type (plane <
+  sphere < capsule < ellipsoid < cylinder < box < mesh).
+
+Every function is pure JAX on one pair (batch with :func:`collide_batch` or
+``jax.vmap``), branch-free (``jnp.where`` on both sides, with the unused side
+made safe so that gradients stay finite at degenerate poses: coincident
+centres, parallel or zero-length capsule axes, an upright cylinder on a
+plane), and keeps the dtype of its inputs (float32 or float64).
+
+Exactness: plane-sphere, plane-capsule, plane-box, plane-ellipsoid,
+sphere-sphere, sphere-capsule, capsule-capsule and sphere-box are the exact
+closest (or deepest) points, equal to MuJoCo's to round-off (away from the
+near-parallel capsules where MuJoCo switches to two contacts); so are
+plane-cylinder (MuJoCo's four among our six) and plane-mesh (one candidate
+per vertex).  capsule-box equals MuJoCo's deepest contact while the
+capsule's axis is outside the box; box-box's deepest equals MuJoCo's for
+shallow penetration; deeper, ours is the minimum translation and MuJoCo's is
+not (differences measured in ``tests/test_contact_geometry.py``).  Not yet
+here: mesh against the primitives and other meshes, sphere/capsule against
+ellipsoid and cylinder, height fields.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh")  # mjtGeom order
+
+
+class Contacts(NamedTuple):
+    """Candidate contacts of one geom pair (leading batch axes under vmap).
+
+    dist: (k,) signed distance (negative: penetration).  pos: (k, 3) world
+    position midway between the surfaces.  frame: (k, 3, 3), rows normal
+    (geom1 -> geom2), tangent1, tangent2, as MuJoCo's ``contact.frame``.
+    """
+    dist: jax.Array
+    pos: jax.Array
+    frame: jax.Array
+
+
+# --------------------------------------------------------------------------------------------------
+# small helpers
+
+def _eps2(x):
+    return jnp.finfo(x.dtype).eps ** 2
+
+
+def _normalize(v, fallback):
+    """(v / |v|, |v|), or (fallback, 0) where |v| is below round-off; the
+    gradient is finite on both sides."""
+    n2 = jnp.sum(v * v, axis=-1, keepdims=True)
+    ok = n2 > _eps2(v)
+    norm = jnp.sqrt(jnp.where(ok, n2, 1.0))
+    return jnp.where(ok, v / norm, fallback), jnp.where(ok, norm, 0.0)[..., 0]
+
+
+def contact_frame(n):
+    """(3, 3) frame with rows (n, t1, t2), right-handed (t2 = n x t1), from a
+    unit normal n (3,): Duff et al., "Building an orthonormal basis,
+    revisited" (JCGT 2017).  Smooth in n except across n_z = 0, where the
+    tangent pair turns about n (the normal is unaffected); a force law that
+    is isotropic in the tangent plane does not see the turn."""
+    x, y, z = n[..., 0], n[..., 1], n[..., 2]
+    s = jnp.where(z >= 0, 1.0, -1.0).astype(n.dtype)
+    a = -1.0 / (s + z)
+    b = x * y * a
+    t1 = jnp.stack([1.0 + s * x * x * a, s * b, -s * x], axis=-1)
+    t2 = jnp.stack([b, s + y * y * a, -y], axis=-1)
+    return jnp.stack([n, t1, t2], axis=-2)
+
+
+def _spheres(c1, r1, c2, r2):
+    """Sphere-sphere: (dist, pos, normal).  Coincident centres: normal +x
+    (MuJoCo's choice)."""
+    ex = jnp.zeros_like(c1).at[..., 0].set(1.0)
+    n, d = _normalize(c2 - c1, ex)
+    dist = d - r1 - r2
+    pos = c1 + n * (r1 + 0.5 * dist)[..., None]
+    return dist, pos, n
+
+
+def _on_plane(n, p, pts):
+    """Points pts (k, 3) of geom2 against the plane (normal n, point p):
+    (dist, pos, normal) with pos midway between the point and the plane."""
+    dist = (pts - p[None]) @ n
+    return dist, pts - 0.5 * dist[:, None] * n[None], jnp.broadcast_to(n, pts.shape)
+
+
+def _segment_point(a, b, c):
+    """Parameter t in [0, 1] of the point of segment a-b closest to c."""
+    d = b - a
+    dd = d @ d
+    ok = dd > _eps2(d)
+    return jnp.where(ok, jnp.clip(((c - a) @ d) / jnp.where(ok, dd, 1.0), 0.0, 1.0), 0.5)
+
+
+def _segments(p1, q1, p2, q2):
+    """Parameters (s, t) of the closest points of segments p1-q1 and p2-q2
+    (Ericson, Real-Time Collision Detection, 5.1.9, written branch-free).
+    Parallel segments (non-unique closest points): the point of segment 1
+    closest to the middle of the part of segment 2 that overlaps it, so the
+    pair stays in the overlap; zero-length segments are points."""
+    d1, d2, r = q1 - p1, q2 - p2, p1 - p2
+    a, e, b = d1 @ d1, d2 @ d2, d1 @ d2
+    c, f = d1 @ r, d2 @ r
+    tiny = _eps2(d1)
+    a_ok, e_ok = a > tiny, e > tiny
+    a_s, e_s = jnp.where(a_ok, a, 1.0), jnp.where(e_ok, e, 1.0)
+    den = a * e - b * b
+    par = den <= 1e-12 * a * e + tiny  # relative: sin^2 of the angle below 1e-12
+    den_s = jnp.where(par, 1.0, den)
+    # segment 2 projected on segment 1's line, clipped: its middle for parallel segments
+    u0, u1 = jnp.clip(-c / a_s, 0.0, 1.0), jnp.clip((b - c) / a_s, 0.0, 1.0)
+    s = jnp.where(par, 0.5 * (u0 + u1), jnp.clip((b * f - c * e) / den_s, 0.0, 1.0))
+    s = jnp.where(a_ok, s, 0.0)
+    t = (b * s + f) / e_s
+    t_c = jnp.clip(t, 0.0, 1.0)
+    s = jnp.where(t_c != t, jnp.clip((t_c * b - c) / a_s, 0.0, 1.0), s)
+    s = jnp.where(a_ok, s, 0.0)
+    t = jnp.where(e_ok, t_c, 0.0)
+    return s, t
+
+
+def _ends(R, p, h):
+    """The two ends of a capsule's (or cylinder's) axis segment: +z end first."""
+    ax = R[:, 2] * h
+    return p + ax, p - ax
+
+
+def _box_corners(R, p, h):
+    signs = jnp.array([[i, j, k] for i in (-1, 1) for j in (-1, 1) for k in (-1, 1)], R.dtype)
+    return p[None] + (signs * h[None]) @ R.T
+
+
+# --------------------------------------------------------------------------------------------------
+# pair functions: (R1, p1, size1, R2, p2, size2) -> (dist (k,), pos (k, 3), normal (k, 3)),
+# geom1 of the lower MuJoCo type
+
+def plane_sphere(R1, p1, s1, R2, p2, s2):
+    """1 candidate: the sphere's deepest point; exact."""
+    return _on_plane(R1[:, 2], p1, (p2 - s2[0] * R1[:, 2])[None])
+
+
+def plane_capsule(R1, p1, s1, R2, p2, s2):
+    """2 candidates: the deepest points of the two end caps (+z end first, as
+    MuJoCo); exact."""
+    e1, e2 = _ends(R2, p2, s2[1])
+    return _on_plane(R1[:, 2], p1, jnp.stack([e1, e2]) - s2[0] * R1[None, :, 2])
+
+
+def plane_box(R1, p1, s1, R2, p2, s2):
+    """8 candidates: the corners; exact (MuJoCo reports at most 4 of them, the
+    first in its own order with dist < margin)."""
+    return _on_plane(R1[:, 2], p1, _box_corners(R2, p2, s2))
+
+
+def plane_ellipsoid(R1, p1, s1, R2, p2, s2):
+    """1 candidate: the ellipsoid's support point along -n,
+    p - R A² m / |A m| with m = Rᵀ n, A = diag(semi-axes); exact."""
+    m = R2.T @ R1[:, 2]
+    am = s2 * m
+    return _on_plane(R1[:, 2], p1, (p2 - R2 @ (s2 * am) / jnp.sqrt(am @ am))[None])
+
+
+def plane_cylinder(R1, p1, s1, R2, p2, s2):
+    """6 candidates: on each cap's rim (+z cap first), the point deepest
+    toward the plane and the two at +-120 degrees from it.  MuJoCo's four
+    (the deeper cap's three and the other cap's deepest) are among them.  An
+    upright cylinder (rim all equally deep) takes the geom's x axis as the
+    first rim direction."""
+    n, a = R1[:, 2], R2[:, 2]
+    v, _ = _normalize((n @ a) * a - n, R2[:, 0])
+    w = jnp.cross(a, v)
+    r, h = s2[0], s2[1]
+    c, s = -0.5, 0.75 ** 0.5
+    rim = jnp.stack([v, c * v + s * w, c * v - s * w]) * r
+    e1, e2 = _ends(R2, p2, h)
+    return _on_plane(n, p1, jnp.concatenate([e1[None] + rim, e2[None] + rim]))
+
+
+def sphere_sphere(R1, p1, s1, R2, p2, s2):
+    """1 candidate; exact."""
+    d, x, n = _spheres(p1, s1[0], p2, s2[0])
+    return d[None], x[None], n[None]
+
+
+def sphere_capsule(R1, p1, s1, R2, p2, s2):
+    """1 candidate: the sphere against the closest point of the capsule's
+    axis; exact."""
+    e1, e2 = _ends(R2, p2, s2[1])
+    t = _segment_point(e1, e2, p1)
+    d, x, n = _spheres(p1, s1[0], e1 + t * (e2 - e1), s2[0])
+    return d[None], x[None], n[None]
+
+
+def capsule_capsule(R1, p1, s1, R2, p2, s2):
+    """1 candidate: the closest points of the two axes; exact.  (MuJoCo gives
+    two contacts, the ends of the overlap, when the axes are parallel to
+    about 1e-4 rad; here the one candidate sits in the middle of the
+    overlap.)"""
+    a1, b1 = _ends(R1, p1, s1[1])
+    a2, b2 = _ends(R2, p2, s2[1])
+    s, t = _segments(a1, b1, a2, b2)
+    d, x, n = _spheres(a1 + s * (b1 - a1), s1[0], a2 + t * (b2 - a2), s2[0])
+    return d[None], x[None], n[None]
+
+
+def _point_box(x, R, p, h):
+    """Signed distance of world points x (k, 3) to the box (R, p, half-sizes
+    h), and the box's outward normal there (k, 3): from the closest surface
+    point, or, for a point inside, the normal of the nearest face."""
+    xl = (x - p[None]) @ R                      # box coordinates
+    q = jnp.clip(xl, -h[None], h[None])
+    inside = jnp.all(xl == q, axis=-1)
+    n_out, d_out = _normalize(xl - q, jnp.zeros_like(xl).at[:, 0].set(1.0))
+    depth = h[None] - jnp.abs(xl)
+    e = jax.nn.one_hot(jnp.argmin(depth, axis=-1), 3, dtype=x.dtype)
+    n_in = e * jnp.where(xl >= 0, 1.0, -1.0).astype(x.dtype)
+    n = jnp.where(inside[:, None], n_in, n_out) @ R.T
+    return jnp.where(inside, -jnp.sum(depth * e, axis=-1), d_out), n
+
+
+def sphere_box(R1, p1, s1, R2, p2, s2):
+    """1 candidate: the sphere against the box point closest to its centre,
+    or, with the centre inside the box, against the nearest face; exact."""
+    r = s1[0]
+    d, n = _point_box(p1[None], R2, p2, s2)
+    dist = d - r
+    return dist, p1[None] - n * (r + 0.5 * dist)[:, None], -n
+
+
+def _golden_min(f, iters):
+    """Argmin over [0, 1] of a convex (or unimodal) scalar function by golden
+    section, a fixed number of iterations (width 0.618^iters)."""
+    g = (5 ** 0.5 - 1) / 2
+
+    def step(ab, _):
+        a, b = ab
+        c, d = b - g * (b - a), a + g * (b - a)
+        left = f(c) < f(d)
+        return (jnp.where(left, a, c), jnp.where(left, d, b)), None
+    (a, b), _ = jax.lax.scan(step, (jnp.zeros(()), jnp.ones(())), None, length=iters)
+    return 0.5 * (a + b)
+
+
+def capsule_box(R1, p1, s1, R2, p2, s2):
+    """3 candidates: the capsule's two end spheres (+z end first) and the
+    axis point deepest in the box.  While the axis is outside the box the
+    third is exact: the box's signed distance is convex along the axis
+    (golden section, 60 iterations, then 4 alternating projections between
+    the axis and the box; t* held constant for derivatives, so the distance's
+    gradient is exact by the envelope theorem).  Once the axis
+    enters the box the third is the separating-axis answer (box face normals,
+    axis x box edges: the exact penetration depth of the axis, minus the
+    radius), continuous with the first at the crossing.  With the capsule flat
+    on a face the three coincide in depth (MuJoCo reports the two ends)."""
+    r = s1[0]
+    a, b = _ends(R1, p1, s1[1])
+    f = lambda t: _point_box((a + t * (b - a))[None], R2, p2, s2)[0][0]
+    t = _golden_min(f, 60).astype(a.dtype)
+    for _ in range(4):   # golden section finds t to sqrt(eps) only: alternate projections polish it
+        x = a + t * (b - a)
+        dx, nx = _point_box(x[None], R2, p2, s2)
+        t = _segment_point(a, b, x - dx[0] * nx[0])
+    t = jax.lax.stop_gradient(t)
+    c = jnp.stack([a, b, a + t * (b - a)])
+    d, n = _point_box(c, R2, p2, s2)
+    dist = d - r
+    pos = c - n * (r + 0.5 * dist)[:, None]
+    n = -n
+    # the axis inside the box: separating axes of the segment and the box
+    m, e = 0.5 * (a + b), 0.5 * (b - a)
+    cr_n, cr_len = _normalize(jnp.cross(e[None], R2.T), jnp.zeros_like(R2).at[:, 0].set(1.0))
+    axes = jnp.concatenate([R2.T, cr_n])
+    sep = axes @ (p2 - m)
+    axes = axes * jnp.where(sep >= 0, 1.0, -1.0)[:, None]
+    gap = jnp.abs(sep) - jnp.abs(axes @ e) - jnp.abs(axes @ R2) @ s2
+    gap = jnp.where(jnp.concatenate([jnp.ones(3, bool), cr_len > 1e-6]), gap, -jnp.inf)
+    k = jnp.argmax(gap)
+    u = axes[k]
+    tol = 1e-9 if u.dtype == jnp.float64 else 1e-5
+    ue = u @ e
+    sa = m + jnp.where(jnp.abs(ue) > tol, jnp.sign(ue), 0.0) * e + r * u
+    sb = _box_support(R2, p2, s2, -u, tol)
+    inside = d[2] < 0
+    dist = dist.at[2].set(jnp.where(inside, gap[k] - r, dist[2]))
+    pos = pos.at[2].set(jnp.where(inside, 0.5 * (sa + sb), pos[2]))
+    n = n.at[2].set(jnp.where(inside, u, n[2]))
+    return dist, pos, n
+
+
+def _box_support(R, p, h, u, tol):
+    """The centroid of the box's feature farthest along u (a vertex, an edge's
+    midpoint or a face's centre: components within tol count as zero)."""
+    c = R.T @ u
+    sgn = jnp.where(jnp.abs(c) > tol, jnp.sign(c), 0.0)
+    return p + R @ (h * sgn)
+
+
+def box_box(R1, p1, s1, R2, p2, s2):
+    """17 candidates: box2's 8 corners against box1's signed distance, box1's
+    8 corners against box2's, and the separating-axis candidate: the largest
+    gap over the 15 axes (3 + 3 face normals, 9 edge-edge cross products),
+    which is the exact penetration depth of overlapping boxes (when apart, a
+    lower bound of their distance, positive), its axis as the normal and the
+    middle of the two supporting features (edge-edge: their closest points)
+    as position.  Corners cover vertex-face contact, the axis candidate
+    edge-edge and face-face overlap where no corner is inside (it may repeat
+    the deepest corner)."""
+    d12, n12 = _point_box(_box_corners(R2, p2, s2), R1, p1, s1)   # outward normals of box1: geom1 -> geom2
+    c2 = _box_corners(R2, p2, s2)
+    d21, n21 = _point_box(_box_corners(R1, p1, s1), R2, p2, s2)
+    c1 = _box_corners(R1, p1, s1)
+    # separating axes
+    cr = jnp.cross(R1.T[:, None, :], R2.T[None, :, :]).reshape(9, 3)
+    cr_n, cr_len = _normalize(cr, jnp.zeros_like(cr).at[:, 0].set(1.0))
+    axes = jnp.concatenate([R1.T, R2.T, cr_n])
+    valid = jnp.concatenate([jnp.ones(6, bool), cr_len > 1e-6])
+    delta = p2 - p1
+    sep = axes @ delta
+    axes = axes * jnp.where(sep >= 0, 1.0, -1.0)[:, None]
+    reach = jnp.abs(axes @ R1) @ s1 + jnp.abs(axes @ R2) @ s2
+    gap = jnp.where(valid, jnp.abs(sep) - reach, -jnp.inf)
+    k = jnp.argmax(gap)
+    n = axes[k]
+    tol = 1e-9 if n.dtype == jnp.float64 else 1e-5
+    sa, sb = _box_support(R1, p1, s1, n, tol), _box_support(R2, p2, s2, -n, tol)
+    # edge-edge: closest points of the two supporting edges (directions i, j of the cross product)
+    i, j = (k - 6) // 3, (k - 6) % 3
+    ea, eb = R1[:, i % 3] * s1[i % 3], R2[:, j % 3] * s2[j % 3]
+    s, t = _segments(sa - ea, sa + ea, sb - eb, sb + eb)
+    ee = 0.5 * ((sa - ea + 2 * s * ea) + (sb - eb + 2 * t * eb))
+    pos_sat = jnp.where(k >= 6, ee, 0.5 * (sa + sb))
+    dist = jnp.concatenate([d12, d21, gap[k][None]])
+    pos = jnp.concatenate([c2 - 0.5 * d12[:, None] * n12, c1 - 0.5 * d21[:, None] * n21, pos_sat[None]])
+    return dist, pos, jnp.concatenate([n12, -n21, n[None]])
+
+
+def plane_mesh(R1, p1, s1, R2, p2, verts):
+    """One candidate per mesh vertex (the hull's vertices are among them; the
+    others lie above the deepest); the deepest is exact."""
+    return _on_plane(R1[:, 2], p1, p2[None] + verts @ R2.T)
+
+
+# --------------------------------------------------------------------------------------------------
+# dispatch
+
+_PAIRS = {
+    ("plane", "sphere"): (plane_sphere, 1),
+    ("plane", "capsule"): (plane_capsule, 2),
+    ("plane", "ellipsoid"): (plane_ellipsoid, 1),
+    ("plane", "cylinder"): (plane_cylinder, 6),
+    ("plane", "box"): (plane_box, 8),
+    ("sphere", "sphere"): (sphere_sphere, 1),
+    ("sphere", "capsule"): (sphere_capsule, 1),
+    ("capsule", "capsule"): (capsule_capsule, 1),
+    ("sphere", "box"): (sphere_box, 1),
+    ("capsule", "box"): (capsule_box, 3),
+    ("box", "box"): (box_box, 17),
+    ("plane", "mesh"): (plane_mesh, None),
+}
+
+
+def type_name(t):
+    """MuJoCo geom type name of a name or an ``mjtGeom`` integer."""
+    if isinstance(t, str):
+        if t not in TYPES:
+            raise ValueError(f"unknown geom type {t!r}; known: {TYPES}")
+        return t
+    t = int(t)
+    if not 0 <= t < len(TYPES):
+        raise ValueError(f"unknown geom type {t}; known: 0..{len(TYPES) - 1} ({TYPES})")
+    return TYPES[t]
+
+
+def _ordered(type1, type2):
+    """(canonical pair key, swapped?) for two type names."""
+    t1, t2 = type_name(type1), type_name(type2)
+    swap = TYPES.index(t1) > TYPES.index(t2)
+    key = (t2, t1) if swap else (t1, t2)
+    if key not in _PAIRS:
+        raise NotImplementedError(f"no narrow phase for {key[0]}-{key[1]} "
+                                  f"(supported: {sorted(f'{a}-{b}' for a, b in _PAIRS)})")
+    return key, swap
+
+
+def supported_pairs():
+    """The supported (type1, type2) pairs in MuJoCo's order, with their counts."""
+    return {k: n for k, (_, n) in _PAIRS.items()}
+
+
+def num_contacts(type1, type2, size1=None, size2=None):
+    """The fixed number of candidates of :func:`collide` for these types (a
+    mesh's count may depend on its vertex count)."""
+    key, swap = _ordered(type1, type2)
+    n = _PAIRS[key][1]
+    if n is None:                                   # one per mesh vertex
+        verts = size1 if (type_name(type1) == "mesh") else size2
+        if verts is None:
+            raise ValueError("a mesh pair's count is its vertex count: pass the vertex array")
+        return len(verts)
+    return n
+
+
+def collide(type1, type2, pose1, size1, pose2, size2):
+    """Candidate contacts between geom1 and geom2 (:class:`Contacts`, k =
+    :func:`num_contacts` rows; normals from geom1 to geom2).
+
+    type1, type2: static MuJoCo type names or ``mjtGeom`` ints.  pose1,
+    pose2: ``(R, p)`` world poses.  size1, size2: MuJoCo ``geom_size`` (3,).
+    """
+    key, swap = _ordered(type1, type2)
+    fn = _PAIRS[key][0]
+    (R1, p1), (R2, p2) = pose1, pose2
+    dt = jnp.result_type(R1, p1, size1, R2, p2, size2, jnp.float32)
+    args = [jnp.asarray(x, dt) for x in (R1, p1, size1, R2, p2, size2)]
+    if swap:
+        args = args[3:] + args[:3]
+    dist, pos, n = fn(*args)
+    if swap:
+        n = -n
+    return Contacts(dist, pos, contact_frame(n))
+
+
+def collide_batch(type1, type2, pose1, size1, pose2, size2):
+    """:func:`collide` for many pairs of the same two types: every array has a
+    leading batch axis (B, ...); returns Contacts with shapes (B, k, ...)."""
+    return jax.vmap(lambda P1, s1, P2, s2: collide(type1, type2, P1, s1, P2, s2))(pose1, size1, pose2, size2)
