@@ -183,6 +183,38 @@ def test_mesh_inertia_matches_mujoco(tmp_path, shape, fmt):
             assert any("ASCII STL" in u for u in info.unsupported)
 
 
+REF_DOC = """<mujoco><compiler meshdir="{meshdir}"/>
+<asset><mesh name="m" file="{file}" inertia="exact" {mesh_attrs}/></asset>
+<worldbody><body name="b"><joint axis="0 1 0"/><geom type="mesh" mesh="m"/></body></worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize("fmt", ["stl", "obj"])
+def test_refquat_moves_the_mesh_inertia_exactly(tmp_path, fmt):
+    """Where the test above compares with MuJoCo at MJ_FRAME_TOL (refquat:
+    MuJoCo's own principal frame is off by about 3e-8), jaxmbd's refpos and
+    refquat are checked here against the rigid-motion identity instead: with
+    R the matrix of refquat (by scipy), the mesh frame's centre of mass is
+    R^T (c0 - refpos) and its inertia R^T I0 R, to round-off; the mass and
+    the principal moments equal MuJoCo's to 1e-9."""
+    from scipy.spatial.transform import Rotation
+    f, _ = write_shape(str(tmp_path), "L", fmt)
+    w, x, y, z = 0.9, 0.1, -0.3, 0.2
+    R = Rotation.from_quat([x, y, z, w]).as_matrix()
+    p = np.array([0.01, 0.02, -0.03])
+    docs = [REF_DOC.format(meshdir=str(tmp_path), file=os.path.basename(f), mesh_attrs=a)
+            for a in ("", f'refpos="{p[0]} {p[1]} {p[2]}" refquat="{w} {x} {y} {z}"')]
+    m0, m1 = (jaxmbd.load_mjcf(d, warn=False) for d in docs)
+    assert relerr(m1.mass[0], m0.mass[0]) < 1e-14
+    np.testing.assert_allclose(m1.com[0], R.T @ (np.asarray(m0.com[0]) - p), rtol=0, atol=1e-14)
+    I0 = np.asarray(m0.inertia[0])
+    assert relerr(m1.inertia[0], R.T @ I0 @ R) < 1e-12
+    assert relerr(m1.inertia[0], I0) > 1e-2                  # the rotation changes the tensor
+    mj = mujoco.MjModel.from_xml_string(docs[1])
+    assert relerr(m1.mass[0], mj.body_mass[1]) < RTOL
+    assert relerr(np.linalg.eigvalsh(m1.inertia[0]), np.sort(mj.body_inertia[1])) < RTOL
+    assert relerr(m1.inertia[0], mj_body_inertia(mj, 1)) < MJ_FRAME_TOL
+
+
 ARM = """<mujoco model="mesh arm">
   <compiler angle="radian" meshdir="{meshdir}"/>
   <default>

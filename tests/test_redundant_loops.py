@@ -55,16 +55,19 @@ def gripper():
 
 
 def cassie_leg():
-    """A planar leg in the xz-plane (hip, knee, a push rod from the thigh pinned to the shin): 2 DoF, rank 2 of 3."""
+    """A planar leg in the xz-plane, its knee driven through a four-bar as Cassie's is: hip, knee, a
+    short crank on the thigh and a push rod from the crank's tip pinned to the shin: 2 DoF, rank 2 of 3."""
     b = jaxmbd.ModelBuilder()
     b.add_body("thigh", "world", "revolute", axis=Y, pos=(0, 0, 1.0), mass=2.0, com=(0, 0, -0.25),
                inertia=(0.04, 0.04, 1e-3))
     b.add_body("shin", "thigh", "revolute", axis=Y, pos=(0, 0, -0.5), mass=1.0, com=(0, 0, -0.25),
                inertia=(0.02, 0.02, 1e-3))
-    b.add_body("rod", "thigh", "revolute", axis=Y, pos=(0.08, 0, -0.1), mass=0.1, com=(0, 0, -0.22),
+    b.add_body("crank", "thigh", "revolute", axis=Y, pos=(0.08, 0, -0.1), mass=0.1, com=(0.03, 0, 0),
+               inertia=(1e-6, 3e-5, 3e-5))
+    b.add_body("rod", "crank", "revolute", axis=Y, pos=(0.06, 0, 0), mass=0.1, com=(0, 0, -0.22),
                inertia=(2e-3, 2e-3, 1e-5))
-    b.add_loop("point", "rod", "shin", pos_a=(0, 0, -0.45), pos_b=(0.08, 0, -0.05), name="push rod")
-    b.set_initial_state(np.array([0.3, -0.5, 0.1]), np.zeros(3))
+    b.add_loop("point", "rod", "shin", pos_a=(0, 0, -0.45), pos_b=(0.14, 0, -0.05), name="push rod")
+    b.set_initial_state(np.array([0.3, -0.5, 0.2, -0.2]), np.zeros(4))
     mech = b.build()
     q, _, info = jaxmbd.assemble(mech, mech.q0)
     assert float(info["residual"]) < 1e-12
@@ -153,17 +156,35 @@ def test_a_batch_of_256_grippers_and_gradients(mechs):
     np.testing.assert_allclose(g, fd, rtol=1e-6)
 
 
+T_LOOPS = 0.25       # seconds of motion per run
+_REFERENCE = {}
+
+
+def _reference_end_state(mechs, name):
+    """Dopri5 at 1e-11: the reference final state of each mechanism, computed once."""
+    if name not in _REFERENCE:
+        _REFERENCE[name] = jaxmbd.simulate(mechs[name], t1=T_LOOPS, integrator=I.Dopri5(), rtol=1e-11, atol=1e-11).qs[-1]
+    return _REFERENCE[name]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("integrator", [I.SDIRK4(), I.Trapezoidal(), I.DescriptorSDIRK4(), I.DescriptorTrapezoidal(),
-                                        I.RosenbrockNystrom4(), I.Dopri5()], ids=lambda m: type(m).__name__)
-def test_every_integrator_on_the_leg(mechs, integrator):
-    leg = mechs["leg"]
-    sol = jaxmbd.simulate(leg, t1=0.5, integrator=integrator, rtol=1e-7, atol=1e-7, multipliers=True)
-    ref = jaxmbd.simulate(leg, t1=0.5, integrator=I.Dopri5(), rtol=1e-11, atol=1e-11)
+@pytest.mark.parametrize("integrator", [I.RosenbrockNystrom4(), I.SDIRK4(), I.Trapezoidal(), I.DescriptorSDIRK4(),
+                                        I.DescriptorTrapezoidal(), I.RK4()], ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("name", ["four_bar", "gripper", "leg"])
+def test_every_integrator_on_every_redundant_loop(mechs, name, integrator):
+    """Each mechanism with each implicit integrator and RK4 (fixed step) for
+    T_LOOPS s: success, every row (dropped ones included) at round-off at every
+    step, the end state equal to a tight Dopri5 run, zero multipliers on the
+    dropped rows."""
+    mech = mechs[name]
+    kw = dict(dt0=1e-3) if isinstance(integrator, I.RK4) else dict(rtol=1e-7, atol=1e-7)
+    sol = jaxmbd.simulate(mech, t1=T_LOOPS, integrator=integrator, multipliers=True, **kw)
     assert int(sol.status) == 0, jaxmbd.status_name(sol.status)
     assert float(jnp.max(sol.max_residuals)) <= 1e-10
-    np.testing.assert_allclose(sol.qs[-1], ref.qs[-1], atol=1e-4)
-    assert np.all(np.asarray(sol.lams)[:, list(leg.dropped_rows)] == 0)
+    want = _reference_end_state(mechs, name)
+    assert float(jnp.max(jnp.abs(sol.qs[-1] - mech.q0))) > 0.05               # it moves
+    np.testing.assert_allclose(sol.qs[-1], want, atol=1e-4)
+    assert np.all(np.asarray(sol.lams)[:, list(mech.dropped_rows)] == 0)
 
 
 MJCF_FOUR_BAR = """<mujoco><option gravity="0 -9.81 0"/>
@@ -179,22 +200,70 @@ MJCF_FOUR_BAR = """<mujoco><option gravity="0 -9.81 0"/>
 </equality></mujoco>"""
 
 
-def test_mujoco_agrees_on_a_four_bar_closed_by_connect():
-    """The four-bar closed by MJCF's <connect> (3 rows, rank 2): MuJoCo's
-    constrained acceleration (stiff, nearly hard equality) equals jaxmbd's
-    to the softness MuJoCo keeps (relative 1e-3)."""
+HARD = 'solref="0.0002 1" solimp="0.9999 0.9999 0.001"'
+
+
+def _link(name, pos, mass, com, inertia, children=""):
+    return (f'<body name="{name}" pos="{pos}"><joint name="{name}" type="hinge" axis="{{axis}}"/>'
+            f'<inertial pos="{com}" mass="{mass}" diaginertia="{inertia}"/>{children}</body>')
+
+
+def _fmt(*xs):
+    return " ".join(repr(float(x)) for x in xs)
+
+
+def _gripper_finger(side, x0):
+    return (_link(f"{side}1", _fmt(x0, 0, 0), 0.2, "0.25 0 0", _fmt(*_inertia(0.2, 0.5)),
+                  _link(f"{side}plate", "0.5 0 0", 0.3, "0.05 0 0", _fmt(*_inertia(0.3, 0.1))))
+            + _link(f"{side}2", _fmt(x0 + 0.1, 0, 0), 0.2, "0.25 0 0", _fmt(*_inertia(0.2, 0.5))))
+
+
+# the gripper and the leg of the builders above, written as MJCF: each loop is closed at
+# qpos0 = 0, where MuJoCo (and jaxmbd's loader) place the <connect> anchor on body2
+MJCF_GRIPPER = ('<mujoco><option gravity="0 -9.81 0"/><worldbody>'
+                + (_gripper_finger("l", -0.3) + _gripper_finger("r", 0.2)).replace("{axis}", "0 0 1")
+                + f'</worldbody><equality><connect body1="lplate" body2="l2" anchor="0.1 0 0" {HARD}/>'
+                f'<connect body1="rplate" body2="r2" anchor="0.1 0 0" {HARD}/></equality></mujoco>')
+MJCF_LEG = ('<mujoco><worldbody>'
+            + _link("thigh", "0 0 1", 2.0, "0 0 -0.25", "0.04 0.04 0.001",
+                    _link("shin", "0 0 -0.5", 1.0, "0 0 -0.25", "0.02 0.02 0.001")
+                    + _link("crank", "0.08 0 -0.1", 0.1, "0.03 0 0", "1e-6 3e-5 3e-5",
+                            _link("rod", "0.06 0 0", 0.1, "0 0 -0.22", "0.002 0.002 1e-5"))).replace("{axis}", "0 1 0")
+            + f'</worldbody><equality><connect body1="rod" body2="shin" anchor="0 0 -0.45" {HARD}/></equality>'
+            '</mujoco>')
+# an approximate configuration of each (assembled before comparing); joint order as in the file
+_TH = -1.2
+MJCF_CASES = {"four_bar": (MJCF_FOUR_BAR, (3, 2), np.asarray(models.four_bar().q0), [1.0, 0.0, 0.0]),
+              "gripper": (MJCF_GRIPPER, (6, 4), np.array([_TH, -_TH, _TH, -_TH - math.pi, _TH + math.pi,
+                                                           -_TH - math.pi]), [1.0, 0, 0, -0.5, 0, 0]),
+              "leg": (MJCF_LEG, (3, 2), np.array([0.3, -0.5, 0.2, -0.2]), [0.7, -1.0, 0.0, 0.0])}
+
+
+@pytest.mark.parametrize("name", list(MJCF_CASES))
+def test_mujoco_agrees_on_loops_closed_by_connect(name):
+    """The four-bar, the gripper and the leg closed by MJCF's <connect>
+    (3 rows each, rank 2): MuJoCo's constrained acceleration (stiff, nearly
+    hard equality) equals jaxmbd's to the softness MuJoCo keeps (relative
+    1e-3); jaxmbd's equals its own full augmented solve to 1e-10."""
     import mujoco
-    mech = jaxmbd.load_mjcf(MJCF_FOUR_BAR, warn=False)
-    assert (mech.nc, mech.n_active) == (3, 2)
-    ref = models.four_bar()
-    q, v, _ = jaxmbd.assemble(mech, ref.q0, jnp.array([1.0, 0.0, 0.0]))
+    xml, (nc, n_active), q_guess, v_guess = MJCF_CASES[name]
+    mech = jaxmbd.load_mjcf(xml, warn=False)
+    assert (mech.nc, mech.n_active) == (nc, n_active)
+    q, v, _ = jaxmbd.assemble(mech, jnp.asarray(q_guess), jnp.asarray(v_guess))
+    assert float(jnp.max(jnp.abs(jaxmbd.constraint_residual(mech, q)))) < 1e-12
     a, _ = jaxmbd.constrained_dynamics(mech, q, v)
-    mj = mujoco.MjModel.from_xml_string(MJCF_FOUR_BAR)
+    want, _ = _augmented_lstsq(mech, q, v, jnp.zeros(mech.nv))
+    np.testing.assert_allclose(a, want, rtol=1e-10, atol=1e-10 * np.abs(want).max())
+    mj = mujoco.MjModel.from_xml_string(xml)
     mj.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
     d = mujoco.MjData(mj)
     d.qpos[:], d.qvel[:] = np.asarray(q), np.asarray(v)
     mujoco.mj_forward(mj, d)
+    assert np.abs(d.efc_pos).max() < 1e-9            # MuJoCo sees the same closed loop
     np.testing.assert_allclose(d.qacc, a, rtol=1e-3, atol=1e-3 * float(jnp.abs(a).max()))
+    if name == "leg":    # the builder's leg: the same joints in the same order
+        leg = cassie_leg()
+        np.testing.assert_allclose(jaxmbd.constrained_dynamics(leg, q, v)[0], a, rtol=1e-10, atol=1e-12)
 
 
 def test_a_mechanism_with_no_motion_left_is_refused_before_compiling():
