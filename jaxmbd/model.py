@@ -392,6 +392,119 @@ class ModelBuilder:
             raise ValueError(f"joint force: body {joint!r} is not defined")
         return self.add_force(JointForce(joint, value))
 
+    def add_joint_limit(self, joint, lower, upper, *, stiffness, damping=0.0, exponent=1.0,
+                        width=0.0) -> "ModelBuilder":
+        """A compliant stop at each end of a hinge or slide joint's range
+        (:class:`jaxmbd.forces.JointLimit`; the law of :mod:`jaxmbd.forces.law`);
+        joints are named by their body."""
+        from .forces import JointLimit
+        if joint not in self._names:
+            raise ValueError(f"joint limit: body {joint!r} is not defined")
+        return self.add_force(JointLimit(joint, lower, upper, stiffness=stiffness, damping=damping,
+                                         exponent=exponent, width=width))
+
+    # -- collision geometry and contact (jaxmbd.forces.contact) --------------------------------------
+    GEOM_SIZES = {"plane": 0, "sphere": 1, "capsule": 2, "cylinder": 2, "box": 3, "ellipsoid": 3}
+
+    def add_geom(self, body, type, size=(), *, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), name=None,
+                 contype=1, conaffinity=1, condim=3, friction=(1.0, 0.005, 0.0001), solref=(0.02, 1.0),
+                 solimp=(0.9, 0.95, 0.001, 0.5, 2.0), margin=0.0, priority=0, solmix=1.0) -> "ModelBuilder":
+        """A collision geom on ``body`` ("world" for static geometry), in MuJoCo's conventions: ``type``
+        plane (normal +z of its frame), sphere (radius), capsule and cylinder (radius, half-length along
+        z), box (half-sizes), ellipsoid (semi-axes); the geom frame at ``pos``/``quat`` (w x y z) in the
+        body frame.  Which pairs can touch follows MuJoCo's rules (contype/conaffinity bitmasks, no
+        contact within a body or between a body and its parent, ``add_contact_pair`` and
+        ``exclude_contact``); a pair's parameters combine its geoms' as MuJoCo does (priority, max of
+        condim and friction, solmix-weighted solref/solimp, summed margins) and map to the force law by
+        :func:`jaxmbd.forces.law.from_mujoco` (see :mod:`jaxmbd.forces.contact`).  friction: (slide,
+        torsion, roll); condim 1 (frictionless), 3 (sliding), 4 (+ torsion) or 6 (+ rolling)."""
+        geoms = self.__dict__.setdefault("_geoms", [])
+        gname = name if name is not None else f"geom{len(geoms)}"
+        what = f"geom {gname!r}"
+        if any(g["name"] == gname for g in geoms):
+            raise ValueError(f"{what}: the name is taken")
+        if body != "world" and body not in self._names:
+            raise ValueError(f"{what}: body {body!r} is not defined")
+        if type not in self.GEOM_SIZES:
+            raise ValueError(f"{what}: unknown geom type {type!r}; expected one of {', '.join(self.GEOM_SIZES)}"
+                             " (meshes are not supported for contact yet)")
+        need = self.GEOM_SIZES[type]
+        sz = np.atleast_1d(np.asarray(size, float)) if need else np.zeros(0)
+        if sz.shape != (need,) or not np.all(np.isfinite(sz)) or np.any(sz <= 0):
+            raise ValueError(f"{what}: a {type} needs {need} positive size(s), got {size!r}")
+        fr = _vec(friction, 3, f"{what}: friction")
+        if np.any(fr < 0):
+            raise ValueError(f"{what}: friction must be non-negative, got {tuple(fr)}")
+        if condim not in (1, 3, 4, 6):
+            raise ValueError(f"{what}: condim {condim!r} is not 1, 3, 4 or 6")
+        if margin < 0:
+            raise ValueError(f"{what}: margin must be non-negative")
+        for key, val in (("contype", contype), ("conaffinity", conaffinity)):
+            if int(val) != val or val < 0:
+                raise ValueError(f"{what}: {key} must be a non-negative integer bitmask")
+        q = _vec(quat, 4, f"{what}: quat")
+        if np.linalg.norm(q) < 1e-12:
+            raise ValueError(f"{what}: quat is zero")
+        q = q / np.linalg.norm(q)
+        geoms.append(dict(name=gname, body=body, type=type, size=np.pad(sz, (0, 3 - need)),
+                          R=_quat_rot(q), p=_vec(pos, 3, f"{what}: pos"), contype=int(contype),
+                          conaffinity=int(conaffinity), condim=int(condim), friction=fr,
+                          solref=_vec(solref, 2, f"{what}: solref"), solimp=_vec(solimp, 5, f"{what}: solimp"),
+                          margin=float(margin), priority=int(priority), solmix=float(solmix)))
+        return self
+
+    def add_contact_pair(self, geom1, geom2, *, condim=3, friction=(1.0, 0.005, 0.0001), solref=(0.02, 1.0),
+                         solimp=(0.9, 0.95, 0.001, 0.5, 2.0), margin=0.0, stiffness=None, damping=None,
+                         exponent=None, width=None) -> "ModelBuilder":
+        """An explicit contact pair (MuJoCo's ``<pair>``: it collides whatever the geoms' bitmasks and
+        exclusions, with these parameters instead of the geoms' mix).  ``stiffness`` (N/m^p),
+        ``damping`` (s/m), ``exponent`` p, ``width`` (m) set the law directly instead of the solref
+        mapping (:mod:`jaxmbd.forces.law`)."""
+        what = f"contact pair {geom1!r}-{geom2!r}"
+        for key, val, ok in (("stiffness", stiffness, lambda x: x > 0), ("damping", damping, lambda x: x >= 0),
+                             ("exponent", exponent, lambda x: x >= 1), ("width", width, lambda x: x >= 0)):
+            if val is not None and not (np.isfinite(val) and ok(val)):
+                raise ValueError(f"{what}: {key} {val!r} is out of range")
+        fr = _vec(friction, 3, f"{what}: friction")
+        if np.any(fr < 0):
+            raise ValueError(f"{what}: friction must be non-negative")
+        if condim not in (1, 3, 4, 6):
+            raise ValueError(f"{what}: condim {condim!r} is not 1, 3, 4 or 6")
+        self.__dict__.setdefault("_pairs", []).append(dict(
+            geom1=geom1, geom2=geom2, condim=condim, friction=fr, solref=_vec(solref, 2, f"{what}: solref"),
+            solimp=_vec(solimp, 5, f"{what}: solimp"), margin=float(margin), stiffness=stiffness,
+            damping=damping, exponent=exponent, width=width))
+        return self
+
+    def exclude_contact(self, body1, body2) -> "ModelBuilder":
+        """No contact between the geoms of these two bodies (MuJoCo's ``<exclude>``)."""
+        self.__dict__.setdefault("_excludes", []).append((body1, body2))
+        return self
+
+    def set_contact_options(self, *, smoothing_velocity=None, filterparent=None, timestep=None,
+                            skip_unsupported=None, body_alias=None) -> "ModelBuilder":
+        """smoothing_velocity (m/s, default 1e-3): the friction law's regularization; filterparent
+        (default True): MuJoCo's parent filter; timestep: MuJoCo's refsafe rule (a solref time
+        constant below twice it is raised to it; None: solref as given); skip_unsupported (default
+        False: an error): drop candidate pairs whose geom types the narrow phase lacks (listed in
+        ``builder.contact_skipped`` after ``build``); body_alias: {body: body} naming bodies that
+        count as one for the parent filter and exclusions (the massless chain of a multi-joint MJCF
+        body counts as that body)."""
+        opts = self.__dict__.setdefault("_contact_opts", {})
+        if body_alias is not None:
+            opts["body_alias"] = dict(body_alias)
+        if skip_unsupported is not None:
+            opts["skip_unsupported"] = bool(skip_unsupported)
+        if smoothing_velocity is not None:
+            if not smoothing_velocity > 0:
+                raise ValueError("contact smoothing_velocity must be positive")
+            opts["smoothing"] = float(smoothing_velocity)
+        if filterparent is not None:
+            opts["filterparent"] = bool(filterparent)
+        if timestep is not None:
+            opts["timestep"] = float(timestep)
+        return self
+
     def add_loop(self, kind, body_a, body_b="world", *, pos_a=(0.0, 0.0, 0.0), quat_a=(1.0, 0.0, 0.0, 0.0),
                  pos_b=(0.0, 0.0, 0.0), quat_b=(1.0, 0.0, 0.0, 0.0), axis=None, axis_b=None, distance=None,
                  normal=(0.0, 0.0, 1.0), name=None) -> "ModelBuilder":
@@ -629,7 +742,7 @@ class ModelBuilder:
         frames = [(b["name"],) + eff[b["name"]] for b in order if eff[b["name"]][0] != "world"]
         f64 = jnp.float64
         cat = lambda key: jnp.asarray(np.concatenate([b[key] for b in moving]), f64)
-        return Model(
+        model = Model(
             topo=topo,
             frame_names=tuple(f[0] for f in frames),
             frame_body=tuple(index[f[1]] for f in frames),
@@ -652,6 +765,24 @@ class ModelBuilder:
             joint_names=tuple(jnames),
             forces=self._force_elements(topo, self._frames_of(None)),
         )
+        if getattr(self, "_geoms", None):
+            model = self._with_contact(model, order, eff, index)
+        return model
+
+    def _with_contact(self, model, order, eff, index):
+        """The model with its Contact element (jaxmbd.forces.contact.make_contact)."""
+        from .forces.contact import make_contact
+        hostidx = lambda name: -1 if eff[name][0] == "world" else index[eff[name][0]]  # noqa: E731
+        geoms = []
+        for g in self._geoms:
+            _, Ro, po = eff[g["body"]]
+            geoms.append(dict(g, host=hostidx(g["body"]), R=Ro @ g["R"], p=po + Ro @ g["p"]))
+        bodies = [(b["name"], b["parent"], hostidx(b["name"])) for b in order]
+        el = make_contact(model, geoms, bodies, getattr(self, "_pairs", []), getattr(self, "_excludes", []),
+                          getattr(self, "_contact_opts", {}))
+        if el is None:
+            return model
+        return dataclasses.replace(model, forces=(model.forces or ()) + (el,))
 
     def set_initial_state(self, q0=None, v0=None) -> "ModelBuilder":
         """The model's default initial state ``model.q0``/``model.v0`` (in the

@@ -53,7 +53,9 @@ class PinPair:
     their coordinates (joints matched by name)."""
 
     def __init__(self, path, floating):
-        self.model = jaxmbd.load_urdf(path, floating_base=floating, warn=False)
+        # the smooth dynamics (Pinocchio has no joint limits)
+        self.model = jaxmbd.forces.without(jaxmbd.load_urdf(path, floating_base=floating, warn=False),
+                                           jaxmbd.forces.JointLimit)
         self.pm = (pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if floating
                    else pin.buildModelFromUrdf(path))
         self.pd = self.pm.createData()

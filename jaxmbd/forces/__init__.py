@@ -14,6 +14,8 @@ element                        file                                   builder he
 :class:`RotationalSpringDamper` ``rotational_spring.py``              ``add_rotational_spring``
 :class:`Tire`                  ``tire.py`` (+ ``add_road_bump``)      ``add_tire``
 :class:`LinearBushing`         ``bushing.py``                         ``add_force(LinearBushing(...))``
+:class:`JointLimit`            ``joint_limit.py`` (law: ``law.py``)   ``add_joint_limit``
+:class:`Contact`               ``contact.py`` (geometry: ``contact/``) ``add_geom``, ``add_contact_pair``
 =============================  =====================================  ==============================
 
 The interface (:mod:`jaxmbd.forces.base`): an element is created with body
@@ -33,6 +35,9 @@ from .base import (BuildContext, ForceElement, JointElement, PoseElement, coupli
 from .bushing import LinearBushing
 from .coordinate_spring import CoordinateSpringDamper
 from .joint_force import JointForce
+from .joint_limit import JointLimit, joint_limit_penetrations
+from .contact import Contact, contact_forces
+from . import law  # noqa: F401
 from .point_spring import PointSpringDamper
 from .rotational_spring import RotationalSpringDamper
 from .tire import Tire, road_height, tire_forces
@@ -44,10 +49,21 @@ def spring_lengths(model, q):
     return jnp.zeros((0,), jnp.result_type(q, float)) if L is None else L
 
 
+def without(model, *classes):
+    """The model (or mechanism) with its force elements of the given classes removed, e.g.
+    ``without(model, JointLimit)`` for the smooth dynamics alone (what MuJoCo calls the
+    dynamics without constraints).  The returned model is a new pytree with its own programs."""
+    import equinox as eqx
+    tree = getattr(model, "tree", model)
+    kept = tuple(e for e in elements(tree) if not isinstance(e, classes))
+    new_tree = eqx.tree_at(lambda m: m.forces, tree, kept or None, is_leaf=lambda x: x is None)
+    return eqx.tree_at(lambda m: m.tree, model, new_tree) if tree is not model else new_tree
+
+
 def has_forces(model) -> bool:
     return bool(elements(model))
 
 
 __all__ = ["ForceElement", "PoseElement", "JointElement", "BuildContext", "generalized_force", "potential",
            "couplings", "elements", "PointSpringDamper", "CoordinateSpringDamper", "JointForce",
-           "RotationalSpringDamper", "Tire", "LinearBushing", "road_height", "tire_forces", "spring_lengths", "has_forces"]
+           "RotationalSpringDamper", "Tire", "LinearBushing", "JointLimit", "joint_limit_penetrations", "law", "Contact", "contact_forces", "road_height", "tire_forces", "spring_lengths", "has_forces", "without"]

@@ -27,8 +27,16 @@ mass or density, or outside ``inertiagrouprange``, are skipped.  Then
 ``boundmass``/``boundinertia`` and ``settotalmass``.  ``<joint
 springdamper>`` sets stiffness and damping as MuJoCo's compiler does.
 
+Joint limits: a limited hinge or slide joint (``limited``, or ``range`` with
+``autolimits``) gets a compliant stop at each end of its range
+(:class:`jaxmbd.forces.JointLimit`), with ``solreflimit``/``solimplimit``
+mapped by :func:`jaxmbd.forces.law.from_mujoco` at the joint's effective mass
+at qpos0 (MuJoCo's ``refsafe`` rule applied: a time constant below twice the
+timestep is raised to it; ``<flag limit="disable">`` turns them off).
+Ball-joint limits and limit margins are not modelled.
+
 Not modelled (listed once in a warning, never dropped silently): contacts,
-actuators, tendons, sensors, joint limits, frictionloss, fluid forces,
+actuators, tendons, sensors, ball-joint limits, frictionloss, fluid forces,
 gravity compensation, mocap bodies, keyframes, and equality constraints other
 than ``connect``/``weld`` (returned in ``MJCFImport.equality``).  ``connect``
 and ``weld`` between bodies or sites become loop constraints (``point`` and
@@ -60,7 +68,7 @@ def joint_types():
 SOLIDS = ("sphere", "capsule", "cylinder", "box", "ellipsoid")
 TOP_LEVEL = {"compiler", "option", "size", "visual", "statistic", "default", "custom", "asset", "worldbody",
              "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "extension", "deformable"}
-NOT_MODELLED = {"contact": "contact pairs/excludes", "tendon": "tendons", "actuator": "actuators",
+NOT_MODELLED = {"tendon": "tendons", "actuator": "actuators",
                 "sensor": "sensors", "keyframe": "keyframes", "deformable": "deformables",
                 "extension": "plugins"}
 IGNORED_IN_BODY = {"site", "camera", "light"}
@@ -77,8 +85,8 @@ class MJCFImport:
     equality: the ``<equality>`` constraints, as dicts (type, name, body1/2 or
     joint1/2, anchor, relpose, active); connect and weld are in the model as
     loop constraints, the others are not modelled.  joint_range: joint
-    name -> (lower, upper) in radians / metres for limited joints (limits are
-    not enforced).  unsupported: what the warning listed.  mesh_geoms: one
+    name -> (lower, upper) in radians / metres for limited joints (hinge and
+    slide limits are in the model as :class:`jaxmbd.forces.JointLimit`).  unsupported: what the warning listed.  mesh_geoms: one
     dict per mesh geom that collides or gives its body mass (world geoms
     included):
     ``body``, ``name``, ``mesh``, the geom frame in the body frame (``pos``,
@@ -387,6 +395,11 @@ class _Compiler:
                 or C.numbers(opt.get("wind", "0 0 0"), 3, "<option wind>").any():
             self.unsupported.append("fluid forces (option density/viscosity/wind)")
         self.contacts_on = flags.get("contact") != "disable" and flags.get("constraint") != "disable"
+        self.limits_on = flags.get("limit") != "disable" and flags.get("constraint") != "disable"
+        self.refsafe = flags.get("refsafe") != "disable"
+        self.filterparent = flags.get("filterparent") != "disable"
+        self.override = flags.get("override") == "enable"
+        self.timestep = C.number(opt.get("timestep", "0.002"), "<option timestep>")
         self.collision_geoms = 0
         for tag, label in NOT_MODELLED.items():
             n = sum(len(list(el)) for el in root.findall(tag))
@@ -401,6 +414,8 @@ class _Compiler:
         self.frictionloss = []
         self.springdampers = []   # (joint name, time constant, damping ratio)
         self.bodies = []  # (name, mass-carrying builder kwargs) for settotalmass
+        self.geom_records, self.body_seq, self.builder_name = [], 0, {"world": "world"}
+        self.chain_alias = {}
         self._name_bodies()
         self.sites = {}
         self._planned = []
@@ -411,6 +426,8 @@ class _Compiler:
                 elif item.tag == "geom":   # no mass; the hulls of colliding mesh geoms are kept
                     a = self.attrs(item, cls)
                     gw = f"world geom {item.get('name')!r}"
+                    self.geom_records.append(dict(body="world", a=a, name=item.get("name"), what=gw, R=R, p=p,
+                                                  key=(0, len(self.geom_records))))
                     if a.get("type") == "mesh" and "mesh" in a and (
                             C.number(a.get("contype", "1"), f"{gw}: contype")
                             or C.number(a.get("conaffinity", "1"), f"{gw}: conaffinity")):
@@ -428,10 +445,10 @@ class _Compiler:
             self.builder.add_body(**kw)
         if self.springdampers:
             self._apply_springdampers(gravity)
-        if self.collision_geoms and self.contacts_on:
-            self.unsupported.append(f"contacts ({self.collision_geoms} collision geoms)")
-        if self.limited:
-            self.unsupported.append(f"joint limits ({len(self.limited)} limited joints; ranges in joint_range)")
+        if self.contacts_on:
+            self._add_contacts()
+        if self.limited and self.limits_on:
+            self._apply_limits(gravity)
         if self.mesh_notes:
             self.unsupported.append(f"mesh files ({'; '.join(sorted(self.mesh_notes))})")
         if self.frictionloss:
@@ -440,27 +457,163 @@ class _Compiler:
         model = self.builder.build()
         if self._add_loops(model):
             model = self.builder.build()
+        skipped = getattr(self.builder, "_contact_opts", {}).get("skipped")
+        if skipped:
+            self.unsupported.append("contacts between " + ", ".join(f"{a} and {b} geoms ({n} pairs)"
+                                                                    for (a, b), n in skipped))
         return MJCFImport(model=model, equality=self.equality, joint_range=self.joint_range,
                           unsupported=self.unsupported, mesh_geoms=self.mesh_geoms)
+
+    def _add_contacts(self):
+        """The collision geoms (every geom with a nonzero contype or conaffinity, and every geom a
+        <pair> names), <contact><pair> and <exclude>, as ModelBuilder geoms, pairs and excludes
+        (jaxmbd.forces.contact; MuJoCo's geom ids name unnamed geoms ``geom<id>``).  Mesh, height-field
+        and SDF geoms, pair types the narrow phase lacks, gaps and anisotropic pair friction are
+        listed in the warning."""
+        recs = sorted(self.geom_records, key=lambda r: r["key"])
+        for i, r in enumerate(recs):
+            r["id_name"] = r["name"] or f"geom{i}"
+        named = {r["id_name"]: r for r in recs}
+        pairs, excludes = [], []
+        for sec in self.root.findall("contact"):
+            for el in sec:
+                if el.tag == "pair":
+                    a = self.attrs(el, el.get("class", "main"))
+                    pw = f"<pair {a.get('geom1')!r} {a.get('geom2')!r}>"
+                    for key in ("geom1", "geom2"):
+                        if a.get(key) not in named:
+                            raise MJCFError(f"{pw}: {key} {a.get(key)!r} is not a geom")
+                    pairs.append((a, pw))
+                elif el.tag == "exclude":
+                    for key in ("body1", "body2"):
+                        if el.get(key) not in self.builder_name:
+                            raise MJCFError(f"<exclude>: {key} {el.get(key)!r} is not a body")
+                    excludes.append((self.builder_name[el.get("body1")], self.builder_name[el.get("body2")]))
+                else:
+                    raise MJCFError(f"<contact>: unknown element <{el.tag}>")
+        in_pair = {a[k] for a, _ in pairs for k in ("geom1", "geom2")}
+        skipped, gaps = {}, []
+        used = set()
+        for r in recs:
+            a, gw = r["a"], r["what"]
+            collides = bool(C.number(a.get("contype", "1"), f"{gw}: contype")
+                            or C.number(a.get("conaffinity", "1"), f"{gw}: conaffinity"))
+            if not (collides or r["id_name"] in in_pair):
+                continue
+            kind = a.get("type", "sphere")
+            if kind not in ("plane", "sphere", "capsule", "cylinder", "box", "ellipsoid") or "mesh" in a:
+                skipped[kind] = skipped.get(kind, 0) + 1
+                continue
+            kind, size, pos, R = self._geom_shape(a, gw)
+            num = lambda key, d: C.numbers(a.get(key, d), None, f"{gw}: {key}")  # noqa: E731
+            fr = num("friction", "1 0.005 0.0001")
+            fr = np.concatenate([fr, [1.0, 0.005, 0.0001][len(fr):]])[:3]
+            if C.number(a.get("gap", "0"), f"{gw}: gap"):
+                gaps.append(r["id_name"])
+            solref = C.numbers(a.get("solref", "0.02 1"), 2, f"{gw}: solref")
+            self.builder.add_geom(
+                self.builder_name[r["body"]], kind, size[:self.builder.GEOM_SIZES[kind]],
+                pos=r["p"] + r["R"] @ pos, quat=C.rot_to_quat(r["R"] @ R), name=r["id_name"],
+                contype=int(C.number(a.get("contype", "1"), gw)), conaffinity=int(C.number(a.get("conaffinity", "1"), gw)),
+                condim=int(C.number(a.get("condim", "3"), f"{gw}: condim")), friction=fr, solref=solref,
+                solimp=self._solimp(a.get("solimp"), f"{gw}: solimp"),
+                margin=C.number(a.get("margin", "0"), f"{gw}: margin"),
+                priority=int(C.number(a.get("priority", "0"), f"{gw}: priority")),
+                solmix=C.number(a.get("solmix", "1"), f"{gw}: solmix"))
+            used.add(r["id_name"])
+        for a, pw in pairs:
+            if a["geom1"] not in used or a["geom2"] not in used:
+                skipped["pair with a mesh/hfield geom"] = skipped.get("pair with a mesh/hfield geom", 0) + 1
+                continue
+            fr = C.numbers(a.get("friction", "1 1 0.005 0.0001 0.0001"), None, f"{pw}: friction")
+            fr = np.concatenate([fr, [1.0, 1.0, 0.005, 0.0001, 0.0001][len(fr):]])[:5]
+            if fr[0] != fr[1] or fr[3] != fr[4]:
+                self.unsupported.append(f"anisotropic pair friction ({pw}; the first of each kind is used)")
+            if C.number(a.get("gap", "0"), f"{pw}: gap"):
+                gaps.append(pw)
+            self.builder.add_contact_pair(
+                a["geom1"], a["geom2"], condim=int(C.number(a.get("condim", "3"), f"{pw}: condim")),
+                friction=(fr[0], fr[2], fr[3]), solref=C.numbers(a.get("solref", "0.02 1"), 2, f"{pw}: solref"),
+                solimp=self._solimp(a.get("solimp"), f"{pw}: solimp"),
+                margin=C.number(a.get("margin", "0"), f"{pw}: margin"))
+        for b1, b2 in excludes:
+            self.builder.exclude_contact(b1, b2)
+        self.builder.set_contact_options(filterparent=self.filterparent, skip_unsupported=True,
+                                         body_alias=self.chain_alias,
+                                         timestep=self.timestep if self.refsafe else None)
+        if skipped:
+            self.unsupported.append("contacts of " + ", ".join(f"{k} geoms ({n})" for k, n in sorted(skipped.items())))
+        if gaps:
+            self.unsupported.append(f"contact gaps ({', '.join(gaps)})")
+        if self.override:
+            self.unsupported.append("<flag override> (contact parameter override)")
 
     def _apply_springdampers(self, gravity):
         """<joint springdamper="timeconst dampratio">, as MuJoCo compiles it: with m the
         joint's effective mass at qpos0 (1 / diagonal of the inverse mass matrix,
         armature included), stiffness = m / (timeconst * dampratio)^2 and
         damping = 2 m / timeconst, replacing the joint's stiffness and damping."""
-        from ..crba import mass_matrix
+        from ..forces.contact import inverse_weights
         self.builder.set_initial_state(q0=np.concatenate(self.q0) if self.q0 else np.zeros(0))
         model = self.builder.build()
-        Minv = np.linalg.inv(np.asarray(mass_matrix(model, model.q0)))
+        dof_iw = np.asarray(inverse_weights(model, model.q0)[1])
         names = list(model.joint_names)
         by_joint = {kw.get("joint_name"): kw for kw in self._planned}
         for jname, tc, zeta in self.springdampers:
             dof = int(model.joint_dof_adr[names.index(jname)])
-            m = 1.0 / Minv[dof, dof]
+            m = 1.0 / dof_iw[dof]
             by_joint[jname].update(stiffness=m / (tc * zeta) ** 2, damping=2.0 * m / tc)
         self.builder = ModelBuilder(gravity=gravity)
         for kw in self._planned:
             self.builder.add_body(**kw)
+
+    def _solimp(self, text, what):
+        """solimp (3 or 5 numbers; MuJoCo's defaults for the missing ones)."""
+        vals = [0.9, 0.95, 0.001, 0.5, 2.0]
+        if text is not None:
+            got = [C.number(x, what) for x in text.split()]
+            if len(got) not in (3, 5):
+                raise MJCFError(f"{what}: expected 3 or 5 numbers, got {text!r}")
+            vals[:len(got)] = got
+        return np.asarray(vals)
+
+    def _solref(self, solref):
+        """solref with MuJoCo's refsafe rule: a time constant below twice the timestep is raised to it."""
+        tc, dr = float(solref[0]), float(solref[1])
+        if tc > 0 and self.refsafe:
+            tc = max(tc, 2.0 * self.timestep)
+        return tc, dr
+
+    def _effective_masses(self, dofs):
+        """1 / (H⁻¹)_ii at qpos0 for the given DoFs (MuJoCo's A_ii of a joint row there)."""
+        from ..forces.contact import inverse_weights
+        self.builder.set_initial_state(q0=np.concatenate(self.q0) if self.q0 else np.zeros(0))
+        model = self.builder.build()
+        dof_iw = np.asarray(inverse_weights(model, model.q0)[1])
+        names = list(model.joint_names)
+        return model, [1.0 / dof_iw[int(model.joint_dof_adr[names.index(j)])] for j in dofs]
+
+    def _apply_limits(self, gravity):
+        """Limited hinge and slide joints get a :class:`jaxmbd.forces.JointLimit` with the law's
+        mapping of solreflimit/solimplimit (:func:`jaxmbd.forces.law.from_mujoco`) at the joint's
+        effective mass at qpos0; ball-joint limits and limit margins stay in the warning."""
+        from ..forces.law import from_mujoco
+        scalar = [d for d in self.limited if d["kind"] in ("hinge", "slide")]
+        other = [d["joint"] for d in self.limited if d["kind"] not in ("hinge", "slide")]
+        if other:
+            self.unsupported.append(f"ball-joint limits ({', '.join(other)})")
+        margins = [d["joint"] for d in scalar if d["margin"] != 0]
+        if margins:
+            self.unsupported.append(f"joint limit margins ({', '.join(margins)})")
+        if not scalar:
+            return
+        _, masses = self._effective_masses([d["joint"] for d in scalar])
+        body_of = {kw.get("joint_name"): kw["name"] for kw in self._planned}
+        g = float(np.linalg.norm(gravity))
+        for d, m in zip(scalar, masses):
+            k, p, c, w = from_mujoco(self._solref(d["solref"]), d["solimp"], m, g)
+            self.builder.add_joint_limit(body_of[d["joint"]], d["lower"], d["upper"], stiffness=k, damping=c,
+                                         exponent=p, width=w)
 
     def _read_equality(self):
         out = []
@@ -656,6 +809,7 @@ class _Compiler:
         body = dict(mass=mass, com=com, inertia=inertia)
         self.bodies.append(body)
         last = self._joints(name, parent, R, p, joints, body, top)
+        self.builder_name[name] = last
         for child, frame, icls in children:
             self._body(child, last, frame[0], frame[1], icls)
 
@@ -699,6 +853,8 @@ class _Compiler:
             while not lastk and bname in self.taken_names:
                 bname += "_"
             self.taken_names.add(bname)
+            if not lastk:
+                self.chain_alias[bname] = name     # one MuJoCo body (its parent filter, its exclusions)
             kw = self._joint_kwargs(jwhat, jt, a)
             ref = kw.pop("ref")
             if k == 0:
@@ -767,7 +923,11 @@ class _Compiler:
                 jname = jwhat.split("'")[1]
                 lo, hi = (self.angle(r[0]), self.angle(r[1])) if mt in ("hinge", "ball") else r
                 self.joint_range[jname] = (float(lo), float(hi))
-                self.limited.append(jname)
+                self.limited.append(dict(joint=jname, kind=mt, lower=float(lo), upper=float(hi),
+                                         solref=C.numbers(a.get("solreflimit", "0.02 1"), 2,
+                                                          f"{jwhat}: solreflimit"),
+                                         solimp=self._solimp(a.get("solimplimit"), f"{jwhat}: solimplimit"),
+                                         margin=num("margin")))
         elif limited == "true":
             raise MJCFError(f"{jwhat}: limited='true' without a range")
         return kw
@@ -777,10 +937,13 @@ class _Compiler:
         """(mass, com, 3x3 inertia about the com, body axes) of one MJCF body."""
         what = f"body {name!r}"
         geom_mass = self.from_geom == "true" or (self.from_geom == "auto" and inertial is None)
+        self.body_seq += 1
         for k, (g, (Rf, pf), cls) in enumerate(geoms):
             a = self.attrs(g, cls)
             gname = g.get("name")
             gw = f"{what}: geom {gname!r}" if gname else f"{what}: geom #{k}"
+            self.geom_records.append(dict(body=name, a=a, name=gname, what=gw, R=Rf, p=pf,
+                                          key=(self.body_seq, k)))
             collides = bool(C.number(a.get("contype", "1"), f"{gw}: contype")
                             or C.number(a.get("conaffinity", "1"), f"{gw}: conaffinity"))
             if collides:
@@ -851,6 +1014,16 @@ class _Compiler:
         if shell and kind == "ellipsoid":
             raise MJCFError(f"{gwhat}: shellinertia on an ellipsoid is not supported (its area has no closed "
                             "form; give the body an <inertial>)")
+        kind, size, pos, R = self._geom_shape(a, gwhat)
+        vol, unit = (C.shell_area_inertia if shell else C.solid_volume_inertia)(kind, size)
+        m = self._geom_mass(a, gwhat, vol)
+        Rg = Rf @ R
+        return m, pf + Rf @ pos, m * (Rg @ np.diag(unit) @ Rg.T)
+
+    def _geom_shape(self, a, gwhat):
+        """(type, size (3,), pos, R) of a primitive geom in its frame, as MuJoCo compiles it (fromto:
+        the z axis along from - to, the half-length from its length)."""
+        kind = a.get("type", "sphere")
         size = np.zeros(3)
         if "size" in a:
             s = C.numbers(a["size"], None, f"{gwhat}: size")
@@ -872,13 +1045,10 @@ class _Compiler:
         else:
             pos = C.numbers(a.get("pos", "0 0 0"), 3, f"{gwhat}: pos")
             R = C.quat_to_rot(self.orientation(a, gwhat))
-        need = {"sphere": 1, "capsule": 2, "cylinder": 2, "box": 3, "ellipsoid": 3}[kind]
+        need = {"sphere": 1, "capsule": 2, "cylinder": 2, "box": 3, "ellipsoid": 3, "plane": 0}[kind]
         if np.any(size[:need] <= 0):
             raise MJCFError(f"{gwhat}: a {kind} needs {need} positive size(s), got {size[:need]}")
-        vol, unit = (C.shell_area_inertia if shell else C.solid_volume_inertia)(kind, size)
-        m = self._geom_mass(a, gwhat, vol)
-        Rg = Rf @ R
-        return m, pf + Rf @ pos, m * (Rg @ np.diag(unit) @ Rg.T)
+        return kind, size, pos, R
 
     @staticmethod
     def _geom_mass(a, gwhat, measure):

@@ -21,7 +21,13 @@ their joints (the order urdfdom and Pinocchio use).  URDF joint names are kept
 as they are (``model.joint_names``); fixed joints are merged and not listed.
 ``floating_base=True`` gives the root link a free joint named ``root_joint``.
 
-Not modelled, listed once in a warning: joint limits, Coulomb friction
+Joint limits: each revolute or prismatic joint's ``<limit lower upper>``
+becomes a compliant stop at each end (:class:`jaxmbd.forces.JointLimit`)
+with MuJoCo's default ``solreflimit``/``solimplimit`` mapped at the joint's
+effective mass at the reference configuration
+(:func:`jaxmbd.forces.law.from_mujoco`).
+
+Not modelled, listed once in a warning: Coulomb friction
 (``<dynamics friction>``), collision geometry (contacts), transmissions, and
 mimic joints, which stay independent DoFs (as Pinocchio does unless asked to
 couple them); ``URDFImport.mimic`` records them.  ``<dynamics damping>`` is
@@ -128,7 +134,7 @@ def _load(root, floating_base, gravity):
         raise URDFError("no <link> elements")
     parent_of, children, jnames = {}, {n: [] for n in links}, set()
     unsupported, mimic, joint_range = [], {}, {}
-    friction, limited = [], 0
+    friction, limited, degenerate = [], [], []
     for el in root.findall("joint"):
         name = el.get("name")
         if not name:
@@ -159,7 +165,11 @@ def _load(root, floating_base, gravity):
             lo = C.number(lim.get("lower", "0"), f"{what}: limit lower")
             hi = C.number(lim.get("upper", "0"), f"{what}: limit upper")
             joint_range[name] = (lo, hi)
-            limited += 1
+            if jt in ("revolute", "prismatic"):     # a continuous joint's limit is ignored (URDF spec)
+                if lo < hi:
+                    limited.append((name, lo, hi))
+                else:
+                    degenerate.append(name)
         dyn = el.find("dynamics")
         if dyn is not None and C.number(dyn.get("friction", "0"), f"{what}: friction"):
             friction.append(name)
@@ -202,8 +212,8 @@ def _load(root, floating_base, gravity):
     if unreachable:
         raise URDFError(f"links {', '.join(map(repr, unreachable[:5]))} are not connected to the root "
                         f"{root_link!r} (a cycle)")
-    if limited:
-        unsupported.append(f"joint limits ({limited} limited joints; ranges in joint_range)")
+    if degenerate:
+        unsupported.append(f"joint limits with lower >= upper ({', '.join(degenerate)}; not enforced)")
     if friction:
         unsupported.append(f"joint Coulomb friction ({', '.join(friction)})")
     if mimic:
@@ -216,10 +226,29 @@ def _load(root, floating_base, gravity):
         unsupported.append(f"transmissions ({ntr})")
     b.set_initial_state(q0=np.concatenate(q0) if q0 else np.zeros(0))
     model = b.build()
+    if limited:
+        _add_limits(b, model, limited, float(np.linalg.norm(gravity)))
+        model = b.build()
     if b.inertia_notes:
         unsupported.append("the triangle-inequality check of inertias (violated, used as given: "
                            + ", ".join(b.inertia_notes) + ")")
     return URDFImport(model=model, mimic=mimic, joint_range=joint_range, unsupported=unsupported)
+
+
+def _add_limits(b, model, limited, g):
+    """A :class:`jaxmbd.forces.JointLimit` per limited revolute/prismatic joint, with MuJoCo's
+    default solreflimit/solimplimit mapped at the joint's effective mass at the reference
+    configuration (:func:`jaxmbd.forces.law.from_mujoco`), as MuJoCo does on importing a URDF."""
+    from ..forces.contact import inverse_weights
+    from ..forces.law import from_mujoco
+    dof_iw = np.asarray(inverse_weights(model, model.q0)[1])
+    names = list(model.joint_names)
+    for name, lo, hi in limited:
+        j = names.index(name)
+        dof = int(model.joint_dof_adr[j])
+        k, p, c, w = from_mujoco((0.02, 1.0), (0.9, 0.95, 0.001, 0.5, 2.0), 1.0 / dof_iw[dof], g)
+        b.add_joint_limit(model.topo.names[int(model.topo.dof_body[dof])], lo, hi, stiffness=k, damping=c,
+                          exponent=p, width=w)
 
 
 def _add_joint(b, el, parent_body, links, seen, q0):

@@ -1,0 +1,201 @@
+"""Contact (issue 20): closed-form physics of the compliant law with
+friction, integration with error control, gradients through contact.
+
+Models are small and shared: numbers that differ between cases (gravity,
+friction, stiffness) are traced, so the runs of one model share compiled
+programs."""
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd
+from jaxmbd import integrators as I
+from jaxmbd.forces import law
+from jaxmbd.forces.contact import Contact, contact_forces
+
+G = 9.81
+R_BALL, H_BOX = 0.1, 0.1
+
+
+def _contact(m):
+    return [e for e in m.forces if isinstance(e, Contact)][0]
+
+
+def _set(m, **vals):
+    """The model with contact parameters (per pair) or gravity replaced (traced values: same programs)."""
+    for key, val in vals.items():
+        if key == "gravity":
+            m = eqx.tree_at(lambda mm: mm.gravity, m, jnp.asarray(val, jnp.float64))
+        else:
+            i = [k for k, e in enumerate(m.forces) if isinstance(e, Contact)][0]
+            old = getattr(m.forces[i], key)
+            m = eqx.tree_at(lambda mm: getattr(mm.forces[i], key), m, jnp.broadcast_to(jnp.asarray(val, old.dtype),
+                                                                                    old.shape))
+    return m
+
+
+@pytest.fixture(scope="module")
+def ball():
+    b = jaxmbd.ModelBuilder()
+    b.add_geom("world", "plane", name="floor", contype=0)
+    b.add_body("ball", "world", "free", mass=1.0, com=(0, 0, 0), inertia=(4e-3, 4e-3, 4e-3))
+    b.add_geom("ball", "sphere", R_BALL, name="ball")
+    b.add_contact_pair("floor", "ball", stiffness=2e4, damping=0.5, exponent=1.5, condim=3)
+    b.set_initial_state(np.array([0, 0, 0.3, 1, 0, 0, 0.0]), np.zeros(6))
+    return b.build()
+
+
+@pytest.fixture(scope="module")
+def box():
+    b = jaxmbd.ModelBuilder()
+    b.add_geom("world", "plane", name="floor", contype=0)
+    b.add_body("box", "world", "free", mass=1.0, com=(0, 0, 0), inertia=(1 / 150, 1 / 150, 1 / 150))
+    b.add_geom("box", "box", (H_BOX, H_BOX, H_BOX), name="box")
+    b.add_contact_pair("floor", "box", stiffness=1e5, damping=100.0, exponent=1.0, width=0.0, condim=3,
+                       friction=(0.5, 0, 0))
+    b.set_initial_state(np.array([0, 0, H_BOX, 1, 0, 0, 0.0]), np.zeros(6))
+    return b.build()
+
+
+def _run(m, q0, v0, t1, saves, integrator=None, tol=1e-10):
+    return jaxmbd.simulate(m, jnp.asarray(q0), jnp.asarray(v0), t1=t1, integrator=integrator or I.RosenbrockNystrom4(),
+                           rtol=tol, atol=tol, saveat=jnp.asarray(saves), max_steps=200_000)
+
+
+def _box_state(x=0.0, z=H_BOX, vx=0.0, vz=0.0):
+    return np.array([x, 0, z, 1, 0, 0, 0.0]), np.array([vx, 0, vz, 0, 0, 0.0])
+
+
+def test_the_pairs_and_parameters_are_what_was_asked(ball, box):
+    c = _contact(box)
+    assert c.pair_list() == (("floor", "box"),) and c.groups[0][:2] == ("plane", "box")
+    np.testing.assert_allclose([c.stiffness[0], c.damping[0], c.exponent[0]], [1e5, 100.0, 1.0])
+    np.testing.assert_allclose(c.friction[0], [0.5, 0, 0])
+
+
+def test_a_ball_at_rest_sinks_the_penetration_of_the_law(ball):
+    """k δ^p = m g: the settled ball's centre is at r - (m g / k)^(1/p) (1e-8)
+    (the damping set near critical, a traced value: the same program)."""
+    q0 = np.array([0, 0, R_BALL - 5e-3, 1, 0, 0, 0.0])
+    ball = _set(ball, damping=10.0)
+    sol = _run(ball, q0, np.zeros(6), 2.0, [2.0])
+    assert int(sol.status) == 0, jaxmbd.status_name(sol.status)
+    delta = (1.0 * G / 2e4) ** (1 / 1.5)
+    np.testing.assert_allclose(R_BALL - float(sol.qs[-1, 2]), delta, rtol=1e-8)
+    f = contact_forces(ball, sol.qs[-1], sol.vs[-1])
+    np.testing.assert_allclose(float(jnp.sum(f["normal_force"])), G, rtol=1e-8)
+
+
+def test_a_dropped_ball_bounces_with_the_law_s_restitution_and_never_rises_higher(ball):
+    """In zero gravity a ball thrown at the floor leaves at e v_in with e
+    from law.restitution (1e-6; exact for the Hunt-Crossley law).  Dropped
+    under gravity onto a stiff floor (k = 1e9: contact lasting under a
+    millisecond, so gravity's impulse during it stays below 1%), it leaves
+    the floor at e v_in (1%; the exit speed from the free flight's energy,
+    v² + 2 g (z - r)), rises no higher than it fell from, and its energy
+    (kinetic, gravity, contact) never increases."""
+    zg = _set(ball, gravity=(0.0, 0.0, 0.0))
+    saves = np.linspace(0.0, 0.8, 801)
+    sol = _run(zg, [0, 0, 0.2, 1, 0, 0, 0.0], [0, 0, -1.0, 0, 0, 0], 0.8, saves)
+    assert int(sol.status) == 0
+    e = law.restitution(1.0, 0.5)
+    assert 0.5 < e < 0.9
+    np.testing.assert_allclose(float(sol.vs[-1, 2]), e * 1.0, rtol=1e-6)
+    ball = _set(ball, stiffness=1e9)
+    sol = _run(ball, [0, 0, 0.3, 1, 0, 0, 0.0], np.zeros(6), 0.8, saves)
+    assert int(sol.status) == 0
+    z, vz = np.asarray(sol.qs[:, 2]), np.asarray(sol.vs[:, 2])
+    vin = math.sqrt(2 * G * (0.3 - R_BALL))
+    idx = np.flatnonzero((saves > 0.21) & (z > R_BALL + 1e-3))
+    first = idx[:np.argmax(np.diff(idx) > 1)] if np.any(np.diff(idx) > 1) else idx   # the first flight back up
+    assert len(first) > 100
+    v_exit = np.sqrt(vz[first] ** 2 + 2 * G * (z[first] - R_BALL))
+    np.testing.assert_allclose(v_exit, law.restitution(vin, 0.5) * vin, rtol=1e-2)
+    assert z[saves > 0.25].max() < 0.3
+    E = jax.vmap(lambda q, v: jaxmbd.kinetic_energy(ball, q, v) + jaxmbd.potential_energy(ball, q))(sol.qs, sol.vs)
+    assert float(jnp.max(jnp.diff(E))) <= 1e-8 * float(jnp.abs(E).max())
+    assert float(E[-1]) < float(E[0]) - 0.1
+
+
+def test_a_sliding_block_stops_after_v0_squared_over_2_mu_g(box):
+    q0, v0 = _box_state(z=H_BOX - 1e-4, vx=2.0)
+    sol = _run(box, q0, v0, 1.5, [0.5, 1.0, 1.5], tol=1e-8)
+    assert int(sol.status) == 0, jaxmbd.status_name(sol.status)
+    np.testing.assert_allclose(float(sol.qs[-1, 0]), 2.0 ** 2 / (2 * 0.5 * G), rtol=2e-2)
+    assert abs(float(sol.vs[-1, 0])) < 1e-3
+
+
+@pytest.mark.parametrize("tan_theta", [0.3, 0.7])
+def test_a_block_on_an_incline_creeps_below_the_friction_angle_and_slides_above(box, tan_theta):
+    """The incline is gravity tilted by θ.  Below atan μ the block creeps no
+    faster than v_s tanθ/sqrt(μ² - tan²θ); above, it accelerates at
+    g (sinθ - μ cosθ) (1%)."""
+    th = math.atan(tan_theta)
+    m = _set(box, gravity=(G * math.sin(th), 0.0, -G * math.cos(th)))
+    q0, v0 = _box_state(z=H_BOX - 1e-4)
+    sol = _run(m, q0, v0, 1.0, [0.5, 0.75, 1.0], tol=1e-8)
+    assert int(sol.status) == 0, jaxmbd.status_name(sol.status)
+    x, vx = np.asarray(sol.qs[:, 0]), np.asarray(sol.vs[:, 0])
+    if tan_theta < 0.5:
+        creep = (x[2] - x[1]) / 0.25
+        assert 0 < creep <= law.creep_speed(th, 0.5, 1e-3) * (1 + 1e-3)
+    else:
+        acc = (vx[2] - vx[1]) / 0.25
+        np.testing.assert_allclose(acc, G * (math.sin(th) - 0.5 * math.cos(th)), rtol=1e-2)
+
+
+def test_a_box_at_rest_carries_its_weight(box):
+    q0, v0 = _box_state(z=H_BOX - 1e-4)
+    sol = _run(box, q0, v0, 1.5, [0.5, 1.0, 1.5], tol=1e-8)
+    f = contact_forces(box, sol.qs[-1], sol.vs[-1])
+    np.testing.assert_allclose(float(jnp.sum(f["normal_force"])), 1.0 * G, rtol=1e-6)
+    assert int(np.sum(np.asarray(f["normal_force"]) > 0)) == 4      # the four bottom corners
+
+
+def _tumbling_box():
+    th = 0.3
+    q0 = np.array([0.0, 0.0, 0.25, math.cos(th / 2), math.sin(th / 2) * 0.6, math.sin(th / 2) * 0.8, 0.0])
+    v0 = np.array([0.8, 0.0, -0.5, 1.0, -2.0, 0.5])
+    return q0, v0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("integrator", [I.RosenbrockNystrom4(), I.SDIRK4()], ids=lambda m: type(m).__name__)
+def test_a_tumbling_box_at_tolerance_1e_6_agrees_with_1e_10(box, integrator):
+    """A box thrown tumbling onto the floor, 0.6 s: the end state at tol 1e-6
+    within 10x the tolerance of a tol-1e-10 run; energy never increases."""
+    q0, v0 = _tumbling_box()
+    saves = np.linspace(0, 0.6, 61)
+    ref = _run(box, q0, v0, 0.6, saves, tol=1e-10)
+    sol = _run(box, q0, v0, 0.6, saves, integrator=integrator, tol=1e-6)
+    assert int(sol.status) == 0 and int(ref.status) == 0
+    assert float(jnp.min(ref.qs[:, 2])) < 0.15                          # it lands
+    err = float(jnp.max(jnp.abs(sol.qs[-1] - ref.qs[-1])))
+    assert err <= 10 * 1e-6, err
+    E = jax.vmap(lambda q, v: jaxmbd.kinetic_energy(box, q, v) + jaxmbd.potential_energy(box, q))(ref.qs, ref.vs)
+    assert float(jnp.max(jnp.diff(E))) <= 1e-8 * float(jnp.abs(E).max())
+    print("steps", {k: int(v) for k, v in sol.stats.items()})
+
+
+@pytest.mark.slow
+def test_the_gradient_through_a_cube_toss_equals_central_differences(box):
+    """d(final x)/d(initial vx) of a cube tossed onto the floor, by jax.grad
+    through an adaptive Rosenbrock run (tol 1e-8), equals central
+    differences of tol-1e-11 runs to 1e-4."""
+    q0, v0 = _tumbling_box()
+
+    def final_x(vx, tol):
+        v = jnp.asarray(v0).at[0].set(vx)
+        sol = jaxmbd.simulate(box, jnp.asarray(q0), v, t1=0.5, integrator=I.RosenbrockNystrom4(), rtol=tol,
+                              atol=tol, max_steps=200_000)
+        return sol.qs[-1, 0]
+    g = jax.grad(final_x)(0.8, 1e-8)
+    eps = 1e-4
+    fd = (final_x(0.8 + eps, 1e-11) - final_x(0.8 - eps, 1e-11)) / (2 * eps)
+    assert abs(float(fd)) > 0.05
+    np.testing.assert_allclose(float(g), float(fd), rtol=1e-4)
