@@ -50,7 +50,7 @@ def check_ctrl(model, ctrl, what="ctrl"):
             raise ValueError(f"{what}: the model has no actuators (nu = 0); leave {what} None")
         return
     shape = jnp.shape(ctrl)
-    if nu == 0:
+    if nu == 0 and shape != (0,):
         raise ValueError(f"{what}: the model has no actuators (nu = 0); leave {what} None")
     if shape != (nu,):
         raise ValueError(f"{what} has shape {shape}, expected ({nu},): one control per actuator (nu = {nu})")

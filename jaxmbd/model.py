@@ -402,7 +402,7 @@ class ModelBuilder:
 
     def add_actuator(self, joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None, dampratio=None,
                      gainprm=None, biasprm=None, gaintype="fixed", biastype="none", ctrlrange=None,
-                     forcerange=None, jointinparent=False, active=True) -> "ModelBuilder":
+                     forcerange=None, jointinparent=False, active=True, ctrllimited=None) -> "ModelBuilder":
         """An actuator on a joint (named as in ``model.joint_names``: the body
         name unless ``joint_name`` was given), as MuJoCo defines it
         (:mod:`jaxmbd.forces.actuator`): its input is one entry of ``ctrl``,
@@ -419,7 +419,9 @@ class ModelBuilder:
         hinge/slide use the first, ball joints the first 3, free joints all
         6); jointinparent: the rotational gear is in the parent's frame.
         ctrlrange / forcerange: (lo, hi) with lo < hi clamps the control /
-        the actuator force (None: no clamp).  ``active=False`` or
+        the actuator force (None: no clamp); ``ctrllimited=False`` keeps a
+        ctrlrange without clamping (MuJoCo's disabled ``clampctrl``; a
+        damper needs its range).  ``active=False`` or
         ``joint=None`` (no transmission): the actuator keeps its ctrl slot and
         exerts no force (MuJoCo's disabled actuator groups; actuators a
         loader does not model).  Numbers are checked here, the
@@ -429,7 +431,7 @@ class ModelBuilder:
         self.__dict__.setdefault("_actuators", []).append(actuator_spec(
             joint, kind, name=name, gear=gear, kp=kp, kv=kv, dampratio=dampratio, gainprm=gainprm, biasprm=biasprm, gaintype=gaintype,
             biastype=biastype, ctrlrange=ctrlrange, forcerange=forcerange, jointinparent=jointinparent,
-            active=active))
+            active=active, ctrllimited=ctrllimited))
         return self
 
     def set_actuator_force_range(self, joint, force_range) -> "ModelBuilder":

@@ -74,7 +74,7 @@ def check_range(rng, what, label):
 
 def actuator_spec(joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None, dampratio=None, gainprm=None,
                   biasprm=None, gaintype="fixed", biastype="none", ctrlrange=None, forcerange=None,
-                  jointinparent=False, active=True):
+                  jointinparent=False, active=True, ctrllimited=None):
     """A checked, name-based description of one actuator (what
     :meth:`jaxmbd.ModelBuilder.add_actuator` stores until the model is built)."""
     what = f"actuator {name!r}" if name else f"actuator on joint {joint!r}"
@@ -128,12 +128,16 @@ def actuator_spec(joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None,
             bp = _numbers(biasprm, 3, f"{what}: biasprm")
             bias[:bp.size] = bp
     cr = check_range(ctrlrange, what, "ctrlrange")
+    ctrllimited = cr is not None if ctrllimited is None else bool(ctrllimited)
+    if ctrllimited and cr is None:
+        raise ValueError(f"{what}: ctrllimited needs a ctrlrange")
     if kind == "damper" and (cr is None or cr[0] < 0):
         raise ValueError(f"{what}: a damper needs a non-negative ctrlrange (its control scales the damping)")
     fr = check_range(forcerange, what, "forcerange")
     return dict(name=name, joint=joint, kind=kind, what=what, gear=g, gain=gain, bias=bias, dampratio=dampratio,
                 gain_affine=gaintype == "affine", bias_affine=biastype == "affine",
-                ctrlrange=cr, forcerange=fr, in_parent=bool(jointinparent), active=bool(active))
+                ctrlrange=cr, ctrl_limited=ctrllimited, forcerange=fr, in_parent=bool(jointinparent),
+                active=bool(active))
 
 
 class Actuators(eqx.Module):
@@ -296,7 +300,7 @@ def bind(specs, limits, joint_bodies, ctx):
         names=tuple(names), kinds=tuple(s["kind"] for s in specs), joints=tuple(s["joint"] for s in specs),
         dofs=tuple(dofs), ndof=tuple(ndof), qadr=tuple(qadr), in_parent=tuple(s["in_parent"] for s in specs),
         gain_affine=tuple(s["gain_affine"] for s in specs), bias_affine=tuple(s["bias_affine"] for s in specs),
-        ctrl_limited=tuple(s["ctrlrange"] is not None for s in specs),
+        ctrl_limited=tuple(s["ctrl_limited"] for s in specs),
         force_limited=tuple(s["forcerange"] is not None for s in specs),
         active=tuple(s["active"] for s in specs), limit_dofs=tuple(lim_dofs),
         gear=arr("gear"), gain=arr("gain"), bias=arr("bias"), ctrlrange=rng("ctrlrange"),

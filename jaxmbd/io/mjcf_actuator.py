@@ -189,7 +189,7 @@ def read(comp, opt, flags):
             kw = _one(comp, el, p, what, notes)
             kw["active"] = kw.get("active", True) and not off and p["group"] not in disabled_groups
             if not clamp:
-                kw["ctrlrange"] = None
+                kw["ctrllimited"] = False
             comp.builder.add_actuator(**kw)
     for name, (jt, a) in comp.joint_attrs.items():
         rng = a.get("actuatorfrcrange")
@@ -230,18 +230,18 @@ def _one(comp, el, p, what, notes):
     joint = a[targets[0]]
     if targets[0] in ("joint", "jointinparent") and joint not in comp.joint_attrs:
         raise ActuatorError(f"{what}: unknown joint {joint!r}")
-    ctrl_lim = _limited(p["ctrllimited"], p["ctrlrange"], p["ctrlrange_set"], comp.autolimits, what, "ctrlrange")
-    force_lim = _limited(p["forcelimited"], p["forcerange"], p["forcerange_set"], comp.autolimits, what,
-                         "forcerange")
-    ctrlrange = p["ctrlrange"]
-    if p["inheritrange"] > 0 and why is None:
-        if p["ctrlrange_set"]:
+    ctrlrange, ctrl_given = p["ctrlrange"], p["ctrlrange_set"]
+    if p["inheritrange"] > 0 and why is None:   # the joint's range, scaled about its middle
+        if "ctrlrange" in a and np.any(C.numbers(a["ctrlrange"], 2, f"{what}: ctrlrange") != 0):
             raise ActuatorError(f"{what}: ctrlrange and inheritrange cannot both be defined")
         if joint not in comp.joint_range:
             raise ActuatorError(f"{what}: inheritrange needs a limited joint ({joint!r} has no range)")
         lo, hi = comp.joint_range[joint]
         mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo) * p["inheritrange"]
-        ctrlrange, ctrl_lim = np.array([mid - half, mid + half]), True
+        ctrlrange, ctrl_given = np.array([mid - half, mid + half]), True
+    ctrl_lim = _limited(p["ctrllimited"], ctrlrange, ctrl_given, comp.autolimits, what, "ctrlrange")
+    force_lim = _limited(p["forcelimited"], p["forcerange"], p["forcerange_set"], comp.autolimits, what,
+                         "forcerange")
     name = a.get("name")
     if why is not None:
         notes.setdefault(why, []).append(name or what)
