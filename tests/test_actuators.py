@@ -319,68 +319,71 @@ RUN = dict(t1=0.3, integrator=integrators.RK4(), dt0=0.01)
 U0 = jnp.array([0.4, 0.7, -0.3])
 
 
+def _ctrl_of_params(t, q, v, p):
+    return p["u"]
+
+
+def _torque_of_params(t, q, v, p):
+    return p["tau"]
+
+
 def test_constant_ctrl_equals_control_torque():
     model = servo_model()
     bare = dataclasses.replace(model, actuators=None)    # the same tree without its actuators
+
+    def as_torque(t, q, v, p):   # the actuators' force given as a joint-torque control
+        return jaxmbd.actuator_force(model, q, v, p["u"]) + p["tau"]
+    zero_tau = dict(u=U0, tau=jnp.zeros(2))
     a = jaxmbd.simulate(model, ctrl=U0, **RUN)
-    b = jaxmbd.simulate(bare, control=lambda t, q, v, p: jaxmbd.actuator_force(model, q, v, p), params=U0, **RUN)
+    b = jaxmbd.simulate(bare, control=as_torque, params=zero_tau, **RUN)
     assert a.ok and b.ok
     np.testing.assert_allclose(np.asarray(a.qs), np.asarray(b.qs), rtol=0, atol=1e-12)
     np.testing.assert_allclose(np.asarray(a.vs), np.asarray(b.vs), rtol=0, atol=1e-12)
-    # ctrl and control add up; a callable ctrl is evaluated along the way
-    c = jaxmbd.simulate(model, ctrl=lambda t, q, v, p: p, params=U0,
-                        control=lambda t, q, v, p: jnp.array([0.5, -0.25]), **RUN)
-    d = jaxmbd.simulate(bare, control=lambda t, q, v, p: jaxmbd.actuator_force(model, q, v, p)
-                        + jnp.array([0.5, -0.25]), params=U0, **RUN)
+    # a callable ctrl and a control torque add up
+    both = dict(u=U0, tau=jnp.array([0.5, -0.25]))
+    c = jaxmbd.simulate(model, ctrl=_ctrl_of_params, control=_torque_of_params, params=both, **RUN)
+    d = jaxmbd.simulate(bare, control=as_torque, params=both, **RUN)
     np.testing.assert_allclose(np.asarray(c.qs), np.asarray(d.qs), rtol=0, atol=1e-12)
+    assert np.abs(np.asarray(c.qs) - np.asarray(a.qs)).max() > 1e-3
     # ctrl None is ctrl zero (MuJoCo's default): the servo holds 0, unlike a model without actuators
     e = jaxmbd.simulate(model, **RUN)
     f = jaxmbd.simulate(model, ctrl=jnp.zeros(3), **RUN)
     np.testing.assert_array_equal(np.asarray(e.qs), np.asarray(f.qs))
-    assert np.abs(np.asarray(e.qs) - np.asarray(jaxmbd.simulate(bare, **RUN).qs)).max() > 1e-3
-
-
-def final_angles(model, u):
-    return jaxmbd.simulate(model, ctrl=u, **RUN).qs[-1]
+    assert abs(float(jaxmbd.actuator_force(model, model.q0, model.v0, jnp.zeros(3))[0])) > 1.0
 
 
 def test_gradients_match_central_differences():
+    """d(final angles)/d(the servo's gain, MuJoCo's gainprm[0], its bias kept) and /d ctrl."""
     model = servo_model()
-    h = 1e-6
+    w = jnp.array([1.0, 0.5])
 
-    def loss_gain(kp):   # the servo's gain (MuJoCo's gainprm[0]) alone, bias unchanged
+    def loss(kp, u):
         m = eqx.tree_at(lambda mm: mm.actuators.gain, model, model.actuators.gain.at[0, 0].set(kp))
-        return jnp.sum(final_angles(m, U0) * jnp.array([1.0, 0.5]))
+        return jnp.sum(jaxmbd.simulate(m, ctrl=u, **RUN).qs[-1] * w)
 
-    def loss_ctrl(u):
-        return jnp.sum(final_angles(model, u) * jnp.array([1.0, 0.5]))
-
-    kp0 = model.actuators.gain[0, 0]
-    g = jax.grad(loss_gain)(kp0)
-    fd = (loss_gain(kp0 + h) - loss_gain(kp0 - h)) / (2 * h)
-    assert abs(g - fd) <= 1e-7 * max(abs(fd), 1e-3), (g, fd)
-    gu = np.asarray(jax.grad(loss_ctrl)(U0))
-    fdu = np.array([(loss_ctrl(U0.at[i].add(h)) - loss_ctrl(U0.at[i].add(-h))) / (2 * h) for i in range(3)])
-    assert np.abs(gu - fdu).max() <= 1e-7 * np.abs(fdu).max()
-    assert np.all(np.abs(fdu) > 1e-4)
+    kp0, h = model.actuators.gain[0, 0], 1e-6
+    g_kp, g_u = jax.grad(loss, argnums=(0, 1))(kp0, U0)
+    fd_kp = (loss(kp0 + h, U0) - loss(kp0 - h, U0)) / (2 * h)
+    fd_u = np.array([(loss(kp0, U0.at[i].add(h)) - loss(kp0, U0.at[i].add(-h))) / (2 * h) for i in range(3)])
+    assert abs(g_kp - fd_kp) <= 1e-7 * abs(fd_kp), (g_kp, fd_kp)
+    assert np.abs(np.asarray(g_u) - fd_u).max() <= 1e-7 * np.abs(fd_u).max()
+    assert abs(fd_kp) > 1e-4 and np.all(np.abs(fd_u) > 1e-4)
 
 
-def test_ctrl_per_member_under_rollout_and_vmap():
+def test_ctrl_per_member_under_rollout():
+    """rollout is simulate under jax.vmap: each member its own ctrl."""
     model = servo_model()
     U = jnp.array([[0.4, 0.7, -0.3], [-0.8, 0.1, 0.5], [2.0, -3.0, 0.0]])   # the last beyond the ranges
     roll = jaxmbd.rollout(model, ctrl=U, **RUN)
-    vm = jax.vmap(lambda u: jaxmbd.simulate(model, ctrl=u, **RUN).qs)(U)
     for i in range(3):
         one = jaxmbd.simulate(model, ctrl=U[i], **RUN)
         np.testing.assert_allclose(np.asarray(roll.qs[i]), np.asarray(one.qs), rtol=0, atol=1e-12)
-        np.testing.assert_allclose(np.asarray(vm[i]), np.asarray(one.qs), rtol=0, atol=1e-12)
-    assert not np.allclose(np.asarray(roll.qs[0]), np.asarray(roll.qs[1]))
-    # a shared (nu,) ctrl with batched states, and a callable ctrl with per-member params
-    q0 = jnp.stack([model.q0, model.q0 + 0.1])
-    shared = jaxmbd.rollout(model, q0, ctrl=U[0], **RUN)
-    np.testing.assert_allclose(np.asarray(shared.qs[0]), np.asarray(roll.qs[0]), rtol=0, atol=1e-12)
-    called = jaxmbd.rollout(model, ctrl=lambda t, q, v, p: p, params=U, **RUN)
+    assert np.abs(np.asarray(roll.qs[0]) - np.asarray(roll.qs[1])).max() > 1e-3
+    # a callable ctrl reading per-member params; a shared (nu,) ctrl with batched states
+    called = jaxmbd.rollout(model, ctrl=_ctrl_of_params, params=dict(u=U), **RUN)
     np.testing.assert_allclose(np.asarray(called.qs), np.asarray(roll.qs), rtol=0, atol=1e-12)
+    shared = jaxmbd.rollout(model, jnp.stack([model.q0, model.q0 + 0.1]), ctrl=U[0], **RUN)
+    np.testing.assert_allclose(np.asarray(shared.qs[0]), np.asarray(roll.qs[0]), rtol=0, atol=1e-12)
 
 
 # --- bad input -----------------------------------------------------------------------------------
