@@ -171,8 +171,9 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
     and ``Trapezoidal`` its SspTrap (Newton on the independent accelerations
     with the matrix M̂(I - h/2 J2 - h²/4 J1), here scaled by M̂⁻¹);
     ``integrators.DescriptorSDIRK4`` and ``DescriptorTrapezoidal`` iterate on
-    (q̈, λ) instead (InflSDIRK, InflTrap).  q0, v0, control and the saved
-    states use the mechanism's coordinate order.  ``assemble_initial``
+    (q̈, λ) instead (InflSDIRK, InflTrap).  q0, v0, control, the arguments
+    of ``ctrl(t, q, v, params)`` and the saved states use the mechanism's
+    coordinate order.  ``assemble_initial``
     (default True) first projects (q0, v0) onto the constraints
     (:func:`jaxmbd.assemble`; a consistent state is left as it is);
     ``multipliers=True`` saves λ; ``constraint_solver``: "schur" (the

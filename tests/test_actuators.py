@@ -371,10 +371,12 @@ def test_gradients_match_central_differences():
 
 
 def test_ctrl_per_member_under_rollout():
-    """rollout is simulate under jax.vmap: each member its own ctrl."""
+    """simulate under jax.vmap, and rollout: each member its own ctrl."""
     model = servo_model()
     U = jnp.array([[0.4, 0.7, -0.3], [-0.8, 0.1, 0.5], [2.0, -3.0, 0.0]])   # the last beyond the ranges
     roll = jaxmbd.rollout(model, ctrl=U, **RUN)
+    vm = jax.vmap(lambda u: jaxmbd.simulate(model, ctrl=u, **RUN).qs)(U)
+    np.testing.assert_allclose(np.asarray(vm), np.asarray(roll.qs), rtol=0, atol=1e-12)
     for i in range(3):
         one = jaxmbd.simulate(model, ctrl=U[i], **RUN)
         np.testing.assert_allclose(np.asarray(roll.qs[i]), np.asarray(one.qs), rtol=0, atol=1e-12)
@@ -384,6 +386,49 @@ def test_ctrl_per_member_under_rollout():
     np.testing.assert_allclose(np.asarray(called.qs), np.asarray(roll.qs), rtol=0, atol=1e-12)
     shared = jaxmbd.rollout(model, jnp.stack([model.q0, model.q0 + 0.1]), ctrl=U[0], **RUN)
     np.testing.assert_allclose(np.asarray(shared.qs[0]), np.asarray(roll.qs[0]), rtol=0, atol=1e-12)
+
+
+def test_ctrl_on_a_mechanism_in_its_coordinate_order():
+    """A four-bar (a Mechanism, coordinates reordered) with a servo on the crank and a
+    motor on the rocker: in its state-space ODE (what simulate integrates), a
+    ctrl(t, q, v, params) that sees the mechanism's order gives the same
+    accelerations as the same force given as a control torque."""
+    z = (0.0, 0.0, 1.0)
+    b = jaxmbd.ModelBuilder(gravity=(0.0, -9.81, 0.0))
+    for name, parent, pos, L in (("crank", "world", (0, 0, 0), 1.0), ("coupler", "crank", (1.0, 0, 0), 3.0),
+                                 ("rocker", "world", (3.0, 0, 0), 2.5)):
+        b.add_body(name, parent, "revolute", axis=z, pos=pos, mass=1.0, com=(L / 2, 0, 0),
+                   inertia=(1e-3, L ** 2 / 12, L ** 2 / 12))
+    b.add_loop("point_planar", "coupler", "rocker", pos_a=(3.0, 0, 0), pos_b=(2.5, 0, 0))
+    b.add_actuator("crank", "position", kp=30.0, kv=1.0, name="servo")
+    b.add_actuator("rocker", "motor", gear=2.0, ctrlrange=(-1, 1), name="motor")
+    A, D = np.array([np.cos(1.0), np.sin(1.0)]), np.array([3.0, 0.0])   # closed at crank angle 1
+    dist = np.linalg.norm(D - A)
+    e, a = (D - A) / dist, (3.0 ** 2 - 2.5 ** 2 + dist ** 2) / (2 * dist)
+    X = A + a * e + np.sqrt(3.0 ** 2 - a ** 2) * np.array([-e[1], e[0]])
+    crank, coupler = 1.0, np.arctan2(X[1] - A[1], X[0] - A[0]) - 1.0
+    b.set_initial_state([np.arctan2(X[1], X[0] - 3.0), crank, coupler], np.zeros(3))   # (rocker, crank, coupler)
+    mech = b.build(coordinate_order=("rocker", "crank", "coupler"))
+    assert mech.nu == 2
+    bare = dataclasses.replace(mech, tree=dataclasses.replace(mech.tree, actuators=None))
+
+    def ctrl(t, q, v, p):      # q in the mechanism's order: q[1] is the crank angle
+        return p + jnp.stack([0.0 * q[0], -0.5 * q[1]])
+
+    def as_torque(t, q, v, p):
+        return mech.from_tree(jaxmbd.actuator_force(mech.tree, mech.to_tree(q), mech.to_tree(v), ctrl(t, q, v, p)))
+
+    @jax.jit
+    def accelerations(y, yd, p):
+        q = mech.to_tree(mech.q0)
+        P = jaxmbd.dae.partition(mech.rows(jaxmbd.constraints.phi_jacobian_tree(mech, q)))
+        with_ctrl = jaxmbd.odes.ConstrainedChartODE(mech, q, P["dep"], P["ind"], params=p, ctrl=ctrl)
+        with_torque = jaxmbd.odes.ConstrainedChartODE(bare, q, P["dep"], P["ind"], as_torque, p)
+        return with_ctrl.g(0.0, y, yd), with_torque.g(0.0, y, yd), with_ctrl.g(0.0, y, yd) - \
+            jaxmbd.odes.ConstrainedChartODE(bare, q, P["dep"], P["ind"]).g(0.0, y, yd)
+    a, c, diff = accelerations(jnp.array([0.05]), jnp.array([0.3]), jnp.array([1.5, 0.4]))
+    np.testing.assert_allclose(np.asarray(a), np.asarray(c), rtol=0, atol=1e-12)
+    assert np.abs(np.asarray(diff)).max() > 1e-2      # the actuators do act
 
 
 # --- bad input -----------------------------------------------------------------------------------
@@ -455,7 +500,8 @@ def test_builder_duplicate_names_and_force_ranges():
     ('<motor joint="nope"/>', "", "unknown joint 'nope'"),
     ('<motor/>', "", "exactly one transmission target"),
     ('<position joint="h1" kv="1" dampratio="1"/>', "", "kv and dampratio cannot both"),
-    ('<velocity joint="h1" kv="-1"/>', "", "kv cannot be negative"),
+    ('<position joint="h1" kv="-1"/>', "", "kv cannot be negative"),
+    ('<position joint="h1" dampratio="-1"/>', "", "dampratio cannot be negative"),
     ('<position joint="h3" inheritrange="1"/>', "", "inheritrange needs a limited joint"),
     ('<motor joint="h1" class="nope"/>', "", "unknown default class 'nope'"),
 ])

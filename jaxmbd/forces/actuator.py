@@ -84,8 +84,8 @@ def actuator_spec(joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None,
         raise ValueError(f"{what}: the joint is named by a non-empty string, got {joint!r}")
     if kind not in KINDS:
         raise ValueError(f"{what}: unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
-    g = np.zeros(6)
-    g[:len(_numbers(gear, 6, f"{what}: gear"))] = _numbers(gear, 6, f"{what}: gear")
+    g, gv = np.zeros(6), _numbers(gear, 6, f"{what}: gear")
+    g[:gv.size] = gv
     own = dict(kp=kp, kv=kv, dampratio=dampratio, gainprm=gainprm, biasprm=biasprm)
     allowed = {"motor": (), "position": ("kp", "kv", "dampratio"), "velocity": ("kv",), "damper": ("kv",),
                "general": ("gainprm", "biasprm", "dampratio")}[kind]
@@ -95,9 +95,9 @@ def actuator_spec(joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None,
     if kind != "general" and (gaintype != "fixed" or biastype != "none"):
         raise ValueError(f"{what}: gaintype and biastype apply to general actuators only")
 
-    def gain_number(x, default, label):
+    def gain_number(x, default, label, signed=False):   # MuJoCo takes any kp and velocity kv, not a negative kv
         v = default if x is None else scalar(x, f"{what}: {label}")
-        if v < 0:
+        if v < 0 and not signed:
             raise ValueError(f"{what}: {label} cannot be negative, got {v}")
         return v
     if dampratio is not None:
@@ -110,10 +110,10 @@ def actuator_spec(joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None,
     if kind == "motor":
         gain[0] = 1.0
     elif kind == "position":
-        k, c = gain_number(kp, 1.0, "kp"), gain_number(kv, 0.0, "kv")
+        k, c = gain_number(kp, 1.0, "kp", signed=True), gain_number(kv, 0.0, "kv")
         gain[0], bias[1], bias[2], biastype = k, -k, -c, "affine"
     elif kind == "velocity":
-        c = gain_number(kv, 1.0, "kv")
+        c = gain_number(kv, 1.0, "kv", signed=True)
         gain[0], bias[2], biastype = c, -c, "affine"
     elif kind == "damper":
         gain[2], gaintype = -gain_number(kv, 0.0, "kv"), "affine"
@@ -127,6 +127,8 @@ def actuator_spec(joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None,
         if biasprm is not None:
             bp = _numbers(biasprm, 3, f"{what}: biasprm")
             bias[:bp.size] = bp
+    if dampratio is not None and gain[0] < 0:
+        raise ValueError(f"{what}: dampratio needs a non-negative gain (kp), got {gain[0]}")
     cr = check_range(ctrlrange, what, "ctrlrange")
     ctrllimited = cr is not None if ctrllimited is None else bool(ctrllimited)
     if ctrllimited and cr is None:
