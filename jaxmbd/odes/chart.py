@@ -110,12 +110,16 @@ class ChartODE(AbstractODE):
 
     def tau(self, t, q, v):
         """The applied generalized force: the control's torque plus the actuators' force."""
-        c, act = self.control, actuation(self.model, t, q, v, self.ctrl, self.params)
+        c = self.control
         if c is None:
-            return act
-        if callable(c):
-            return jnp.asarray(c(t, q, v, self.params), q.dtype) + act
-        return jnp.broadcast_to(jnp.asarray(c, q.dtype), (self.model.nv,)) + act
+            tau = jnp.zeros(self.model.nv, q.dtype)
+        elif callable(c):
+            tau = jnp.asarray(c(t, q, v, self.params), q.dtype)
+        else:
+            tau = jnp.broadcast_to(jnp.asarray(c, q.dtype), (self.model.nv,))
+        if self.model.actuators is None:    # (the program of a model without actuators is unchanged)
+            return tau
+        return tau + actuation(self.model, t, q, v, self.ctrl, self.params)
 
     def accel(self, t, q, v):
         return forward_dynamics(self.model, q, v, self.tau(t, q, v), method=self.dynamics)

@@ -110,12 +110,15 @@ class ConstrainedChartODE(DescriptorODE):
     def tau(self, t, q, v):
         """The applied generalized force (tree order): the control's torque plus the actuators' force."""
         c, mech = self.control, self.mech
-        act = actuation(self.model, t, q, v, self.ctrl, self.params, mech.from_tree)
         if c is None:
-            return act
-        if callable(c):
-            return mech.to_tree(jnp.asarray(c(t, mech.from_tree(q), mech.from_tree(v), self.params), q.dtype)) + act
-        return mech.to_tree(jnp.broadcast_to(jnp.asarray(c, q.dtype), (self.nv,))) + act
+            tau = jnp.zeros(self.nv, q.dtype)
+        elif callable(c):
+            tau = mech.to_tree(jnp.asarray(c(t, mech.from_tree(q), mech.from_tree(v), self.params), q.dtype))
+        else:
+            tau = mech.to_tree(jnp.broadcast_to(jnp.asarray(c, q.dtype), (self.nv,)))
+        if self.model.actuators is None:
+            return tau
+        return tau + actuation(self.model, t, q, v, self.ctrl, self.params, mech.from_tree)
 
     def accel_full(self, t, y, yd, iters=NEWTON_ITERS):
         """(x'' (nv,), a (nv,), λ, ok) at independent (y, y')."""
