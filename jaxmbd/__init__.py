@@ -31,7 +31,7 @@ from .rnea import rnea  # noqa: E402
 from .crba import mass_matrix, mass_matrix_compact, compact_to_dense, composite_inertias  # noqa: E402
 from .aba import aba  # noqa: E402
 from .dynamics import (  # noqa: E402
-    inverse_dynamics, bias_force, passive_force, forward_dynamics, potential_energy,
+    inverse_dynamics, bias_force, passive_force, forward_dynamics, potential_energy, actuator_force,
 )
 from .coriolis import coriolis_matrix  # noqa: E402
 from . import cost, ltdl, linalg, models, integrators, forces, constraints, dae, dynamics, odes  # noqa: E402
@@ -49,7 +49,7 @@ __all__ = [
     "Model", "ModelBuilder", "Topology", "tree_forward", "tree_backward",
     "forward_kinematics", "frame_jacobian", "frame_pose", "point_jacobian",
     "kinetic_energy", "potential_energy", "integrate_q", "difference_q", "normalize_q",
-    "neutral_q", "qdot", "joint_state", "inverse_dynamics", "bias_force", "passive_force", "rnea",
+    "neutral_q", "qdot", "joint_state", "inverse_dynamics", "bias_force", "passive_force", "actuator_force", "rnea",
     "mass_matrix", "mass_matrix_compact", "compact_to_dense", "composite_inertias",
     "forward_dynamics", "aba", "coriolis_matrix", "cost", "ltdl", "linalg", "models",
     "release_compiled_programs", "integrators", "simulate", "Solution", "status_name", "rollout", "Rollout",

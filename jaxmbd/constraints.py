@@ -82,6 +82,11 @@ class Mechanism(eqx.Module):
         return self.tree.nv
 
     @property
+    def nu(self) -> int:
+        """Number of actuators (the tree's; ``ctrl`` has this length)."""
+        return self.tree.nu
+
+    @property
     def nc(self) -> int:
         """Number of scalar constraint equations."""
         return int(sum(ROWS[k[0]] for k in self.loops))

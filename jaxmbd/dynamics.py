@@ -41,6 +41,38 @@ def passive_force(model, q, v):
 
 
 
+def check_ctrl(model, ctrl, what="ctrl"):
+    """Raise a ValueError unless ctrl fits the model's actuators: None, a
+    callable, or an array of shape (nu,) (checked where its shape is known)."""
+    nu = model.nu
+    if ctrl is None or callable(ctrl):
+        if ctrl is not None and nu == 0:
+            raise ValueError(f"{what}: the model has no actuators (nu = 0); leave {what} None")
+        return
+    shape = jnp.shape(ctrl)
+    if nu == 0 and shape != (0,):
+        raise ValueError(f"{what}: the model has no actuators (nu = 0); leave {what} None")
+    if shape != (nu,):
+        raise ValueError(f"{what} has shape {shape}, expected ({nu},): one control per actuator (nu = {nu})")
+
+
+@jax.jit
+def actuator_force(model, q, v, ctrl):
+    """The actuators' generalized force for the controls ``ctrl`` (nu,),
+    MuJoCo's ``qfrc_actuator``, shape (nv,): controls clamped to their
+    ``ctrlrange``, forces gain·ctrl + bias clamped to their ``forcerange``,
+    mapped through the joint transmissions and clamped per joint to its
+    actuator-force range (:mod:`jaxmbd.forces.actuator`).  Zero for a model
+    without actuators (then ctrl has shape (0,))."""
+    q, v, ctrl = jnp.asarray(q), jnp.asarray(v), jnp.asarray(ctrl)
+    _check(model, q, v)
+    check_ctrl(model, ctrl)
+    dt = jnp.result_type(q, v, ctrl, float)
+    if model.actuators is None:
+        return jnp.zeros(model.nv, dt)
+    return model.actuators.generalized_force(model.nv, q.astype(dt), v.astype(dt), ctrl.astype(dt))
+
+
 @jax.jit
 def inverse_dynamics(model, q, v, a, f_ext=None):
     """Joint forces tau with H(q) a + C(q, v) = tau (armature, damping, springs included)."""

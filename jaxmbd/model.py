@@ -32,6 +32,8 @@ class Model(eqx.Module):
     gravity (3,): acceleration due to gravity in world coordinates.
     Frames: every named body (welded ones included) is a frame attached to a
     moving body ``frame_body[f]`` at pose (frame_rot[f], frame_pos[f]).
+    ``forces``: the force elements; ``actuators``: the actuators, whose input
+    is the control vector ``ctrl`` (nu,) (:func:`jaxmbd.actuator_force`).
     """
 
     topo: Topology = eqx.field(static=True)
@@ -56,6 +58,7 @@ class Model(eqx.Module):
     v0: jax.Array = None   # else the neutral configuration at rest)
     joint_names: tuple = eqx.field(static=True, default=None)  # one per moving body's joint
     forces: tuple = None  # the force elements (jaxmbd.forces), merged per class, or None (none)
+    actuators: object = None  # jaxmbd.forces.Actuators (inputs: ctrl), or None (none)
 
     @property
     def nq(self) -> int:
@@ -68,6 +71,11 @@ class Model(eqx.Module):
     @property
     def n_bodies(self) -> int:
         return self.topo.n_bodies
+
+    @property
+    def nu(self) -> int:
+        """Number of actuators (the length of ``ctrl``; :mod:`jaxmbd.forces.actuator`)."""
+        return 0 if self.actuators is None else self.actuators.nu
 
     @property
     def nc(self) -> int:
@@ -505,6 +513,48 @@ class ModelBuilder:
             opts["timestep"] = float(timestep)
         return self
 
+    def add_actuator(self, joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None, dampratio=None,
+                     gainprm=None, biasprm=None, gaintype="fixed", biastype="none", ctrlrange=None,
+                     forcerange=None, jointinparent=False, active=True, ctrllimited=None) -> "ModelBuilder":
+        """An actuator on a joint (named as in ``model.joint_names``: the body
+        name unless ``joint_name`` was given), as MuJoCo defines it
+        (:mod:`jaxmbd.forces.actuator`): its input is one entry of ``ctrl``,
+        in the order the actuators are added.
+
+        kind: "motor" (force = ctrl), "position" (kp (ctrl - L) - kv L',
+        defaults kp 1, kv 0), "velocity" (kv (ctrl - L'), default kv 1),
+        "damper" (-kv L' ctrl; needs a non-negative ctrlrange) or "general"
+        (gainprm, biasprm: up to 3 numbers, gaintype "fixed"/"affine",
+        biastype "none"/"affine").  dampratio (position and affine-bias
+        general actuators, instead of kv): kv = 2 dampratio sqrt(kp m) with
+        m the mass the actuator sees at ``q0``, as MuJoCo compiles it.
+        gear: 1 to 6 numbers (MuJoCo's gear;
+        hinge/slide use the first, ball joints the first 3, free joints all
+        6); jointinparent: the rotational gear is in the parent's frame.
+        ctrlrange / forcerange: (lo, hi) with lo < hi clamps the control /
+        the actuator force (None: no clamp); ``ctrllimited=False`` keeps a
+        ctrlrange without clamping (MuJoCo's disabled ``clampctrl``; a
+        damper needs its range).  ``active=False`` or
+        ``joint=None`` (no transmission): the actuator keeps its ctrl slot and
+        exerts no force (MuJoCo's disabled actuator groups; actuators a
+        loader does not model).  Numbers are checked here, the
+        joint when the model is built; both raise ``ValueError`` naming the
+        actuator."""
+        from .forces.actuator import actuator_spec
+        self.__dict__.setdefault("_actuators", []).append(actuator_spec(
+            joint, kind, name=name, gear=gear, kp=kp, kv=kv, dampratio=dampratio, gainprm=gainprm, biasprm=biasprm, gaintype=gaintype,
+            biastype=biastype, ctrlrange=ctrlrange, forcerange=forcerange, jointinparent=jointinparent,
+            active=active, ctrllimited=ctrllimited))
+        return self
+
+    def set_actuator_force_range(self, joint, force_range) -> "ModelBuilder":
+        """Clamp the total actuator force on a hinge or slide joint to
+        ``force_range`` = (lo, hi), lo < hi (MuJoCo's joint ``actuatorfrcrange``)."""
+        from .forces.actuator import check_range
+        self.__dict__.setdefault("_actuator_limits", {})[joint] = check_range(
+            force_range, f"joint {joint!r}", "actuator force range")
+        return self
+
     def add_loop(self, kind, body_a, body_b="world", *, pos_a=(0.0, 0.0, 0.0), quat_a=(1.0, 0.0, 0.0, 0.0),
                  pos_b=(0.0, 0.0, 0.0), quat_b=(1.0, 0.0, 0.0, 0.0), axis=None, axis_b=None, distance=None,
                  normal=(0.0, 0.0, 1.0), name=None) -> "ModelBuilder":
@@ -577,6 +627,14 @@ class ModelBuilder:
         if bumps and not ctx.bumps_used:
             raise ValueError("road bumps were added but no tire sees them (add_tire)")
         return out or None
+
+    def _actuator_elements(self, topo):
+        """The model's actuators (jaxmbd.forces.Actuators), or None if there are none."""
+        from .forces import BuildContext
+        from .forces.actuator import bind
+        joint_bodies = {b["joint_name"]: b["name"] for b in self._bodies}
+        return bind(getattr(self, "_actuators", []), getattr(self, "_actuator_limits", {}), joint_bodies,
+                    BuildContext(topo, self._frames_of(None)))
 
     def build(self, coordinate_order=None):
         """Validate and build.  Returns a :class:`Model` for a plain tree, or a
@@ -764,7 +822,11 @@ class ModelBuilder:
             v0=jnp.asarray(self._initial_v(topo), f64),
             joint_names=tuple(jnames),
             forces=self._force_elements(topo, self._frames_of(None)),
+            actuators=self._actuator_elements(topo),
         )
+        if model.actuators is not None:
+            from .forces.actuator import resolve_dampratios
+            model = resolve_dampratios(model, self._actuators)
         if getattr(self, "_geoms", None):
             model = self._with_contact(model, order, eff, index)
         return model

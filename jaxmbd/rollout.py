@@ -44,14 +44,18 @@ def _field(model, name):
     return model
 
 
-def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, control=None, params=None,
-            model_params=None, observe=None, keep_states=True, batch_size=None, chunk_size=None, shard=True,
+def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, control=None, ctrl=None,
+            params=None, model_params=None, observe=None, keep_states=True, batch_size=None, chunk_size=None, shard=True,
             **simulate_kw) -> Solution:
     """Simulate a batch of members of one mechanism (one topology).
 
     q0, v0: (B, nq), (B, nv), or None for the model's own initial state
       (broadcast).  params: control parameters, a pytree whose leaves carry
-      the batch axis (passed to ``control(t, q, v, params)``).  model_params:
+      the batch axis (passed to ``control(t, q, v, params)`` and
+      ``ctrl(t, q, v, params)``).  ctrl: the actuators' inputs (see
+      :func:`jaxmbd.simulate`): None, a (B, nu) array (one constant control
+      vector per member), an (nu,) array (the same for every member) or a
+      function ``ctrl(t, q, v, params)``.  model_params:
       {Model field name: array with a leading batch axis}, e.g.
       ``{"stiffness": ks}`` with ks (B, nv): each member gets its own value;
       dotted names reach inside and numbers index tuples
@@ -79,8 +83,9 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
     for name in model_params:
         if not isinstance(_field(model, name), jax.Array):
             raise ValueError(f"model_params: {name!r} is not a parameter field of the model")
-    batched = {k: v for k, v in dict(q0=q0, v0=v0, params=params, model_params=model_params).items()
-               if v is not None}
+    per_member_ctrl = ctrl is not None and not callable(ctrl) and jnp.ndim(ctrl) == 2
+    batched = {k: v for k, v in dict(q0=q0, v0=v0, params=params, model_params=model_params,
+                                     ctrl=ctrl if per_member_ctrl else None).items() if v is not None}
     batched = jax.tree_util.tree_map(jnp.asarray, batched)
     for leaf in jax.tree_util.tree_leaves(batched):
         if leaf.ndim == 0:
@@ -102,6 +107,10 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
     if batched["q0"].shape[1:] != (model.nq,) or batched["v0"].shape[1:] != (model.nv,):
         raise ValueError(f"q0, v0 must be (B, {model.nq}), (B, {model.nv}); got {batched['q0'].shape}, "
                          f"{batched['v0'].shape}")
+    if per_member_ctrl and batched["ctrl"].shape[1:] != (model.nu,):
+        raise ValueError(f"rollout: ctrl has shape {batched['ctrl'].shape}, expected (B, {model.nu}) (one control "
+                         f"per actuator and member, nu = {model.nu}) or ({model.nu},)")
+    shared_ctrl = None if per_member_ctrl else ctrl
     validate_times(t0, t1, saveat, simulate_kw.get("dt0"))
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
                                    or chunk_size < 1):
@@ -122,18 +131,19 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
         mesh = Mesh(np.array(devices), ("batch",))
         spec = NamedSharding(mesh, PartitionSpec("batch"))
         batched = jax.tree_util.tree_map(lambda x: jax.device_put(x, spec), batched)
-    out = _rollout(model, batched, t0, t1, integrator, saveat, control, observe, keep_states, chunk, simulate_kw)
+    out = _rollout(model, batched, t0, t1, integrator, saveat, control, shared_ctrl, observe, keep_states, chunk,
+                   simulate_kw)
     if pad:
         out = jax.tree_util.tree_map(lambda x: x[:B], out)
     return eqx.tree_at(lambda r: r.ts, out, out.ts[0])
 
 
 @eqx.filter_jit
-def _rollout(model, batched, t0, t1, integrator, saveat, control, observe, keep_states, chunk, simulate_kw):
+def _rollout(model, batched, t0, t1, integrator, saveat, control, ctrl, observe, keep_states, chunk, simulate_kw):
     def one(b):
         m = _with_params(model, b.get("model_params", {}))
         return simulate(m, b["q0"], b["v0"], t0, t1, integrator=integrator, saveat=saveat, control=control,
-                         params=b.get("params"), observe=observe, keep_states=keep_states or observe is None,
+                         ctrl=b.get("ctrl", ctrl), params=b.get("params"), observe=observe, keep_states=keep_states or observe is None,
                          **simulate_kw)
     if chunk is None:
         return jax.vmap(one)(batched)

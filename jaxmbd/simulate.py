@@ -110,7 +110,8 @@ def validate_times(t0, t1, saveat=None, dt0=None):
 
 
 def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIntegrator, dt0=None,
-             rtol=1.0e-6, atol=1.0e-6, saveat=None, control=None, params=None, max_steps=MAX_STEPS_DEFAULT,
+             rtol=1.0e-6, atol=1.0e-6, saveat=None, control=None, ctrl=None, params=None,
+             max_steps=MAX_STEPS_DEFAULT,
              controller: Controller = Controller(), dynamics="aba", adjoint="checkpoint", checkpoints=None,
              observe=None, keep_states=True, multipliers=False, constraint_solver="schur", assemble_initial=True,
              step_history=0) -> Solution:
@@ -131,6 +132,15 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
     saveat: increasing save times in [t0, t1] (default [t1]); steps are shortened
       to land on them; the run ends at the last one.
     control: joint torques: None, an (nv,) array, or ``tau(t, q, v, params)``.
+    ctrl: the inputs of the model's actuators (``model.actuators``, as MuJoCo's
+      ``ctrl``; :func:`jaxmbd.actuator_force`): None (every control zero: the
+      actuators still act, e.g. a position servo holds 0), an (nu,) array
+      (constant; under ``vmap`` each member may have its own), or
+      ``ctrl(t, q, v, params) -> (nu,)``.  It is evaluated inside the
+      integrated equations with the model being integrated, so gradients
+      reach the controls and the actuator parameters (gains, gear, ranges);
+      the applied force is the control's torque plus the actuators' force.
+      A wrong shape is a ValueError naming nu.
     max_steps: a safety bound on step attempts (accepted + rejected; default
       100,000); it does not set the cost: the loop stops when the run is done,
       and under vmap when the last member is done.
@@ -161,8 +171,9 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
     and ``Trapezoidal`` its SspTrap (Newton on the independent accelerations
     with the matrix M̂(I - h/2 J2 - h²/4 J1), here scaled by M̂⁻¹);
     ``integrators.DescriptorSDIRK4`` and ``DescriptorTrapezoidal`` iterate on
-    (q̈, λ) instead (InflSDIRK, InflTrap).  q0, v0, control and the saved
-    states use the mechanism's coordinate order.  ``assemble_initial``
+    (q̈, λ) instead (InflSDIRK, InflTrap).  q0, v0, control, the arguments
+    of ``ctrl(t, q, v, params)`` and the saved states use the mechanism's
+    coordinate order.  ``assemble_initial``
     (default True) first projects (q0, v0) onto the constraints
     (:func:`jaxmbd.assemble`; a consistent state is left as it is);
     ``multipliers=True`` saves λ; ``constraint_solver``: "schur" (the
@@ -195,7 +206,7 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
     if isinstance(max_steps, (int, np.integer)):
         max_steps = jnp.asarray(max_steps, jnp.int32)
     return _simulate(model, q0, v0, _arr(t0), _arr(t1), integrator, _arr(dt0), _arr(rtol), _arr(atol), saveat,
-                     control, params, max_steps, controller, dynamics, adjoint, checkpoints, observe, keep_states,
+                     control, ctrl, params, max_steps, controller, dynamics, adjoint, checkpoints, observe, keep_states,
                      multipliers, constraint_solver, assemble_initial, step_history)
 
 
@@ -216,13 +227,13 @@ def _check_max_steps(max_steps):
 
 
 @eqx.filter_jit
-def _simulate(model, q0, v0, t0, t1, integrator, dt0, rtol, atol, saveat, control, params, max_steps, controller,
+def _simulate(model, q0, v0, t0, t1, integrator, dt0, rtol, atol, saveat, control, ctrl, params, max_steps, controller,
               dynamics, adjoint, checkpoints, observe, keep_states, multipliers, constraint_solver,
               assemble_initial, step_history) -> Solution:
     """The traced body of :func:`simulate` (same arguments, all given)."""
     if not isinstance(integrator, AbstractIntegrator):
         raise TypeError(f"integrator must be a jaxmbd.integrators method, got {type(integrator).__name__}")
-    system = system_of(model, control, params, dynamics, constraint_solver)
+    system = system_of(model, control, params, dynamics, constraint_solver, ctrl)
     q0 = model.q0 if q0 is None else jnp.asarray(q0)
     v0 = model.v0 if v0 is None else jnp.asarray(v0)
     system.check(q0, v0, integrator, multipliers, constraint_solver)

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from . import dae
 from .constraints import Mechanism, phi_jacobian_tree, phi_tree
 from .constraints import _check as _check_mechanism
+from .dynamics import check_ctrl
 from .integrators.base import CONSTRAINT_FAILURE
 from .kinematics import _check as _check_tree
 from .odes import ChartODE, ConstrainedChartODE
@@ -27,12 +28,13 @@ class TreeSystem:
     """A kinematic tree: the ODE is the tree's on its chart (:class:`jaxmbd.odes.ChartODE`)."""
     extra_stats = ()
 
-    def __init__(self, model, control, params, dynamics):
+    def __init__(self, model, control, params, dynamics, ctrl=None):
         self.model, self.control, self.params, self.dynamics = model, control, params, dynamics
-        self.tree = model
+        self.tree, self.ctrl = model, ctrl
 
     def check(self, q0, v0, integrator, multipliers, constraint_solver):
         _check_tree(self.model, q0, v0)
+        check_ctrl(self.model, self.ctrl)
         if multipliers:
             raise ValueError("multipliers=True needs a model with loop constraints")
 
@@ -41,7 +43,7 @@ class TreeSystem:
         return q0, v0, {}, jnp.array(False)
 
     def ode_at(self, q, part):
-        return ChartODE(self.model, q, self.control, self.params, self.dynamics)
+        return ChartODE(self.model, q, self.control, self.params, self.dynamics, self.ctrl)
 
     def independent(self, part, x):
         return x
@@ -69,13 +71,14 @@ class MechanismSystem:
     value at partitioning, the constraint residuals recorded."""
     extra_stats = ("partitions",)
 
-    def __init__(self, mech, control, params, constraint_solver):
+    def __init__(self, mech, control, params, constraint_solver, ctrl=None):
         self.mech, self.control, self.params, self.solver = mech, control, params, constraint_solver
-        self.model, self.tree = mech, mech.tree
+        self.model, self.tree, self.ctrl = mech, mech.tree, ctrl
 
     def check(self, q0, v0, integrator, multipliers, constraint_solver):
         mech = self.mech
         _check_mechanism(mech, q0, v0)
+        check_ctrl(mech.tree, self.ctrl)
         if getattr(integrator, "linear_solver", "dense") != "dense":
             raise ValueError("linear_solver='sparse' is for kinematic trees; mechanisms use the dense iteration "
                              "matrix of their independent coordinates")
@@ -101,7 +104,8 @@ class MechanismSystem:
         return q0, v0, part0, ~P["ok"] | bad_assembly
 
     def ode_at(self, q, part):
-        return ConstrainedChartODE(self.mech, q, part["dep"], part["ind"], self.control, self.params, self.solver)
+        return ConstrainedChartODE(self.mech, q, part["dep"], part["ind"], self.control, self.params, self.solver,
+                                   self.ctrl)
 
     def independent(self, part, x):
         return x[part["ind"]]
@@ -140,9 +144,9 @@ class MechanismSystem:
         return part, cache, stats, extra, failed, jnp.where(failed, CONSTRAINT_FAILURE, 0).astype(jnp.int32)
 
 
-def system_of(model, control, params, dynamics, constraint_solver):
+def system_of(model, control, params, dynamics, constraint_solver, ctrl=None):
     """The system hooks for a model: a :class:`MechanismSystem` for a
     :class:`jaxmbd.Mechanism`, else a :class:`TreeSystem`."""
     if isinstance(model, Mechanism):
-        return MechanismSystem(model, control, params, constraint_solver)
-    return TreeSystem(model, control, params, dynamics)
+        return MechanismSystem(model, control, params, constraint_solver, ctrl)
+    return TreeSystem(model, control, params, dynamics, ctrl)

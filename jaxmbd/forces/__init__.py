@@ -18,6 +18,12 @@ element                        file                                   builder he
 :class:`Contact`               ``contact.py`` (geometry: ``contact/``) ``add_geom``, ``add_contact_pair``
 =============================  =====================================  ==============================
 
+Actuators (``actuator.py``, :class:`Actuators`, ``ModelBuilder.add_actuator``)
+are joint-space force elements whose input is the control vector ``ctrl``:
+the model carries them apart (``model.actuators``), since they are not
+passive; :func:`jaxmbd.actuator_force` evaluates them and ``simulate(...,
+ctrl=...)`` integrates with them.
+
 The interface (:mod:`jaxmbd.forces.base`): an element is created with body
 and joint names, bound to the built tree's indices (``bind``), says which
 DoFs it couples (``couplings``: the sparse iteration matrix stays exact
@@ -32,6 +38,7 @@ import jax.numpy as jnp
 
 from .base import (BuildContext, ForceElement, JointElement, PoseElement, couplings, elements,  # noqa: F401
                    generalized_force, measures_of, potential)
+from .actuator import Actuators
 from .bushing import LinearBushing
 from .coordinate_spring import CoordinateSpringDamper
 from .joint_force import JointForce
@@ -64,6 +71,6 @@ def has_forces(model) -> bool:
     return bool(elements(model))
 
 
-__all__ = ["ForceElement", "PoseElement", "JointElement", "BuildContext", "generalized_force", "potential",
+__all__ = ["Actuators", "ForceElement", "PoseElement", "JointElement", "BuildContext", "generalized_force", "potential",
            "couplings", "elements", "PointSpringDamper", "CoordinateSpringDamper", "JointForce",
            "RotationalSpringDamper", "Tire", "LinearBushing", "JointLimit", "joint_limit_penetrations", "law", "Contact", "contact_forces", "road_height", "tire_forces", "spring_lengths", "has_forces", "without"]

@@ -249,7 +249,7 @@ def inverse_weights(model, q):
     diagonal of J H⁻¹ Jᵀ for J the Jacobian of its centre of mass and the DoF's (H⁻¹)_ii (armature
     included).  One compiled program per tree (force elements do not enter it)."""
     import dataclasses
-    return _inverse_weights(dataclasses.replace(model, forces=None), jnp.asarray(q, jnp.float64))
+    return _inverse_weights(dataclasses.replace(model, forces=None, actuators=None), jnp.asarray(q, jnp.float64))
 
 
 @jax.jit

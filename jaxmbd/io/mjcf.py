@@ -35,8 +35,12 @@ at qpos0 (MuJoCo's ``refsafe`` rule applied: a time constant below twice the
 timestep is raised to it; ``<flag limit="disable">`` turns them off).
 Ball-joint limits and limit margins are not modelled.
 
-Not modelled (listed once in a warning, never dropped silently): contacts,
-actuators, tendons, sensors, ball-joint limits, frictionloss, fluid forces,
+Actuators: see :mod:`jaxmbd.io.mjcf_actuator` (motor, position, velocity,
+damper and general actuators on joints; the others keep their ctrl slot,
+exert no force and are listed in the warning).
+
+Not modelled (listed once in a warning, never dropped silently):
+tendons, sensors, ball-joint limits, frictionloss, fluid forces,
 gravity compensation, mocap bodies, keyframes, and equality constraints other
 than ``connect``/``weld`` (returned in ``MJCFImport.equality``).  ``connect``
 and ``weld`` between bodies or sites become loop constraints (``point`` and
@@ -58,6 +62,7 @@ from .. import joints as jtypes
 from ..model import Model, ModelBuilder
 from . import _common as C
 from . import mesh as _mesh
+from . import mjcf_actuator as _actuators
 
 
 def joint_types():
@@ -68,7 +73,7 @@ def joint_types():
 SOLIDS = ("sphere", "capsule", "cylinder", "box", "ellipsoid")
 TOP_LEVEL = {"compiler", "option", "size", "visual", "statistic", "default", "custom", "asset", "worldbody",
              "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "extension", "deformable"}
-NOT_MODELLED = {"tendon": "tendons", "actuator": "actuators",
+NOT_MODELLED = {"tendon": "tendons",
                 "sensor": "sensors", "keyframe": "keyframes", "deformable": "deformables",
                 "extension": "plugins"}
 IGNORED_IN_BODY = {"site", "camera", "light"}
@@ -410,6 +415,7 @@ class _Compiler:
         self.builder = ModelBuilder(gravity=gravity)
         self.q0 = []
         self.body_names, self.joint_names = set(), set()
+        self.joint_attrs = {}
         self.joint_range, self.limited = {}, []
         self.frictionloss = []
         self.springdampers = []   # (joint name, time constant, damping ratio)
@@ -453,6 +459,7 @@ class _Compiler:
             self.unsupported.append(f"mesh files ({'; '.join(sorted(self.mesh_notes))})")
         if self.frictionloss:
             self.unsupported.append(f"joint frictionloss ({', '.join(self.frictionloss)})")
+        self.unsupported.extend(_actuators.read(self, opt, flags))   # MJCFError from ValueError in load_mjcf
         self.builder.set_initial_state(q0=np.concatenate(self.q0) if self.q0 else np.zeros(0))
         model = self.builder.build()
         if self._add_loops(model):
@@ -840,6 +847,7 @@ class _Compiler:
                 while jname in self.joint_names:
                     jname += "_"
             self.joint_names.add(jname)
+            self.joint_attrs[jname] = (jt, a)     # for the actuators (mjcf_actuator)
             specs.append((jname, jwhat, known[jt], a))
         if any(jtypes.get(s[2]).floating for s in specs):
             if len(specs) > 1:

@@ -28,22 +28,24 @@ from ..dae import NEWTON_ITERS, RECOVERY_TOL, accel_tree, partition
 from ..dynamics import bias_force
 from ..kinematics import normalize_q
 from .base import DescriptorODE, value_and_jacobians
-from .chart import ChartODE, right_jacobian_inv
+from .chart import ChartODE, actuation, right_jacobian_inv
 
 
 class ConstrainedChartODE(DescriptorODE):
     """y'' = g(t, y, y') for the independent chart coordinates of a mechanism
     around a consistent tree-ordered configuration q0 (see the module
-    docstring).  ``control(t, q, v, params)`` and the saved states use the
-    mechanism's coordinate order; everything inside is in tree order."""
+    docstring).  ``control(t, q, v, params)``, ``ctrl(t, q, v, params)`` (the
+    actuators' inputs, see :class:`~jaxmbd.odes.ChartODE`) and the saved
+    states use the mechanism's coordinate order; everything inside is in tree
+    order."""
 
-    def __init__(self, mech, q0, dep, ind, control=None, params=None, method="schur"):
+    def __init__(self, mech, q0, dep, ind, control=None, params=None, method="schur", ctrl=None):
         self.mech, self.q0, self.dep, self.ind = mech, q0, dep, ind
         self.chart = ChartODE(mech.tree, q0)
         self.model = mech.tree
-        self.control, self.params, self.method = control, params, method
+        self.control, self.params, self.method, self.ctrl = control, params, method, ctrl
         self.R = self.chart.R
-        self.time_dependent = callable(control)
+        self.time_dependent = callable(control) or callable(ctrl)
         self.nv = mech.nv
         if self.dep.shape[0]:
             # the tangent plane at the step start: x_dep ≈ -Φ_u⁻¹ Φ_v y, Newton's starting guess
@@ -106,12 +108,17 @@ class ConstrainedChartODE(DescriptorODE):
         return self.chart.config(x), self.chart.velocity(x, xd), x, xd, ok, G
 
     def tau(self, t, q, v):
+        """The applied generalized force (tree order): the control's torque plus the actuators' force."""
         c, mech = self.control, self.mech
         if c is None:
-            return jnp.zeros(self.nv, q.dtype)
-        if callable(c):
-            return mech.to_tree(jnp.asarray(c(t, mech.from_tree(q), mech.from_tree(v), self.params), q.dtype))
-        return mech.to_tree(jnp.broadcast_to(jnp.asarray(c, q.dtype), (self.nv,)))
+            tau = jnp.zeros(self.nv, q.dtype)
+        elif callable(c):
+            tau = mech.to_tree(jnp.asarray(c(t, mech.from_tree(q), mech.from_tree(v), self.params), q.dtype))
+        else:
+            tau = mech.to_tree(jnp.broadcast_to(jnp.asarray(c, q.dtype), (self.nv,)))
+        if self.model.actuators is None:
+            return tau
+        return tau + actuation(self.model, t, q, v, self.ctrl, self.params, mech.from_tree)
 
     def accel_full(self, t, y, yd, iters=NEWTON_ITERS):
         """(x'' (nv,), a (nv,), λ, ok) at independent (y, y')."""
