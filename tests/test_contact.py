@@ -83,7 +83,7 @@ def test_a_ball_at_rest_sinks_the_penetration_of_the_law(ball):
     (the damping set near critical, a traced value: the same program)."""
     q0 = np.array([0, 0, R_BALL - 5e-3, 1, 0, 0, 0.0])
     ball = _set(ball, damping=10.0)
-    sol = _run(ball, q0, np.zeros(6), 2.0, [2.0])
+    sol = _run(ball, q0, np.zeros(6), 2.0, [2.0], tol=1e-6)      # the rest state is a fixed point of the method
     assert int(sol.status) == 0, jaxmbd.status_name(sol.status)
     delta = (1.0 * G / 2e4) ** (1 / 1.5)
     np.testing.assert_allclose(R_BALL - float(sol.qs[-1, 2]), delta, rtol=1e-8)
@@ -123,11 +123,16 @@ def test_a_dropped_ball_bounces_with_the_law_s_restitution_and_never_rises_highe
 
 
 def test_a_sliding_block_stops_after_v0_squared_over_2_mu_g(box):
+    """Two friction coefficients in one vmapped run (contact parameters are
+    traced: batched like any model number): each block stops v0²/(2μg) from
+    where it started (2%)."""
     q0, v0 = _box_state(z=H_BOX - 1e-4, vx=2.0)
-    sol = _run(box, q0, v0, 1.5, [0.5, 1.0, 1.5], tol=1e-8)
-    assert int(sol.status) == 0, jaxmbd.status_name(sol.status)
-    np.testing.assert_allclose(float(sol.qs[-1, 0]), 2.0 ** 2 / (2 * 0.5 * G), rtol=2e-2)
-    assert abs(float(sol.vs[-1, 0])) < 1e-3
+    mus = jnp.array([0.4, 0.6])
+    sol = jax.vmap(lambda mu: _run(_set(box, friction=jnp.stack([mu, 0.0, 0.0])), q0, v0, 1.5, [0.5, 1.0, 1.5],
+                                   tol=1e-6))(mus)
+    assert np.all(np.asarray(sol.status) == 0)
+    np.testing.assert_allclose(np.asarray(sol.qs[:, -1, 0]), 2.0 ** 2 / (2 * np.asarray(mus) * G), rtol=2e-2)
+    assert float(jnp.max(jnp.abs(sol.vs[:, -1, 0]))) < 1e-3
 
 
 @pytest.mark.parametrize("tan_theta", [0.3, 0.7])
@@ -138,12 +143,12 @@ def test_a_block_on_an_incline_creeps_below_the_friction_angle_and_slides_above(
     th = math.atan(tan_theta)
     m = _set(box, gravity=(G * math.sin(th), 0.0, -G * math.cos(th)))
     q0, v0 = _box_state(z=H_BOX - 1e-4)
-    sol = _run(m, q0, v0, 1.0, [0.5, 0.75, 1.0], tol=1e-8)
+    sol = _run(m, q0, v0, 1.0, [0.5, 0.75, 1.0], tol=1e-6)
     assert int(sol.status) == 0, jaxmbd.status_name(sol.status)
     x, vx = np.asarray(sol.qs[:, 0]), np.asarray(sol.vs[:, 0])
     if tan_theta < 0.5:
         creep = (x[2] - x[1]) / 0.25
-        assert 0 < creep <= law.creep_speed(th, 0.5, 1e-3) * (1 + 1e-3)
+        assert 0 < creep <= law.creep_speed(th, 0.5, float(_contact(m).smoothing[0])) * (1 + 1e-3)
     else:
         acc = (vx[2] - vx[1]) / 0.25
         np.testing.assert_allclose(acc, G * (math.sin(th) - 0.5 * math.cos(th)), rtol=1e-2)
@@ -151,7 +156,7 @@ def test_a_block_on_an_incline_creeps_below_the_friction_angle_and_slides_above(
 
 def test_a_box_at_rest_carries_its_weight(box):
     q0, v0 = _box_state(z=H_BOX - 1e-4)
-    sol = _run(box, q0, v0, 1.5, [0.5, 1.0, 1.5], tol=1e-8)
+    sol = _run(box, q0, v0, 1.5, [0.5, 1.0, 1.5], tol=1e-6)
     f = contact_forces(box, sol.qs[-1], sol.vs[-1])
     np.testing.assert_allclose(float(jnp.sum(f["normal_force"])), 1.0 * G, rtol=1e-6)
     assert int(np.sum(np.asarray(f["normal_force"]) > 0)) == 4      # the four bottom corners

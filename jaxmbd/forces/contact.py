@@ -240,7 +240,7 @@ def contact_forces(model, q, v):
 GEOM_DEFAULTS = dict(contype=1, conaffinity=1, condim=3, friction=(1.0, 0.005, 0.0001), solref=(0.02, 1.0),
                      solimp=(0.9, 0.95, 0.001, 0.5, 2.0), margin=0.0, priority=0, solmix=1.0)
 PAIR_DEFAULT_FRICTION = (1.0, 0.005, 0.0001)
-SMOOTHING_DEFAULT = 1e-3      # m/s: below it friction is viscous (law.friction_force)
+SMOOTHING_DEFAULT = 1e-2      # m/s: below it friction is viscous (law.friction_force); explicit steps up to ~2 ms stay stable
 
 
 def inverse_weights(model, q):
