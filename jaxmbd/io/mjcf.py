@@ -508,6 +508,8 @@ class _Compiler:
             if not (collides or r["id_name"] in in_pair):
                 continue
             kind = a.get("type", "sphere")
+            if kind not in ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf"):
+                raise MJCFError(f"{gw}: unknown geom type {kind!r}")
             if kind not in ("plane", "sphere", "capsule", "cylinder", "box", "ellipsoid") or "mesh" in a:
                 skipped[kind] = skipped.get(kind, 0) + 1
                 continue
