@@ -180,6 +180,14 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
     factorization of H and the Schur complement) or "dense" (the augmented
     matrix).
 
+    Gradients of an adaptive run are those of the discrete solution with its
+    accepted step sizes held fixed (the step-size controller is not
+    differentiated, as is usual for adaptive solvers): they converge to the
+    true sensitivities as the tolerance tightens.  The controller's own
+    sensitivity to the error estimate, large and meaningless where a contact
+    starts, would otherwise swamp them (the cube toss of tests/test_contact.py:
+    81 instead of 0.167).
+
     step_history: record the end time and size of the first ``step_history``
     accepted steps (``Solution.steps``).
 
@@ -276,6 +284,9 @@ def _simulate(model, q0, v0, t0, t1, integrator, dt0, rtol, atol, saveat, contro
     else:
         h0 = _initial_step(ode0, integrator, t0, q0, ind(part0, v0), sy0, sv0, jnp.maximum(span, 1e-12))
     h0 = jnp.minimum(h0, controller.h_max)
+    if adaptive:
+        # the step sizes are not differentiated (see simulate's docstring: gradients of an adaptive run)
+        h0 = jax.lax.stop_gradient(h0)
 
     k0 = jnp.sum(ts <= t0).astype(jnp.int32)
     rec0 = record(q0, v0)
@@ -321,7 +332,7 @@ def _simulate(model, q0, v0, t0, t1, integrator, dt0, rtol, atol, saveat, contro
             h_new = jnp.where(att.ok & finite, proposed, jnp.where(finite, 0.5 * h, 0.25 * h))
             h_new = jnp.where(accept & clipped, jnp.maximum(h_new, s["h"]), h_new)
             h_new = jnp.where(~accept & (h_new > h), h, h_new)  # after a rejection h never grows
-            h_new = jnp.where(retry, h, h_new)
+            h_new = jax.lax.stop_gradient(jnp.where(retry, h, h_new))
         else:
             accept = att.ok & finite
             h_new = jnp.where(accept | retry, s["h"], 0.5 * h)
