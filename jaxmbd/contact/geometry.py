@@ -53,6 +53,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .convex import convex_pair
+
 TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh")  # mjtGeom order
 
 
@@ -389,6 +391,12 @@ _PAIRS = {
     ("box", "box"): (box_box, 17),
     ("plane", "mesh"): (plane_mesh, None),
 }
+_CONVEX = [("sphere", "ellipsoid"), ("sphere", "cylinder"), ("sphere", "mesh"),
+           ("capsule", "ellipsoid"), ("capsule", "cylinder"), ("capsule", "mesh"),
+           ("ellipsoid", "ellipsoid"), ("ellipsoid", "cylinder"), ("ellipsoid", "box"), ("ellipsoid", "mesh"),
+           ("cylinder", "cylinder"), ("cylinder", "box"), ("cylinder", "mesh"),
+           ("box", "mesh"), ("mesh", "mesh")]
+_PAIRS.update({k: (convex_pair(*k), 1) for k in _CONVEX})
 
 
 def type_name(t):
