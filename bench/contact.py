@@ -9,7 +9,7 @@ rest height (1 s).  Per integrator and tolerance: status, accepted and
 rejected steps, RHS evaluations, Jacobians, the wall time of a compiled run
 (best of 2) and the compile time; RK4 at a fixed 1 ms for comparison; MuJoCo's
 own step (its soft-constraint contact, Euler at its default 2 ms) on the ant
-for scale (a different contact model: not the same physics).  Writes
+for scale (its own timestep from the file; a different contact model: not the same physics).  Writes
 bench/results/contact_<backend>.md.
 
     .venv/bin/python bench/contact.py [--tols 1e-4 1e-6] [--out bench/results]"""
@@ -82,7 +82,7 @@ def mujoco_ant(path, t1):
     t0 = time.perf_counter()
     for _ in range(n):
         mujoco.mj_step(mj, d)
-    return n, time.perf_counter() - t0, float(d.qpos[2]), mujoco.__version__
+    return n, time.perf_counter() - t0, float(d.qpos[2]), f"{mujoco.__version__}", mj.opt.timestep
 
 
 def main():
@@ -106,8 +106,8 @@ def main():
                          f"{r['rhs_evals']} | {r.get('jacobian_evals', 0)} | {r['wall']:.3f} | {r['compile']:.1f} | "
                          f"{r['z']:.4f} |")
             print(lines[-1], flush=True)
-    n, wall, z, ver = mujoco_ant(ant[4], ant[3])
-    lines.append(f"| ant drop | MuJoCo {ver} mj_step (Euler, its soft constraints) | dt 2e-3 | - | {n} | - | - | - | "
+    n, wall, z, ver, dt = mujoco_ant(ant[4], ant[3])
+    lines.append(f"| ant drop | MuJoCo {ver} mj_step (Euler, its soft constraints) | dt {dt:g} | - | {n} | - | - | - | "
                  f"{wall:.3f} | - | {z:.4f} |")
     lines += ["", f"Benchmark took {time.perf_counter() - started:.0f} s."]
     write_result(a.out, "contact", "\n".join(lines) + "\n")

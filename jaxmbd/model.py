@@ -401,7 +401,7 @@ class ModelBuilder:
         return self.add_force(JointForce(joint, value))
 
     def add_joint_limit(self, joint, lower, upper, *, stiffness, damping=0.0, exponent=1.0,
-                        width=0.0) -> "ModelBuilder":
+                        width=0.0, viscous=0.0) -> "ModelBuilder":
         """A compliant stop at each end of a hinge or slide joint's range
         (:class:`jaxmbd.forces.JointLimit`; the law of :mod:`jaxmbd.forces.law`);
         joints are named by their body."""
@@ -409,7 +409,7 @@ class ModelBuilder:
         if joint not in self._names:
             raise ValueError(f"joint limit: body {joint!r} is not defined")
         return self.add_force(JointLimit(joint, lower, upper, stiffness=stiffness, damping=damping,
-                                         exponent=exponent, width=width))
+                                         exponent=exponent, width=width, viscous=viscous))
 
     # -- collision geometry and contact (jaxmbd.forces.contact) --------------------------------------
     GEOM_SIZES = {"plane": 0, "sphere": 1, "capsule": 2, "cylinder": 2, "box": 3, "ellipsoid": 3}
@@ -463,14 +463,15 @@ class ModelBuilder:
 
     def add_contact_pair(self, geom1, geom2, *, condim=3, friction=(1.0, 0.005, 0.0001), solref=(0.02, 1.0),
                          solimp=(0.9, 0.95, 0.001, 0.5, 2.0), margin=0.0, stiffness=None, damping=None,
-                         exponent=None, width=None) -> "ModelBuilder":
+                         exponent=None, width=None, viscous=None) -> "ModelBuilder":
         """An explicit contact pair (MuJoCo's ``<pair>``: it collides whatever the geoms' bitmasks and
         exclusions, with these parameters instead of the geoms' mix).  ``stiffness`` (N/m^p),
-        ``damping`` (s/m), ``exponent`` p, ``width`` (m) set the law directly instead of the solref
-        mapping (:mod:`jaxmbd.forces.law`)."""
+        ``damping`` (s/m, Hunt-Crossley), ``exponent`` p, ``width`` (m), ``viscous`` (N s/m) set the
+        law directly instead of the solref mapping (:mod:`jaxmbd.forces.law`)."""
         what = f"contact pair {geom1!r}-{geom2!r}"
         for key, val, ok in (("stiffness", stiffness, lambda x: x > 0), ("damping", damping, lambda x: x >= 0),
-                             ("exponent", exponent, lambda x: x >= 1), ("width", width, lambda x: x >= 0)):
+                             ("exponent", exponent, lambda x: x >= 1), ("width", width, lambda x: x >= 0),
+                             ("viscous", viscous, lambda x: x >= 0)):
             if val is not None and not (np.isfinite(val) and ok(val)):
                 raise ValueError(f"{what}: {key} {val!r} is out of range")
         fr = _vec(friction, 3, f"{what}: friction")
@@ -481,7 +482,7 @@ class ModelBuilder:
         self.__dict__.setdefault("_pairs", []).append(dict(
             geom1=geom1, geom2=geom2, condim=condim, friction=fr, solref=_vec(solref, 2, f"{what}: solref"),
             solimp=_vec(solimp, 5, f"{what}: solimp"), margin=float(margin), stiffness=stiffness,
-            damping=damping, exponent=exponent, width=width))
+            damping=damping, exponent=exponent, width=width, viscous=viscous))
         return self
 
     def exclude_contact(self, body1, body2) -> "ModelBuilder":

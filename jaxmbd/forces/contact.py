@@ -16,7 +16,7 @@ geom 1 to geom 2 and dist the signed distance:
 
 * penetration δ = margin - dist, its rate δ̇ = -n·(v₂ - v₁) (the relative
   velocity of the two bodies' material points at the contact point);
-* normal force f_n = law.normal_force(δ, δ̇, k, p, c, w) ≥ 0 pushing geom 2
+* normal force f_n = law.normal_force(δ, δ̇, k, p, c, w, b) ≥ 0 pushing geom 2
   along +n and geom 1 along -n;
 * friction (law.friction_force, basis-free): sliding against the tangential
   slip velocity (coefficient μ₁), torsion against the relative spin about n
@@ -60,7 +60,7 @@ class Contact(JointElement):
     Static: ``geom_names``, ``geom_body`` (moving host index, -1 the world), ``geom_type`` (type
     names), ``groups`` ((type1, type2, ((g1, g2), ...)), ...) and ``pair_names``.  Traced, per geom:
     ``geom_rot`` (ng, 3, 3) and ``geom_pos`` (ng, 3) on the host, ``geom_size`` (ng, 3); per pair
-    (in group order): ``stiffness``, ``exponent``, ``damping``, ``width``, ``friction`` (np, 3:
+    (in group order): ``stiffness``, ``exponent``, ``damping``, ``width``, ``viscous``, ``friction`` (np, 3:
     slide, torsion, roll; zero beyond the pair's condim), ``smoothing`` (m/s), ``margin``."""
     geom_names: tuple = eqx.field(static=True)
     geom_body: tuple = eqx.field(static=True)
@@ -73,6 +73,7 @@ class Contact(JointElement):
     exponent: jax.Array
     damping: jax.Array
     width: jax.Array
+    viscous: jax.Array
     friction: jax.Array
     smoothing: jax.Array
     margin: jax.Array
@@ -176,7 +177,8 @@ class Contact(JointElement):
         pr = c["pair"]
         delta = self.margin[pr] - c["dist"]
         vn = jnp.sum(n * vrel, -1)
-        fn = normal_force(delta, -vn, self.stiffness[pr], self.exponent[pr], self.damping[pr], self.width[pr])
+        fn = normal_force(delta, -vn, self.stiffness[pr], self.exponent[pr], self.damping[pr], self.width[pr],
+                          self.viscous[pr])
         slip = vrel - vn[:, None] * n
         wn = jnp.sum(n * wrel, -1)
         roll = wrel - wn[:, None] * n
@@ -213,7 +215,7 @@ def build_contact(names, hosts, types, rot, pos, size, groups, params):
     f = lambda x: jnp.asarray(np.asarray(x, np.float64))  # noqa: E731
     return make(Contact, geom_names=tuple(names), geom_body=tuple(int(h) for h in hosts),
                 geom_type=tuple(types), groups=tuple(groups), geom_rot=f(rot), geom_pos=f(pos), geom_size=f(size),
-                **{k: f(params[k]) for k in ("stiffness", "exponent", "damping", "width", "friction",
+                **{k: f(params[k]) for k in ("stiffness", "exponent", "damping", "width", "viscous", "friction",
                                               "smoothing", "margin")})
 
 
@@ -334,8 +336,8 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
     hosts = [g["host"] for g in geoms]
     iw = np.zeros(len(model.topo.names) + 1)
     iw[1:] = np.asarray(inverse_weights(model, model.q0)[0])
-    g_norm = float(np.linalg.norm(np.asarray(model.gravity)))
-    rows = {k: [] for k in ("stiffness", "exponent", "damping", "width", "friction", "smoothing", "margin")}
+    rows = {k: [] for k in ("stiffness", "exponent", "damping", "width", "viscous", "friction", "smoothing",
+                            "margin")}
     groups = []
     for key, idx in ps.groups.items():
         groups.append((key[0], key[1], tuple((int(a), int(b)) for a, b in idx)))
@@ -347,9 +349,10 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
                            solref=np.asarray(p.get("solref", GEOM_DEFAULTS["solref"])),
                            solimp=np.asarray(p.get("solimp", GEOM_DEFAULTS["solimp"])))
                 margin = p.get("margin", 0.0)
-                law = {k: p[k] for k in ("stiffness", "damping", "exponent", "width") if p.get(k) is not None}
+                law = {k: p[k] for k in ("stiffness", "damping", "exponent", "width", "viscous")
+                       if p.get(k) is not None}
                 if "stiffness" in law:     # a law given directly: the unspecified parts plain
-                    law = dict(dict(exponent=1.0, damping=0.0, width=0.0), **law)
+                    law = dict(dict(exponent=1.0, damping=0.0, width=0.0, viscous=0.0), **law)
             else:
                 par = _mix(g1, g2)
                 margin = g1["margin"] + g2["margin"]
@@ -358,11 +361,12 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
             solref = par["solref"]
             if options.get("timestep") is not None and solref[0] > 0:
                 solref = np.array([max(solref[0], 2 * options["timestep"]), solref[1]])
-            k, pexp, c, w = from_mujoco(solref, par["solimp"], m_eff, g_norm)
+            k, pexp, c, w, bv = from_mujoco(solref, par["solimp"], m_eff)
             rows["stiffness"].append(law.get("stiffness", k))
             rows["exponent"].append(law.get("exponent", pexp))
             rows["damping"].append(law.get("damping", c))
             rows["width"].append(law.get("width", w))
+            rows["viscous"].append(law.get("viscous", bv))
             fr = np.zeros(3)
             nd = FRICTION_DIMS.get(int(par["condim"]))
             if nd is None:

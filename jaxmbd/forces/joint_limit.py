@@ -23,8 +23,9 @@ class JointLimit(JointElement):
     """``JointLimit(joint, lower, upper, stiffness=, damping=, exponent=1, width=0)``: the joint (named
     by its body) must be a hinge or slide joint; ``lower < upper`` (radians or metres, in the joint's
     coordinate).  ``stiffness`` k > 0 (N m/rad^p or N/m^p), ``damping`` c ≥ 0 (s/rad or s/m: the
-    Hunt-Crossley factor 1 + c δ̇), ``exponent`` p ≥ 1, ``width`` w ≥ 0 (the onset ramp).  After
-    binding, one row per limited DoF."""
+    Hunt-Crossley factor 1 + c δ̇), ``exponent`` p ≥ 1, ``width`` w ≥ 0 (the onset ramp),
+    ``viscous`` b ≥ 0 (N m s/rad or N s/m: damping that does not grow with the penetration).
+    After binding, one row per limited DoF."""
     dofs: tuple = eqx.field(static=True)       # joint names, then DoF indices
     lower: jax.Array                           # (n,)
     upper: jax.Array
@@ -32,21 +33,24 @@ class JointLimit(JointElement):
     damping: jax.Array
     exponent: jax.Array
     width: jax.Array
+    viscous: jax.Array
 
-    def __init__(self, joint, lower, upper, *, stiffness, damping=0.0, exponent=1.0, width=0.0):
+    def __init__(self, joint, lower, upper, *, stiffness, damping=0.0, exponent=1.0, width=0.0, viscous=0.0):
         what = f"joint limit on {joint!r}"
         lo, hi = scalar(lower, f"{what}: lower"), scalar(upper, f"{what}: upper")
         if not lo < hi:
             raise ValueError(f"{what}: lower ({lo}) must be below upper ({hi})")
         k, c = scalar(stiffness, f"{what}: stiffness"), scalar(damping, f"{what}: damping")
         p, w = scalar(exponent, f"{what}: exponent"), scalar(width, f"{what}: width")
-        if k <= 0 or c < 0 or p < 1 or w < 0:
-            raise ValueError(f"{what}: needs stiffness > 0, damping >= 0, exponent >= 1 and width >= 0 "
-                             f"(got {k}, {c}, {p}, {w})")
+        bv = scalar(viscous, f"{what}: viscous")
+        if k <= 0 or c < 0 or p < 1 or w < 0 or bv < 0:
+            raise ValueError(f"{what}: needs stiffness > 0, damping >= 0, exponent >= 1, width >= 0 and "
+                             f"viscous >= 0 (got {k}, {c}, {p}, {w}, {bv})")
         self.dofs = (joint,)
         self.lower, self.upper = f64([lo]), f64([hi])
         self.stiffness, self.damping = f64([k]), f64([c])
         self.exponent, self.width = f64([p]), f64([w])
+        self.viscous = f64([bv])
 
     def bind(self, ctx):
         joint, = self.dofs
@@ -56,7 +60,7 @@ class JointLimit(JointElement):
             raise ValueError(f"{what}: limits are for hinge (revolute) and slide (prismatic) joints, "
                              f"not {jtype}")
         return make(type(self), dofs=(first,), lower=self.lower, upper=self.upper, stiffness=self.stiffness,
-                    damping=self.damping, exponent=self.exponent, width=self.width)
+                    damping=self.damping, exponent=self.exponent, width=self.width, viscous=self.viscous)
 
     def couplings(self, topo):
         return ()
@@ -73,9 +77,9 @@ class JointLimit(JointElement):
     def force(self, model, q, v):
         x, dofs = self._coords(model, q)
         xd = v[dofs]
-        k, c, p, w = self.stiffness, self.damping, self.exponent, self.width
-        f = (normal_force(self.lower - x, -xd, k, p, c, w)
-             - normal_force(x - self.upper, xd, k, p, c, w))
+        k, c, p, w, b = self.stiffness, self.damping, self.exponent, self.width, self.viscous
+        f = (normal_force(self.lower - x, -xd, k, p, c, w, b)
+             - normal_force(x - self.upper, xd, k, p, c, w, b))
         return jnp.zeros(model.nv, jnp.result_type(q, v, float)).at[dofs].add(f)
 
     def energy(self, model, q, m=None):

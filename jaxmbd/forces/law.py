@@ -1,11 +1,14 @@
 """The smooth compliant force law shared by contacts and joint limits, and
 its mapping from MuJoCo's ``solref``/``solimp``.
 
-Normal force (a Hunt-Crossley spring-damper that never pulls).  With the
-penetration δ (metres or radians; positive when the surfaces overlap) and
-its rate δ̇:
+Normal force (a Hunt-Crossley spring-damper, with an optional viscous
+part, that never pulls).  With the penetration δ (metres or radians;
+positive when the surfaces overlap) and its rate δ̇, ρ = ramp_w(δ):
 
-    f_n = k · ramp_w(δ)^p · ramp_ε(1 + c δ̇)
+    f_n = k ρ^p · ramp_ε(1 + c δ̇ + b σ δ̇ / (k ρ^p)),  σ = ρ / max(δ, w)
+
+i.e. k ρ^p (1 + c δ̇) + b σ δ̇ wherever that is positive, and 0 where it
+would pull:
 
 * ``k`` (stiffness, N/m^p or N m/rad^p), ``p`` (exponent: 1 linear, 1.5
   Hertz-like), ``c`` (damping, s/m or s/rad): Hunt and Crossley's form,
@@ -18,10 +21,16 @@ its rate δ̇:
   cubic 2δ²/w - δ³/w² on (0, w), δ itself from w on (w = 0: max(δ, 0)).
   Past the width the law is exactly k δ^p (1 + c δ̇), so a body at rest
   sinks δ = (m g / k)^(1/p) when that exceeds w.
+* ``b`` (N s/m or N m s/rad): viscous damping, constant past the onset
+  width (σ = 1) and rising with the ramp inside it (σ → 0 at contact), so
+  the force still starts from zero.  Unlike Hunt-Crossley damping it does
+  not grow with the penetration, so a deep penetration (a joint that starts
+  outside its range) recovers at the spring's own pace instead of at most
+  at 1/c; the MuJoCo mapping uses it.
 * ``ramp_ε`` (the same cubic with ε = 1e-3) keeps the damping factor from
   going negative: the force never pulls, and the law stays C¹.  It changes
-  the force only while 1 + c δ̇ < ε (surfaces separating faster than 1/c).
-  The damping part always removes energy (its power is ≤ 0).
+  the force only while the damping would cancel the spring.  The damping
+  part always removes energy (its power is ≤ 0).
 
 Friction (regularized Coulomb, elliptic cone).  With u the slip rates of
 the contact (2 sliding rates, m/s; with ``condim`` 4 a torsional rate,
@@ -43,17 +52,19 @@ b = 2/(dmax τ), k = d/(dmax τ ζ)² for ``solref = (τ, ζ)`` (direct form
 ``(-K, -B)``: b = B/dmax, k = K d/dmax²) and the impedance d rising from
 dmin to dmax over solimp's width.  At full impedance (d = dmax) the row is
 a spring-damper per unit effective mass with K = 1/(τ ζ)² and B = 2/τ
-(direct form: K, B).  The law keeps that time constant and damping:
-p = 1, k = m K, c = B / g (so the damping at the penetration that carries
-the weight under the gravity g, k δ c = m g c, is MuJoCo's m B), and the
-onset width w = solimp's width.  The effective mass m is fixed when the
-model is built (contacts: the body's mass, or the reduced mass of two
-bodies; joint limits: 1/(H⁻¹)_ii at the reference configuration, MuJoCo's
-A_ii there).  Differences from MuJoCo's convex soft-constraint model: the
+(direct form: K, B), driven by only (1 - dmax) of the load: a body at rest
+sits at r = (1 - dmax) g / K.  The law keeps that resting penetration and
+the damping ratio: p = 1, k = m K / (1 - dmax), viscous b = m B /
+sqrt(1 - dmax) = 2 ζ sqrt(k m) (MuJoCo's damping ratio), c = 0, and the
+onset width w = solimp's width.  Its time constant is then τ sqrt(1 - dmax)
+(4.5 ms for MuJoCo's defaults): stiffer than MuJoCo's soft constraint,
+whose (1 - d) a₀ term a penalty law cannot have.  The effective mass m is
+fixed when the model is built (contacts: 1 / (the two bodies'
+``body_invweight0``); joint limits: 1 / ``dof_invweight0``, i.e. (H⁻¹)_ii at
+the reference configuration, as MuJoCo's diagonal approximation).
+Differences from MuJoCo's convex soft-constraint model: the
 force is an explicit function of the state, not the solution of MuJoCo's
-optimization; MuJoCo's constraint also cancels the fraction d of the
-unconstrained acceleration (the (1 - d) a₀ term), so a body at rest sinks
-deeper here (g/K instead of MuJoCo's (1 - d) g/(d k)); friction is smooth
+optimization, and its impacts are faster; friction is smooth
 (creep below v_s) where MuJoCo's is a cone constraint; MuJoCo's impedance
 curve (dmin, midpoint, power) has no counterpart beyond the onset width."""
 
@@ -65,7 +76,6 @@ import jax.numpy as jnp
 import numpy as np
 
 EPS_DAMPING = 1e-3     # the width of the damping factor's ramp (dimensionless)
-G_DEFAULT = 9.81       # the gravity used by the MuJoCo mapping when the model has none
 
 
 def ramp(x, w):
@@ -84,9 +94,17 @@ def _pow(x, p):
     return jnp.where(x > 0, xs ** p, 0.0)
 
 
-def normal_force(delta, delta_dot, k, p, c, w):
-    """f_n ≥ 0 of the Hunt-Crossley law (module docstring); broadcasts."""
-    return k * _pow(ramp(delta, w), p) * ramp(1.0 + c * delta_dot, EPS_DAMPING)
+def normal_force(delta, delta_dot, k, p, c, w, b=0.0):
+    """f_n ≥ 0 (module docstring): k ramp_w(δ)^p ramp_ε(1 + (c + b σ / (k ramp_w(δ)^p)) δ̇) with
+    σ = ramp_w(δ)/max(δ, w): Hunt-Crossley damping c (s/m) plus a viscous damping b (N s/m) that
+    rises with the onset ramp and is constant past it; broadcasts."""
+    rho = ramp(delta, w)
+    rp = _pow(rho, p)
+    pos = rho > 0
+    den = k * jnp.where(pos, _pow(jnp.where(pos, rho, 1.0), jnp.asarray(p) - 1.0), 1.0) \
+        * jnp.maximum(jnp.maximum(delta, w), 1e-300)
+    visc = jnp.where(pos, b / jnp.where(pos, den, 1.0), 0.0)
+    return k * rp * ramp(1.0 + (c + visc) * delta_dot, EPS_DAMPING)
 
 
 _GL_T, _GL_W = np.polynomial.legendre.leggauss(24)   # Gauss-Legendre nodes and weights on [-1, 1]
@@ -144,17 +162,17 @@ def creep_speed(theta, mu, v_smooth):
     return v_smooth * t / math.sqrt(mu * mu - t * t)
 
 
-def from_mujoco(solref, solimp, m_eff, gravity=G_DEFAULT):
-    """(k, p, c, w) of the law for MuJoCo's ``solref`` (2) and ``solimp`` (5) and an effective mass
-    (module docstring): MuJoCo's time constant and damping at full impedance (the damping at
-    the penetration that carries the weight under ``gravity``), solimp's width as the onset."""
+def from_mujoco(solref, solimp, m_eff):
+    """(k, p, c, w, b) of the law for MuJoCo's ``solref`` (2) and ``solimp`` (5) and an effective
+    mass (module docstring): MuJoCo's resting penetration and damping ratio at full impedance (dmax =
+    solimp[1], MuJoCo clips it to [1e-4, 0.9999]), solimp's width as the onset, viscous damping."""
     tc, dr = float(solref[0]), float(solref[1])
+    dmax = float(np.clip(solimp[1], 1e-4, 0.9999))
     width = float(solimp[2])
     if tc > 0:
         K, B = (1.0 / (tc * dr) ** 2 if dr > 0 else 0.0), 2.0 / tc
     else:
         K, B = -tc, -dr
-    g = float(gravity) if gravity > 0 else G_DEFAULT
-    k = m_eff * K
-    c = B / g
-    return k, 1.0, c, width
+    k = m_eff * K / (1.0 - dmax)
+    b = m_eff * B / math.sqrt(1.0 - dmax)
+    return k, 1.0, 0.0, width, b

@@ -618,11 +618,10 @@ class _Compiler:
             return
         _, masses = self._effective_masses([d["joint"] for d in scalar])
         body_of = {kw.get("joint_name"): kw["name"] for kw in self._planned}
-        g = float(np.linalg.norm(gravity))
         for d, m in zip(scalar, masses):
-            k, p, c, w = from_mujoco(self._solref(d["solref"]), d["solimp"], m, g)
+            k, p, c, w, b = from_mujoco(self._solref(d["solref"]), d["solimp"], m)
             self.builder.add_joint_limit(body_of[d["joint"]], d["lower"], d["upper"], stiffness=k, damping=c,
-                                         exponent=p, width=w)
+                                         exponent=p, width=w, viscous=b)
 
     def _read_equality(self):
         out = []

@@ -246,9 +246,9 @@ def _add_limits(b, model, limited, g):
     for name, lo, hi in limited:
         j = names.index(name)
         dof = int(model.joint_dof_adr[j])
-        k, p, c, w = from_mujoco((0.02, 1.0), (0.9, 0.95, 0.001, 0.5, 2.0), 1.0 / dof_iw[dof], g)
+        k, p, c, w, bv = from_mujoco((0.02, 1.0), (0.9, 0.95, 0.001, 0.5, 2.0), 1.0 / dof_iw[dof])
         b.add_joint_limit(model.topo.names[int(model.topo.dof_body[dof])], lo, hi, stiffness=k, damping=c,
-                          exponent=p, width=w)
+                          exponent=p, width=w, viscous=bv)
 
 
 def _add_joint(b, el, parent_body, links, seen, q0):
