@@ -189,6 +189,16 @@ def _transform_spatial(Is, R, p):
     return X.T @ Is @ X
 
 
+def _friction_condim(friction, condim, what):
+    """A geom's or contact pair's (slide, torsion, roll) friction, checked with its condim."""
+    fr = _vec(friction, 3, f"{what}: friction")
+    if np.any(fr < 0):
+        raise ValueError(f"{what}: friction must be non-negative, got {tuple(fr)}")
+    if condim not in (1, 3, 4, 6):
+        raise ValueError(f"{what}: condim {condim!r} is not 1, 3, 4 or 6")
+    return fr
+
+
 class ModelBuilder:
     """Assemble a kinematic tree body by body, then :meth:`build` a :class:`Model`.
 
@@ -440,11 +450,7 @@ class ModelBuilder:
         sz = np.atleast_1d(np.asarray(size, float)) if need else np.zeros(0)
         if sz.shape != (need,) or not np.all(np.isfinite(sz)) or np.any(sz <= 0):
             raise ValueError(f"{what}: a {type} needs {need} positive size(s), got {size!r}")
-        fr = _vec(friction, 3, f"{what}: friction")
-        if np.any(fr < 0):
-            raise ValueError(f"{what}: friction must be non-negative, got {tuple(fr)}")
-        if condim not in (1, 3, 4, 6):
-            raise ValueError(f"{what}: condim {condim!r} is not 1, 3, 4 or 6")
+        fr = _friction_condim(friction, condim, what)
         if margin < 0:
             raise ValueError(f"{what}: margin must be non-negative")
         for key, val in (("contype", contype), ("conaffinity", conaffinity)):
@@ -474,11 +480,7 @@ class ModelBuilder:
                              ("viscous", viscous, lambda x: x >= 0)):
             if val is not None and not (np.isfinite(val) and ok(val)):
                 raise ValueError(f"{what}: {key} {val!r} is out of range")
-        fr = _vec(friction, 3, f"{what}: friction")
-        if np.any(fr < 0):
-            raise ValueError(f"{what}: friction must be non-negative")
-        if condim not in (1, 3, 4, 6):
-            raise ValueError(f"{what}: condim {condim!r} is not 1, 3, 4 or 6")
+        fr = _friction_condim(friction, condim, what)
         self.__dict__.setdefault("_pairs", []).append(dict(
             geom1=geom1, geom2=geom2, condim=condim, friction=fr, solref=_vec(solref, 2, f"{what}: solref"),
             solimp=_vec(solimp, 5, f"{what}: solimp"), margin=float(margin), stiffness=stiffness,

@@ -454,7 +454,7 @@ class _Compiler:
         if self.contacts_on:
             self._add_contacts()
         if self.limited and self.limits_on:
-            self._apply_limits(gravity)
+            self._apply_limits()
         if self.mesh_notes:
             self.unsupported.append(f"mesh files ({'; '.join(sorted(self.mesh_notes))})")
         if self.frictionloss:
@@ -562,15 +562,9 @@ class _Compiler:
         joint's effective mass at qpos0 (1 / diagonal of the inverse mass matrix,
         armature included), stiffness = m / (timeconst * dampratio)^2 and
         damping = 2 m / timeconst, replacing the joint's stiffness and damping."""
-        from ..forces.contact import inverse_weights
-        self.builder.set_initial_state(q0=np.concatenate(self.q0) if self.q0 else np.zeros(0))
-        model = self.builder.build()
-        dof_iw = np.asarray(inverse_weights(model, model.q0)[1])
-        names = list(model.joint_names)
+        masses = self._effective_masses([j for j, _, _ in self.springdampers])
         by_joint = {kw.get("joint_name"): kw for kw in self._planned}
-        for jname, tc, zeta in self.springdampers:
-            dof = int(model.joint_dof_adr[names.index(jname)])
-            m = 1.0 / dof_iw[dof]
+        for (jname, tc, zeta), m in zip(self.springdampers, masses):
             by_joint[jname].update(stiffness=m / (tc * zeta) ** 2, damping=2.0 * m / tc)
         self.builder = ModelBuilder(gravity=gravity)
         for kw in self._planned:
@@ -593,16 +587,17 @@ class _Compiler:
             tc = max(tc, 2.0 * self.timestep)
         return tc, dr
 
-    def _effective_masses(self, dofs):
-        """1 / (H⁻¹)_ii at qpos0 for the given DoFs (MuJoCo's A_ii of a joint row there)."""
+    def _effective_masses(self, joints):
+        """1 / (H⁻¹)_ii at qpos0 for the DoF of each named scalar joint (MuJoCo's A_ii of a joint row
+        there; armature included), from the bodies planned so far."""
         from ..forces.contact import inverse_weights
         self.builder.set_initial_state(q0=np.concatenate(self.q0) if self.q0 else np.zeros(0))
         model = self.builder.build()
         dof_iw = np.asarray(inverse_weights(model, model.q0)[1])
         names = list(model.joint_names)
-        return model, [1.0 / dof_iw[int(model.joint_dof_adr[names.index(j)])] for j in dofs]
+        return [1.0 / dof_iw[int(model.joint_dof_adr[names.index(j)])] for j in joints]
 
-    def _apply_limits(self, gravity):
+    def _apply_limits(self):
         """Limited hinge and slide joints get a :class:`jaxmbd.forces.JointLimit` with the law's
         mapping of solreflimit/solimplimit (:func:`jaxmbd.forces.law.from_mujoco`) at the joint's
         effective mass at qpos0; ball-joint limits and limit margins stay in the warning."""
@@ -616,7 +611,7 @@ class _Compiler:
             self.unsupported.append(f"joint limit margins ({', '.join(margins)})")
         if not scalar:
             return
-        _, masses = self._effective_masses([d["joint"] for d in scalar])
+        masses = self._effective_masses([d["joint"] for d in scalar])
         body_of = {kw.get("joint_name"): kw["name"] for kw in self._planned}
         for d, m in zip(scalar, masses):
             k, p, c, w, b = from_mujoco(self._solref(d["solref"]), d["solimp"], m)

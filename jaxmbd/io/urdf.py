@@ -227,7 +227,7 @@ def _load(root, floating_base, gravity):
     b.set_initial_state(q0=np.concatenate(q0) if q0 else np.zeros(0))
     model = b.build()
     if limited:
-        _add_limits(b, model, limited, float(np.linalg.norm(gravity)))
+        _add_limits(b, model, limited)
         model = b.build()
     if b.inertia_notes:
         unsupported.append("the triangle-inequality check of inertias (violated, used as given: "
@@ -235,7 +235,7 @@ def _load(root, floating_base, gravity):
     return URDFImport(model=model, mimic=mimic, joint_range=joint_range, unsupported=unsupported)
 
 
-def _add_limits(b, model, limited, g):
+def _add_limits(b, model, limited):
     """A :class:`jaxmbd.forces.JointLimit` per limited revolute/prismatic joint, with MuJoCo's
     default solreflimit/solimplimit mapped at the joint's effective mass at the reference
     configuration (:func:`jaxmbd.forces.law.from_mujoco`), as MuJoCo does on importing a URDF."""
