@@ -426,11 +426,14 @@ class ModelBuilder:
 
     def add_geom(self, body, type, size=(), *, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), name=None,
                  contype=1, conaffinity=1, condim=3, friction=(1.0, 0.005, 0.0001), solref=(0.02, 1.0),
-                 solimp=(0.9, 0.95, 0.001, 0.5, 2.0), margin=0.0, priority=0, solmix=1.0) -> "ModelBuilder":
+                 solimp=(0.9, 0.95, 0.001, 0.5, 2.0), margin=0.0, priority=0, solmix=1.0,
+                 vertices=None) -> "ModelBuilder":
         """A collision geom on ``body`` ("world" for static geometry), in MuJoCo's conventions: ``type``
         plane (normal +z of its frame), sphere (radius), capsule and cylinder (radius, half-length along
-        z), box (half-sizes), ellipsoid (semi-axes); the geom frame at ``pos``/``quat`` (w x y z) in the
-        body frame.  Which pairs can touch follows MuJoCo's rules (contype/conaffinity bitmasks, no
+        z), box (half-sizes), ellipsoid (semi-axes), or mesh (no size; ``vertices`` (n, 3) in the geom
+        frame, colliding as their convex hull, as MuJoCo's meshes do: several contacts against a plane,
+        a box or another mesh, one against the curved primitives, see :mod:`jaxmbd.contact.geometry`);
+        the geom frame at ``pos``/``quat`` (w x y z) in the body frame.  Which pairs can touch follows MuJoCo's rules (contype/conaffinity bitmasks, no
         contact within a body or between a body and its parent, ``add_contact_pair`` and
         ``exclude_contact``); a pair's parameters combine its geoms' as MuJoCo does (priority, max of
         condim and friction, solmix-weighted solref/solimp, summed margins) and map to the force law by
@@ -443,10 +446,18 @@ class ModelBuilder:
             raise ValueError(f"{what}: the name is taken")
         if body != "world" and body not in self._names:
             raise ValueError(f"{what}: body {body!r} is not defined")
-        if type not in self.GEOM_SIZES:
-            raise ValueError(f"{what}: unknown geom type {type!r}; expected one of {', '.join(self.GEOM_SIZES)}"
-                             " (meshes are not supported for contact yet)")
-        need = self.GEOM_SIZES[type]
+        if type not in self.GEOM_SIZES and type != "mesh":
+            raise ValueError(f"{what}: unknown geom type {type!r}; expected one of "
+                             f"{', '.join(self.GEOM_SIZES)}, mesh")
+        if (type == "mesh") != (vertices is not None):
+            raise ValueError(f"{what}: " + ("a mesh needs its vertices" if type == "mesh"
+                                            else f"vertices are for meshes, not a {type}"))
+        if type == "mesh":
+            from .contact.geometry import make_mesh
+            if np.size(size):
+                raise ValueError(f"{what}: a mesh takes its vertices, not a size")
+            vertices = make_mesh(vertices, what=what).verts      # the hull's vertices (checked)
+        need = self.GEOM_SIZES.get(type, 0)
         sz = np.atleast_1d(np.asarray(size, float)) if need else np.zeros(0)
         if sz.shape != (need,) or not np.all(np.isfinite(sz)) or np.any(sz <= 0):
             raise ValueError(f"{what}: a {type} needs {need} positive size(s), got {size!r}")
@@ -464,7 +475,7 @@ class ModelBuilder:
                           R=_quat_rot(q), p=_vec(pos, 3, f"{what}: pos"), contype=int(contype),
                           conaffinity=int(conaffinity), condim=int(condim), friction=fr,
                           solref=_vec(solref, 2, f"{what}: solref"), solimp=_vec(solimp, 5, f"{what}: solimp"),
-                          margin=float(margin), priority=int(priority), solmix=float(solmix)))
+                          margin=float(margin), priority=int(priority), solmix=float(solmix), vertices=vertices))
         return self
 
     def add_contact_pair(self, geom1, geom2, *, condim=3, friction=(1.0, 0.005, 0.0001), solref=(0.02, 1.0),

@@ -10,9 +10,10 @@ Conventions (MuJoCo's, so that results compare with ``mujoco.MjData.contact``):
   with half-length ``h`` along the local z axis; box ``(hx, hy, hz)``
   half-sizes; ellipsoid ``(a, b, c)`` semi-axes; plane: unused (a plane is
   infinite, its normal is the local +z axis, it passes through ``p``).  A
-  mesh's "size" is its vertex array ``(n, 3)`` in the geom frame (MuJoCo's
-  ``mesh_vert`` of the geom's mesh); the geom is the convex hull of the
-  vertices, as MuJoCo collides it.  Lengths in the model's unit (metres).
+  mesh's "size" is a :class:`Mesh` (:func:`make_mesh`: its hull's vertices
+  and face planes in the geom frame) or a bare vertex array ``(n, 3)``
+  (MuJoCo's ``mesh_vert`` of the geom's mesh); the geom is the convex hull of
+  the vertices, as MuJoCo collides it.  Lengths in the model's unit (metres).
 * Each pair type gives a FIXED number k of candidate contacts
   (:func:`num_contacts`), whether the geoms touch or not.  A candidate has a
   signed distance ``dist`` (negative: penetration depth), a position ``pos``
@@ -47,7 +48,13 @@ The other convex pairs (sphere, capsule, ellipsoid, cylinder, box, mesh
 against ellipsoid, cylinder and mesh, and cylinder-box) are in
 :mod:`.convex`: GJK/EPA on support functions with static iteration counts,
 one candidate each (the deepest or closest point pair; a face resting on a
-face gets one point of the patch, not several).  In float64 they equal
+face gets one point of the patch, not several), except box-mesh and
+mesh-mesh given :class:`Mesh` es: there each polytope's vertices against the
+other (exact penetration inside; as box-box's corners) and a separating-axis
+candidate (exact penetration depth of overlapping polytopes, edge-edge
+contact) replace GJK/EPA, so that a mesh resting on a face stays level
+(see :func:`box_mesh`).  A curved geom (sphere, capsule, ellipsoid, cylinder)
+against a mesh keeps one candidate.  In float64 they equal
 MuJoCo's nativeccd (run at tight tolerances, multiccd off) to 1e-12 in dist
 for the polytope pairs and 1e-9 for curved surfaces, normal 3e-5, pos 7e-6
 (``tests/test_contact_convex.py``); exactly touching a curved surface
@@ -381,10 +388,206 @@ def box_box(R1, p1, s1, R2, p2, s2):
     return dist, pos, jnp.concatenate([n12, -n21, n[None]])
 
 
-def plane_mesh(R1, p1, s1, R2, p2, verts):
-    """One candidate per mesh vertex (the hull's vertices are among them; the
+# --------------------------------------------------------------------------------------------------
+# convex meshes
+
+class Mesh(NamedTuple):
+    """A convex mesh as the narrow phase takes it (:func:`make_mesh`), in its
+    geom frame: ``verts`` (V, 3) the vertices of its convex hull; ``planes``
+    (F, 4) the hull's face planes, a unit outward normal n and an offset d
+    (n.x - d is a point's signed distance to the plane); ``valid`` (V,) marks
+    real vertices; ``edges`` (E, 2, 3) the hull's edges (not the diagonals of
+    its flat faces).  Arrays padded to a common size repeat their first
+    vertex, plane and edge: the same hull.  A bare vertex array is also accepted where a mesh is
+    expected; it collides by its support function alone (one candidate)."""
+    verts: jax.Array
+    planes: jax.Array
+    valid: jax.Array
+    edges: jax.Array
+
+
+_FAR = 1e9   # the dist of a padding vertex's candidate: never in contact
+
+
+def make_mesh(vertices, n_verts=None, n_planes=None, what="mesh"):
+    """The :class:`Mesh` of the convex hull of ``vertices`` (n, 3) (NumPy, at
+    build time), padded to ``n_verts`` vertices and ``n_planes`` planes when
+    given.  Coplanar hull triangles share one plane.  Raises ValueError naming
+    ``what`` when the points have no hull with volume."""
+    import numpy as np
+    V = np.asarray(vertices, np.float64)
+    if V.ndim != 2 or V.shape[1] != 3 or len(V) < 4 or not np.all(np.isfinite(V)):
+        raise ValueError(f"{what}: a mesh needs an (n >= 4, 3) array of finite vertices, got shape {V.shape}")
+    from scipy.spatial import ConvexHull, QhullError
+    try:
+        h = ConvexHull(V)
+    except (QhullError, ValueError) as e:
+        raise ValueError(f"{what}: the vertices have no convex hull with volume "
+                         f"({str(e).strip().splitlines()[0]})") from None
+    verts = V[h.vertices]
+    eq = h.equations                                         # n.x + e <= 0 inside, |n| = 1
+    scale = np.abs(verts).max()
+    key = np.round(np.concatenate([eq[:, :3], eq[:, 3:] / scale], 1), 9)
+    _, first = np.unique(key, axis=0, return_index=True)
+    planes = np.concatenate([eq[np.sort(first), :3], -eq[np.sort(first), 3:]], 1)
+    # edges: a triangle side whose two triangles lie in different planes
+    face_of = np.empty(len(eq), int)
+    face_of[:] = np.unique(key, axis=0, return_inverse=True)[1].ravel()
+    sides = {}
+    for t, tri in enumerate(h.simplices):
+        for a, b in ((tri[0], tri[1]), (tri[1], tri[2]), (tri[2], tri[0])):
+            sides.setdefault((min(a, b), max(a, b)), set()).add(face_of[t])
+    edges = np.array([[V[a], V[b]] for (a, b), f in sorted(sides.items()) if len(f) > 1]).reshape(-1, 2, 3)
+    return pad_mesh(Mesh(verts, planes, np.ones(len(verts), bool), edges), n_verts, n_planes, None, what)
+
+
+def pad_mesh(mesh, n_verts=None, n_planes=None, n_edges=None, what="mesh"):
+    """A :class:`Mesh` (NumPy) padded to ``n_verts`` vertices, ``n_planes``
+    planes and ``n_edges`` edges by repeating its first ones (the same hull)."""
+    import numpy as np
+    nv, nf, ne = int(np.sum(mesh.valid)), len(mesh.planes), len(mesh.edges)
+    verts, planes, edges = np.asarray(mesh.verts)[:nv], np.asarray(mesh.planes), np.asarray(mesh.edges)
+    n_verts, n_planes, n_edges = n_verts or nv, n_planes or nf, n_edges or ne
+    if n_verts < nv or n_planes < nf or n_edges < ne:
+        raise ValueError(f"{what}: its hull has {nv} vertices, {nf} planes and {ne} edges, more than the "
+                         f"padding ({n_verts}, {n_planes}, {n_edges})")
+    return Mesh(np.concatenate([verts, np.repeat(verts[:1], n_verts - nv, 0)]),
+                np.concatenate([planes, np.repeat(planes[:1], n_planes - nf, 0)]),
+                np.arange(n_verts) < nv, np.concatenate([edges, np.repeat(edges[:1], n_edges - ne, 0)]))
+
+
+def _mesh_verts(m):
+    return m.verts if isinstance(m, Mesh) else m
+
+
+def _planes_depth(planes, x):
+    """Signed depth of points x (k, 3) (in the mesh frame) against a hull's
+    planes: max over faces of n.x - d (exact inside the hull, a positive lower
+    bound of the distance outside) and that face's normal (k, 3)."""
+    s = x @ planes[:, :3].T - planes[None, :, 3]
+    return jnp.max(s, 1), planes[jnp.argmax(s, 1), :3]
+
+
+def plane_mesh(R1, p1, s1, R2, p2, mesh):
+    """One candidate per hull vertex (a bare vertex array: per vertex; the
     others lie above the deepest); the deepest is exact."""
-    return _on_plane(R1[:, 2], p1, p2[None] + verts @ R2.T)
+    dist, pos, n = _on_plane(R1[:, 2], p1, p2[None] + _mesh_verts(mesh) @ R2.T)
+    if isinstance(mesh, Mesh):
+        dist = jnp.where(mesh.valid, dist, _FAR)
+    return dist, pos, n
+
+
+SAT_BUDGET = 2_000_000   # mesh-mesh: above E1 E2 (V1 + V2) multiply-adds the deepest pair comes from GJK/EPA
+_BOX_EDGES = [(a, b) for a in range(8) for b in range(a + 1, 8) if bin(a ^ b).count("1") == 1]   # corner pairs
+
+
+def _sat(VA, NA, DA, EA, VB, NB, DB, EB):
+    """The separating-axis candidate of two convex polytopes (world
+    coordinates): vertices V (n, 3), face normals N (f, 3) (either sign),
+    edge directions D (d, 3) and edge segments E (e, 2, 3).  Over the face
+    normals of both and the cross products of their edge directions, the
+    largest gap: the exact penetration depth of overlapping polytopes (when
+    apart a positive lower bound of their distance), its axis (geom A to B)
+    the normal.  The position: for an edge-edge axis the middle of the
+    closest points of the two supporting edges; for a face axis the other
+    polytope's supporting vertex moved half the gap toward the face."""
+    cr = jnp.cross(DA[:, None, :], DB[None, :, :]).reshape(-1, 3)
+    scale = (jnp.linalg.norm(DA, axis=1)[:, None] * jnp.linalg.norm(DB, axis=1)[None, :]).reshape(-1)
+    crn, crl = _normalize(cr, jnp.zeros_like(cr).at[:, 0].set(1.0))
+    nfa, nfb = len(NA), len(NB)
+    axes = jnp.concatenate([NA, NB, crn])
+    valid = jnp.concatenate([jnp.ones(nfa + nfb, bool), crl > 1e-6 * scale])
+    pa, pb = axes @ VA.T, axes @ VB.T
+    g1 = jnp.min(pb, 1) - jnp.max(pa, 1)            # B beyond A along +u
+    g2 = jnp.min(pa, 1) - jnp.max(pb, 1)            # along -u
+    gap = jnp.where(valid, jnp.maximum(g1, g2), -jnp.inf)
+    k = jnp.argmax(gap)
+    n = axes[k] * jnp.where(g1[k] >= g2[k], 1.0, -1.0)
+    dist = gap[k]
+    # supporting edges: both ends at the support level along n (A) and -n (B)
+    ea = EA[jnp.argmax(jnp.min(EA @ n, 1))]
+    eb = EB[jnp.argmin(jnp.max(EB @ n, 1))]
+    s_, t_ = _segments(ea[0], ea[1], eb[0], eb[1])
+    ee = 0.5 * (ea[0] + s_ * (ea[1] - ea[0]) + eb[0] + t_ * (eb[1] - eb[0]))
+    vb = VB[jnp.argmin(VB @ n)]
+    va = VA[jnp.argmax(VA @ n)]
+    pos = jnp.where(k < nfa, vb - 0.5 * dist * n, jnp.where(k < nfa + nfb, va + 0.5 * dist * n, ee))
+    return dist[None], pos[None], n[None]
+
+
+def _polytope_pair(d_v, pos_v, n_v, sat):
+    """The candidates of two polytopes: each one's vertices against the other
+    (resting faces get several points and stay level, as a box's corners do on
+    a plane) and the separating-axis candidate (:func:`_sat`) for edge-edge
+    contact.  That last one's penetration is reduced by the deepest vertex
+    penetration (a continuous correction) so that a contact a vertex already
+    carries is not counted twice: its dist is the residual, 0 when a vertex is
+    the deepest point (a face or edge resting on a face)."""
+    dg, pg, ng = sat
+    dg = dg - jnp.minimum(jnp.min(d_v), 0.0)
+    return (jnp.concatenate([d_v, dg]), jnp.concatenate([pos_v, pg]), jnp.concatenate([n_v, ng]))
+
+
+def _mesh_world(R, p, mesh):
+    """A Mesh's vertices, face normals, edge directions and edges in the world."""
+    E = p[None, None] + mesh.edges @ R.T
+    return p[None] + mesh.verts @ R.T, mesh.planes[:, :3] @ R.T, E[:, 1] - E[:, 0], E
+
+
+def box_mesh(R1, p1, s1, R2, p2, mesh):
+    """Box against a convex mesh.  With a :class:`Mesh`: the hull's V vertices
+    against the box (exact signed distance), the box's 8 corners against the
+    hull's planes (exact inside), and the separating-axis candidate (see
+    :func:`_polytope_pair`): V + 9 candidates, work O(E (V + 8)) for E hull
+    edges.  A bare vertex array: 1 (GJK/EPA)."""
+    if not isinstance(mesh, Mesh):
+        return _BOX_MESH_1(R1, p1, s1, R2, p2, mesh)
+    vw, nw, dw, ew = _mesh_world(R2, p2, mesh)
+    d2, n12 = _point_box(vw, R1, p1, s1)
+    c1 = _box_corners(R1, p1, s1)
+    d1, nl = _planes_depth(mesh.planes, (c1 - p2[None]) @ R2)
+    n21 = nl @ R2.T
+    d_v = jnp.concatenate([jnp.where(mesh.valid, d2, _FAR), d1])
+    pos_v = jnp.concatenate([vw - 0.5 * d2[:, None] * n12, c1 - 0.5 * d1[:, None] * n21])
+    box_edges = c1[jnp.asarray(_BOX_EDGES)]                            # (12, 2, 3)
+    return _polytope_pair(d_v, pos_v, jnp.concatenate([n12, -n21]),
+                          _sat(c1, R1.T, R1.T, box_edges, vw, nw, dw, ew))
+
+
+def mesh_mesh(R1, p1, m1, R2, p2, m2):
+    """Two convex meshes.  With :class:`Mesh` es: each hull's vertices against
+    the other's planes and the separating-axis candidate
+    (:func:`_polytope_pair`): V1 + V2 + 1 candidates, work O(E1 E2 (V1 + V2));
+    above :data:`SAT_BUDGET` (large hulls) the deepest pair comes from
+    GJK/EPA instead (the same depth, slower to compile).  Bare vertex arrays:
+    1 (GJK/EPA)."""
+    if not (isinstance(m1, Mesh) and isinstance(m2, Mesh)):
+        return _MESH_MESH_1(R1, p1, _mesh_verts(m1), R2, p2, _mesh_verts(m2))
+    v1, n1, dir1, e1 = _mesh_world(R1, p1, m1)
+    v2, n2, dir2, e2 = _mesh_world(R2, p2, m2)
+    d2, nl = _planes_depth(m1.planes, (v2 - p1[None]) @ R1)          # mesh 2's vertices in mesh 1
+    n12 = nl @ R1.T
+    d1, nl = _planes_depth(m2.planes, (v1 - p2[None]) @ R2)
+    n21 = nl @ R2.T
+    d_v = jnp.concatenate([jnp.where(m2.valid, d2, _FAR), jnp.where(m1.valid, d1, _FAR)])
+    pos_v = jnp.concatenate([v2 - 0.5 * d2[:, None] * n12, v1 - 0.5 * d1[:, None] * n21])
+    if len(e1) * len(e2) * (len(v1) + len(v2)) > SAT_BUDGET:        # large hulls: GJK/EPA's deepest pair
+        deep = _MESH_MESH_1(R1, p1, m1.verts, R2, p2, m2.verts)
+    else:
+        deep = _sat(v1, n1, dir1, e1, v2, n2, dir2, e2)
+    return _polytope_pair(d_v, pos_v, jnp.concatenate([n12, -n21]), deep)
+
+
+def _mesh_single(fn):
+    """A GJK/EPA pair function of a primitive and a mesh that takes a Mesh too (by its vertices)."""
+    def pair(R1, p1, s1, R2, p2, s2):
+        return fn(R1, p1, _mesh_verts(s1), R2, p2, _mesh_verts(s2))
+    pair.__name__, pair.__doc__ = fn.__name__, fn.__doc__
+    return pair
+
+
+_BOX_MESH_1 = convex_pair("box", "mesh")
+_MESH_MESH_1 = convex_pair("mesh", "mesh")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -409,7 +612,8 @@ _CONVEX = [("sphere", "ellipsoid"), ("sphere", "cylinder"), ("sphere", "mesh"),
            ("ellipsoid", "ellipsoid"), ("ellipsoid", "cylinder"), ("ellipsoid", "box"), ("ellipsoid", "mesh"),
            ("cylinder", "cylinder"), ("cylinder", "box"), ("cylinder", "mesh"),
            ("box", "mesh"), ("mesh", "mesh")]
-_PAIRS.update({k: (convex_pair(*k), 1) for k in _CONVEX})
+_PAIRS.update({k: (convex_pair(*k) if "mesh" not in k else _mesh_single(convex_pair(*k)), 1) for k in _CONVEX})
+_PAIRS.update({("box", "mesh"): (box_mesh, 1), ("mesh", "mesh"): (mesh_mesh, 1)})
 
 
 def type_name(t):
@@ -445,11 +649,15 @@ def num_contacts(type1, type2, size1=None, size2=None):
     mesh's count may depend on its vertex count)."""
     key, swap = _ordered(type1, type2)
     n = _PAIRS[key][1]
+    m1, m2 = (size2, size1) if swap else (size1, size2)
     if n is None:                                   # one per mesh vertex
-        verts = size1 if (type_name(type1) == "mesh") else size2
-        if verts is None:
+        if m2 is None:
             raise ValueError("a mesh pair's count is its vertex count: pass the vertex array")
-        return len(verts)
+        return len(_mesh_verts(m2))
+    if key == ("box", "mesh") and isinstance(m2, Mesh):
+        return len(m2.verts) + 9
+    if key == ("mesh", "mesh") and isinstance(m1, Mesh) and isinstance(m2, Mesh):
+        return len(m1.verts) + len(m2.verts) + 1
     return n
 
 
@@ -458,13 +666,23 @@ def collide(type1, type2, pose1, size1, pose2, size2):
     :func:`num_contacts` rows; normals from geom1 to geom2).
 
     type1, type2: static MuJoCo type names or ``mjtGeom`` ints.  pose1,
-    pose2: ``(R, p)`` world poses.  size1, size2: MuJoCo ``geom_size`` (3,).
+    pose2: ``(R, p)`` world poses.  size1, size2: MuJoCo ``geom_size`` (3,);
+    for a mesh its :class:`Mesh` (from :func:`make_mesh`: several candidates
+    against a plane, a box or a mesh) or a bare vertex array (its support
+    function: one candidate, except per vertex on a plane).
     """
     key, swap = _ordered(type1, type2)
     fn = _PAIRS[key][0]
     (R1, p1), (R2, p2) = pose1, pose2
-    dt = jnp.result_type(R1, p1, size1, R2, p2, size2, jnp.float32)
-    args = [jnp.asarray(x, dt) for x in (R1, p1, size1, R2, p2, size2)]
+    arrs = [_mesh_verts(x) for x in (R1, p1, size1, R2, p2, size2)]
+    dt = jnp.result_type(*arrs, jnp.float32)
+
+    def conv(x):
+        if isinstance(x, Mesh):
+            return Mesh(jnp.asarray(x.verts, dt), jnp.asarray(x.planes, dt), jnp.asarray(x.valid, bool),
+                        jnp.asarray(x.edges, dt))
+        return jnp.asarray(x, dt)
+    args = [conv(x) for x in (R1, p1, size1, R2, p2, size2)]
     if swap:
         args = args[3:] + args[:3]
     dist, pos, n = fn(*args)

@@ -58,17 +58,27 @@ class Contact(JointElement):
     ``add_contact_pair`` and ``exclude_contact``; not created directly).
 
     Static: ``geom_names``, ``geom_body`` (moving host index, -1 the world), ``geom_type`` (type
-    names), ``groups`` ((type1, type2, ((g1, g2), ...)), ...) and ``pair_names``.  Traced, per geom:
-    ``geom_rot`` (ng, 3, 3) and ``geom_pos`` (ng, 3) on the host, ``geom_size`` (ng, 3); per pair
+    names), ``groups`` ((type1, type2, ((g1, g2), ...)), ...), ``geom_mesh`` (a mesh geom's index into
+    the mesh arrays, -1 for the primitives) and ``mesh_nvert`` (each mesh's hull vertex count).  Traced,
+    per geom: ``geom_rot`` (ng, 3, 3) and ``geom_pos`` (ng, 3) on the host, ``geom_size`` (ng, 3); per
+    mesh: ``mesh_verts`` (nm, V, 3), ``mesh_planes`` (nm, F, 4) and ``mesh_edges`` (nm, E, 2, 3) of its
+    convex hull in the geom frame
+    (:class:`jaxmbd.contact.geometry.Mesh`, padded to the largest; the planes and edges are the
+    vertices' hull at build time: scale or move a mesh through all three together); per pair
     (in group order): ``stiffness``, ``exponent``, ``damping``, ``width``, ``viscous``, ``friction`` (np, 3:
     slide, torsion, roll; zero beyond the pair's condim), ``smoothing`` (m/s), ``margin``."""
     geom_names: tuple = eqx.field(static=True)
     geom_body: tuple = eqx.field(static=True)
     geom_type: tuple = eqx.field(static=True)
     groups: tuple = eqx.field(static=True)
+    geom_mesh: tuple = eqx.field(static=True)
+    mesh_nvert: tuple = eqx.field(static=True)
     geom_rot: jax.Array
     geom_pos: jax.Array
     geom_size: jax.Array
+    mesh_verts: jax.Array
+    mesh_planes: jax.Array
+    mesh_edges: jax.Array
     stiffness: jax.Array
     exponent: jax.Array
     damping: jax.Array
@@ -121,10 +131,19 @@ class Contact(JointElement):
         pg = pb + jnp.einsum("gij,gj->gi", Rb, self.geom_pos)
         dist, pos, nrm, pair, b1, b2 = [], [], [], [], [], []
         start = 0
+        gmesh = np.asarray(self.geom_mesh, np.int64)
+        nvert = np.asarray(self.mesh_nvert, np.int64)
+        valid = np.arange(self.mesh_verts.shape[1])[None, :] < nvert[:, None]
+
+        def shape(g, t):     # the geoms' sizes, or their Mesh (batched)
+            if t != "mesh":
+                return self.geom_size[g]
+            m = gmesh[g]
+            return G.Mesh(self.mesh_verts[m], self.mesh_planes[m], valid[m], self.mesh_edges[m])
         for t1, t2, rows in self.groups:
             rows = np.asarray(rows, np.int64).reshape(-1, 2)
             g1, g2 = rows[:, 0], rows[:, 1]
-            c = G.collide_batch(t1, t2, (Rg[g1], pg[g1]), self.geom_size[g1], (Rg[g2], pg[g2]), self.geom_size[g2])
+            c = G.collide_batch(t1, t2, (Rg[g1], pg[g1]), shape(g1, t1), (Rg[g2], pg[g2]), shape(g2, t2))
             n, k = c.dist.shape
             dist.append(c.dist.reshape(-1))
             pos.append(c.pos.reshape(-1, 3))
@@ -209,12 +228,27 @@ class _Kin:
         self.rot, self.pos = rot, pos
 
 
-def build_contact(names, hosts, types, rot, pos, size, groups, params):
+def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=()):
     """The bound Contact element from build-time tables (``ModelBuilder``): params: dict of per-pair
-    arrays in group order (stiffness, exponent, damping, width, friction (np, 3), smoothing, margin)."""
+    arrays in group order (stiffness, exponent, damping, width, friction (np, 3), smoothing, margin);
+    meshes: the hull vertex array of every mesh geom, in geom order (None for the primitives)."""
     f = lambda x: jnp.asarray(np.asarray(x, np.float64))  # noqa: E731
+    hulls = [G.make_mesh(m, what=f"geom {n!r}") for n, m in zip(names, meshes) if m is not None]
+    nv = max([len(h.verts) for h in hulls], default=1)
+    nf = max([len(h.planes) for h in hulls], default=1)
+    ne = max([len(h.edges) for h in hulls], default=1)
+    padded = [G.pad_mesh(h, nv, nf, ne) for h in hulls]
+    geom_mesh, k = [], 0
+    for m in list(meshes) + [None] * (len(names) - len(meshes)):
+        geom_mesh.append(-1 if m is None else k)
+        k += m is not None
     return make(Contact, geom_names=tuple(names), geom_body=tuple(int(h) for h in hosts),
-                geom_type=tuple(types), groups=tuple(groups), geom_rot=f(rot), geom_pos=f(pos), geom_size=f(size),
+                geom_type=tuple(types), groups=tuple(groups), geom_mesh=tuple(geom_mesh),
+                mesh_nvert=tuple(len(h.verts) for h in hulls),
+                mesh_verts=f(np.stack([p.verts for p in padded]) if padded else np.zeros((0, 1, 3))),
+                mesh_planes=f(np.stack([p.planes for p in padded]) if padded else np.zeros((0, 1, 4))),
+                mesh_edges=f(np.stack([p.edges for p in padded]) if padded else np.zeros((0, 1, 2, 3))),
+                geom_rot=f(rot), geom_pos=f(pos), geom_size=f(size),
                 **{k: f(params[k]) for k in ("stiffness", "exponent", "damping", "width", "viscous", "friction",
                                               "smoothing", "margin")})
 
@@ -380,4 +414,5 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
     return build_contact([g["name"] for g in geoms], hosts, [g["type"] for g in geoms],
                          np.stack([g["R"] for g in geoms]), np.stack([g["p"] for g in geoms]),
                          np.stack([g["size"] for g in geoms]), groups,
-                         {k: np.asarray(v, float) for k, v in rows.items()})
+                         {k: np.asarray(v, float) for k, v in rows.items()},
+                         [g.get("vertices") for g in geoms])

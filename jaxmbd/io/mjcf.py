@@ -62,6 +62,7 @@ from .. import joints as jtypes
 from ..model import Model, ModelBuilder
 from . import _common as C
 from . import mesh as _mesh
+from ..contact import geometry as _geometry
 from . import mjcf_actuator as _actuators
 
 
@@ -282,24 +283,31 @@ class _Compiler:
                                 "body an <inertial>, or the geom mass='0')") from None
         return self._mesh_props[name]
 
+    def _hull(self, mesh, what):
+        """The vertices of a mesh asset's convex hull (in its geom frame), or None where jaxmbd cannot
+        read the mesh (noted in the warning)."""
+        if mesh not in self._hulls:
+            try:
+                V, _ = self._mesh_data(mesh, what)
+            except MJCFError as e:
+                if mesh not in self.meshes:
+                    raise
+                self.mesh_notes.add(f"no hull kept for mesh {mesh!r} ({str(e).split(': ', 1)[-1]})")
+                return None
+            try:
+                self._hulls[mesh] = _mesh.hull_vertices(V)
+            except Exception:  # flat or degenerate: keep every vertex
+                self._hulls[mesh] = V
+        return self._hulls[mesh]
+
     def _record_mesh_geom(self, body, a, gname, what, Rf, pf):
         """Keep the convex hull of a mesh geom that collides or carries mass.  A mesh
         jaxmbd cannot read is an error only where its mass is needed (_mesh_mass);
         here it is noted in the warning."""
-        try:
-            V, _ = self._mesh_data(a["mesh"], what)
-        except MJCFError as e:
-            if a["mesh"] not in self.meshes:
-                raise
-            self.mesh_notes.add(f"no hull kept for mesh {a['mesh']!r} ({str(e).split(': ', 1)[-1]})")
+        if self._hull(a["mesh"], what) is None:
             return
         R = Rf @ C.quat_to_rot(self.orientation(a, what))
         p = pf + Rf @ C.numbers(a.get("pos", "0 0 0"), 3, f"{what}: pos")
-        if a["mesh"] not in self._hulls:
-            try:
-                self._hulls[a["mesh"]] = _mesh.hull_vertices(V)
-            except Exception:  # flat or degenerate: keep every vertex
-                self._hulls[a["mesh"]] = V
         maxhullvert = int(C.number(self.meshes[a["mesh"]].get("maxhullvert", "-1"), f"{what}: maxhullvert"))
         self.mesh_geoms.append(dict(body=body, name=gname, mesh=a["mesh"], pos=p, quat=C.rot_to_quat(R),
                                     hull=self._hulls[a["mesh"]], maxhullvert=maxhullvert))
@@ -474,9 +482,10 @@ class _Compiler:
     def _add_contacts(self):
         """The collision geoms (every geom with a nonzero contype or conaffinity, and every geom a
         <pair> names), <contact><pair> and <exclude>, as ModelBuilder geoms, pairs and excludes
-        (jaxmbd.forces.contact; MuJoCo's geom ids name unnamed geoms ``geom<id>``).  Mesh, height-field
-        and SDF geoms, pair types the narrow phase lacks, gaps and anisotropic pair friction are
-        listed in the warning."""
+        (jaxmbd.forces.contact; MuJoCo's geom ids name unnamed geoms ``geom<id>``).  A mesh geom
+        collides as the convex hull of its vertices (as MuJoCo's do).  Height-field and SDF geoms,
+        meshes jaxmbd cannot read, pair types the narrow phase lacks, gaps and anisotropic pair
+        friction are listed in the warning."""
         recs = sorted(self.geom_records, key=lambda r: r["key"])
         for i, r in enumerate(recs):
             r["id_name"] = r["name"] or f"geom{i}"
@@ -499,7 +508,7 @@ class _Compiler:
                 else:
                     raise MJCFError(f"<contact>: unknown element <{el.tag}>")
         in_pair = {a[k] for a, _ in pairs for k in ("geom1", "geom2")}
-        skipped, gaps = {}, []
+        skipped, gaps, hullverts = {}, [], []
         used = set()
         for r in recs:
             a, gw = r["a"], r["what"]
@@ -510,10 +519,23 @@ class _Compiler:
             kind = a.get("type", "sphere")
             if kind not in ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf"):
                 raise MJCFError(f"{gw}: unknown geom type {kind!r}")
-            if kind not in ("plane", "sphere", "capsule", "cylinder", "box", "ellipsoid") or "mesh" in a:
+            hull = self._hull(a["mesh"], gw) if kind == "mesh" and "mesh" in a else None
+            if kind not in ("plane", "sphere", "capsule", "cylinder", "box", "ellipsoid", "mesh") or (
+                    "mesh" in a and kind != "mesh") or (kind == "mesh" and hull is None):
                 skipped[kind] = skipped.get(kind, 0) + 1
                 continue
-            kind, size, pos, R = self._geom_shape(a, gw)
+            if kind == "mesh":     # the convex hull of its vertices in the geom frame
+                try:
+                    _geometry.make_mesh(hull)
+                except ValueError:
+                    skipped["mesh (flat: no hull with volume)"] = skipped.get("mesh (flat: no hull with volume)", 0) + 1
+                    continue
+                size, pos = np.zeros(3), C.numbers(a.get("pos", "0 0 0"), 3, f"{gw}: pos")
+                R = C.quat_to_rot(self.orientation(a, gw))
+                if C.number(self.meshes[a["mesh"]].get("maxhullvert", "-1"), gw) > 0:
+                    hullverts.append(a["mesh"])
+            else:
+                kind, size, pos, R = self._geom_shape(a, gw)
             num = lambda key, d: C.numbers(a.get(key, d), None, f"{gw}: {key}")  # noqa: E731
             fr = num("friction", "1 0.005 0.0001")
             fr = np.concatenate([fr, [1.0, 0.005, 0.0001][len(fr):]])[:3]
@@ -521,7 +543,7 @@ class _Compiler:
                 gaps.append(r["id_name"])
             solref = C.numbers(a.get("solref", "0.02 1"), 2, f"{gw}: solref")
             self.builder.add_geom(
-                self.builder_name[r["body"]], kind, size[:self.builder.GEOM_SIZES[kind]],
+                self.builder_name[r["body"]], kind, size[:self.builder.GEOM_SIZES.get(kind, 0)], vertices=hull,
                 pos=r["p"] + r["R"] @ pos, quat=C.rot_to_quat(r["R"] @ R), name=r["id_name"],
                 contype=int(C.number(a.get("contype", "1"), gw)), conaffinity=int(C.number(a.get("conaffinity", "1"), gw)),
                 condim=int(C.number(a.get("condim", "3"), f"{gw}: condim")), friction=fr, solref=solref,
@@ -532,7 +554,7 @@ class _Compiler:
             used.add(r["id_name"])
         for a, pw in pairs:
             if a["geom1"] not in used or a["geom2"] not in used:
-                skipped["pair with a mesh/hfield geom"] = skipped.get("pair with a mesh/hfield geom", 0) + 1
+                skipped["pair with an hfield/SDF geom"] = skipped.get("pair with an hfield/SDF geom", 0) + 1
                 continue
             fr = C.numbers(a.get("friction", "1 1 0.005 0.0001 0.0001"), None, f"{pw}: friction")
             fr = np.concatenate([fr, [1.0, 1.0, 0.005, 0.0001, 0.0001][len(fr):]])[:5]
@@ -554,6 +576,8 @@ class _Compiler:
             self.unsupported.append("contacts of " + ", ".join(f"{k} geoms ({n})" for k, n in sorted(skipped.items())))
         if gaps:
             self.unsupported.append(f"contact gaps ({', '.join(gaps)})")
+        if hullverts:
+            self.unsupported.append(f"mesh maxhullvert (the full convex hull collides: {', '.join(sorted(set(hullverts)))})")
         if self.override:
             self.unsupported.append("<flag override> (contact parameter override)")
 
