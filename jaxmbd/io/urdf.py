@@ -27,8 +27,15 @@ with MuJoCo's default ``solreflimit``/``solimplimit`` mapped at the joint's
 effective mass at the reference configuration
 (:func:`jaxmbd.forces.law.from_mujoco`).
 
+Collisions (``collisions="floor"`` or ``"all"``): each link's ``<collision>``
+box, sphere, cylinder (MuJoCo's: radius and half the length), capsule or
+mesh (the convex hull of an STL/OBJ file's scaled vertices; ``package://``
+paths are looked up among the URDF directory's ancestors) becomes a
+collision geom with MuJoCo's default contact parameters, and a plane
+``floor`` (z = 0, normal +z) joins the world.
+
 Not modelled, listed once in a warning: Coulomb friction
-(``<dynamics friction>``), collision geometry (contacts), transmissions, and
+(``<dynamics friction>``), collision geometry unless asked for, transmissions, and
 mimic joints, which stay independent DoFs (as Pinocchio does unless asked to
 couple them); ``URDFImport.mimic`` records them.  ``<dynamics damping>`` is
 joint damping.  Mesh and other geometry never enter the dynamics: the inertia
@@ -68,19 +75,29 @@ class URDFImport:
     unsupported: list = field(default_factory=list)
 
 
+COLLISIONS = (None, "floor", "all")
+
+
 def load_urdf(path, floating_base: bool = False, *, return_info: bool = False, warn: bool = True,
-              gravity=(0.0, 0.0, -9.81)):
+              gravity=(0.0, 0.0, -9.81), collisions=None):
     """Load a URDF file (or the XML text itself) as a :class:`Model`.
 
     floating_base: put a free joint between the world and the root link
-    (otherwise the root link is welded to the world).  Raises ValueError naming
-    the element for malformed documents, missing links, cycles, unknown joint
-    types and non-physical inertias.  ``return_info=True`` returns a
-    :class:`URDFImport`.
+    (otherwise the root link is welded to the world).  collisions: None (the
+    ``<collision>`` elements are listed in the warning), ``"floor"`` (each
+    link's collision geometry becomes a collision geom, and a plane
+    ``floor`` through the origin with normal +z is added: the links touch the
+    floor, not each other) or ``"all"`` (the floor, and the links touch each
+    other by MuJoCo's rules: not a link and its parent).  Raises ValueError
+    naming the element for malformed documents, missing links, cycles,
+    unknown joint types and non-physical inertias.  ``return_info=True``
+    returns a :class:`URDFImport`.
     """
+    if collisions not in COLLISIONS:
+        raise URDFError(f"collisions={collisions!r}: expected one of {COLLISIONS}")
     root, base, where = C.parse_xml(path, "URDF")
     try:
-        info = _load(root, bool(floating_base), gravity)
+        info = _load(root, bool(floating_base), gravity, collisions, base)
     except ValueError as e:
         raise URDFError(f"{where}: {e}") from None
     if warn and info.unsupported:
@@ -119,7 +136,81 @@ def _link_inertia(link, name):
     return m, c, R @ I @ R.T
 
 
-def _load(root, floating_base, gravity):
+def _find_file(filename, base):
+    """The path of a collision mesh file: absolute, relative to the URDF's directory, or
+    ``package://pkg/rest`` (``pkg`` searched among the URDF directory's ancestors and their
+    children); None if not found."""
+    import os
+    if filename.startswith("file://"):
+        filename = filename[len("file://"):]
+    if filename.startswith("package://"):
+        pkg, _, rest = filename[len("package://"):].partition("/")
+        d = base
+        while d:
+            for cand in (os.path.join(d, rest) if os.path.basename(d) == pkg else None, os.path.join(d, pkg, rest)):
+                if cand and os.path.isfile(cand):
+                    return cand
+            up = os.path.dirname(d)
+            d = None if up == d else up
+        return None
+    if os.path.isabs(filename):
+        return filename if os.path.isfile(filename) else None
+    if base and os.path.isfile(os.path.join(base, filename)):
+        return os.path.join(base, filename)
+    return None
+
+
+def _add_collisions(b, links, mode, base, unsupported):
+    """Each link's <collision> as a collision geom (box: half sizes; cylinder: MuJoCo's radius and
+    half-length; sphere; mesh: the convex hull of its file's vertices, scaled), and the floor."""
+    from . import mesh as _mesh
+    ct, ca = (2, 1) if mode == "floor" else (1, 1)            # "floor": robot geoms meet the floor only
+    b.add_geom("world", "plane", name="floor", contype=1, conaffinity=2 if mode == "floor" else 1)
+    missing, taken = [], {"floor"}
+    for lname, link in links.items():
+        for i, el in enumerate(link.findall("collision")):
+            what = f"link {lname!r} collision #{i}"
+            R, p = _origin(el, what)
+            g = el.find("geometry")
+            shape = g[0] if g is not None and len(g) else None
+            if shape is None:
+                raise URDFError(f"{what}: <geometry> without a shape")
+            kw, kind, size = {}, shape.tag, ()
+            if kind == "box":
+                size = 0.5 * C.numbers(shape.get("size"), 3, f"{what}: box size")
+            elif kind == "sphere":
+                size = (C.number(shape.get("radius"), f"{what}: sphere radius"),)
+            elif kind in ("cylinder", "capsule"):
+                size = (C.number(shape.get("radius"), f"{what}: {kind} radius"),
+                        0.5 * C.number(shape.get("length"), f"{what}: {kind} length"))
+            elif kind == "mesh":
+                path = _find_file(shape.get("filename", ""), base)
+                if path is None:
+                    missing.append(shape.get("filename", ""))
+                    continue
+                try:
+                    V, _, _ = _mesh.read_mesh(path)
+                except _mesh.MeshError as e:
+                    raise URDFError(f"{what}: {e}") from None
+                scale = C.numbers(shape.get("scale", "1 1 1"), 3, f"{what}: mesh scale")
+                kw["vertices"] = np.asarray(V, float) * scale
+            else:
+                raise URDFError(f"{what}: unknown geometry <{kind}>")
+            name = el.get("name")
+            if not name or name in taken:
+                name = f"{lname}_collision{i}"
+            taken.add(name)
+            try:
+                b.add_geom(lname, kind, size, pos=p, quat=C.rot_to_quat(R), name=name, contype=ct,
+                           conaffinity=ca, **kw)
+            except ValueError as e:
+                raise URDFError(f"{what}: {e}") from None
+    if missing:
+        unsupported.append(f"collision meshes whose files were not found ({len(missing)}: "
+                           f"{', '.join(sorted(set(missing))[:5])})")
+
+
+def _load(root, floating_base, gravity, collisions=None, base=None):
     if root.tag != "robot":
         raise URDFError(f"root element is <{root.tag}>, expected <robot>")
     links = {}
@@ -219,8 +310,11 @@ def _load(root, floating_base, gravity):
     if mimic:
         unsupported.append(f"mimic joints, kept as independent DoFs ({', '.join(mimic)})")
     ncoll = len(root.findall("link/collision"))
-    if ncoll:
-        unsupported.append(f"contacts ({ncoll} collision geometries)")
+    if collisions is not None:
+        _add_collisions(b, links, collisions, base, unsupported)
+    elif ncoll:
+        unsupported.append(f"contacts ({ncoll} collision geometries; load_urdf(..., collisions='floor' "
+                           "or 'all') adds them)")
     ntr = len(root.findall("transmission"))
     if ntr:
         unsupported.append(f"transmissions ({ntr})")
