@@ -91,6 +91,25 @@ def test_a_ball_at_rest_sinks_the_penetration_of_the_law(ball):
     np.testing.assert_allclose(float(jnp.sum(f["normal_force"])), G, rtol=1e-8)
 
 
+def test_contact_parameters_are_differentiable(ball):
+    """Sizes and law parameters are traced: the contact energy's gradient with
+    respect to the ball's radius is minus its gradient with respect to its
+    height (dist = z - r), and the energy is linear in the stiffness
+    (dU/dk = U/k), both to 1e-12 relative."""
+    i = [k for k, e in enumerate(ball.forces) if isinstance(e, Contact)][0]
+
+    def energy(r, k, z):
+        m = eqx.tree_at(lambda mm: mm.forces[i].geom_size, ball, _contact(ball).geom_size.at[1, 0].set(r))
+        m = eqx.tree_at(lambda mm: mm.forces[i].stiffness, m, jnp.reshape(k, (1,)))
+        return _contact(m).energy(m, jnp.array([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]).at[2].set(z))
+    r, k, z = 0.1, 2e4, 0.1 - 3e-3
+    U = energy(r, k, z)
+    dr, dk, dz = jax.grad(energy, argnums=(0, 1, 2))(r, k, z)
+    assert float(U) > 0
+    np.testing.assert_allclose(float(dr), -float(dz), rtol=1e-12)
+    np.testing.assert_allclose(float(dk), float(U) / k, rtol=1e-12)
+
+
 def test_a_dropped_ball_bounces_with_the_law_s_restitution_and_never_rises_higher(ball):
     """In zero gravity a ball thrown at the floor leaves at e v_in with e
     from law.restitution (1e-6; exact for the Hunt-Crossley law).  Dropped
