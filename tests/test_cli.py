@@ -93,13 +93,20 @@ def test_model_file_and_resume_without_a_run(tmp_path, capsys):
     assert "no unfinished run" in capsys.readouterr().err
 
 
-def test_killed_run_resumes_without_losing_or_duplicating(tmp_path):
+KILLED = {
+    "stiff_double_pendulum": ["--integrator", "dopri5", "--rtol", "1e-4", "--atol", "1e-4"],
+    "quadruped": ["--integrator", "rk4", "--dt0", "1e-3"],          # the contact scene of the main job
+}
+
+
+@pytest.mark.parametrize("model", [pytest.param(k, marks=pytest.mark.slow) if k == "quadruped" else k for k in KILLED])
+def test_killed_run_resumes_without_losing_or_duplicating(model, tmp_path, capsys):
     """Start a chunked run in a subprocess, SIGKILL it after a few chunks,
     resume it, and compare with an uninterrupted run: identical arrays,
-    every save time exactly once."""
-    common = ["simulate", "stiff_double_pendulum", "--integrator", "dopri5", "--batch", "2", "--t1", "1.2",
-              "--saves", "24", "--chunks", "24", "--rtol", "1e-4", "--atol", "1e-4", "--no-plot",
-              "--no-compile-cache"]
+    every save time exactly once.  On the quadruped (the main job's contact
+    scene) the summary reports its contacts."""
+    common = ["simulate", model, *KILLED[model], "--batch", "2", "--t1", "1.2", "--saves", "24", "--chunks", "24",
+              "--no-plot", "--no-compile-cache"]
     out = str(tmp_path / "killed.npz")
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     proc = subprocess.Popen([sys.executable, "-m", "jaxmbd", *common, "--out", out], env=env,
@@ -119,7 +126,11 @@ def test_killed_run_resumes_without_losing_or_duplicating(tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"resuming at chunk {len(done)}/24" in r.stdout
     ref = str(tmp_path / "whole.npz")
+    capsys.readouterr()
     assert main([*common, "--out", ref]) == 0
+    text = capsys.readouterr().out
+    if model == "quadruped":
+        assert "contacts: " in text and "2/2 members touched" in text, text
     a, b = np.load(out), np.load(ref)
     assert a["ts"].size == 24 and np.all(np.diff(a["ts"]) > 0)
     for k in ("ts", "qs", "vs", "status", "accepted", "rejected"):

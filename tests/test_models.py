@@ -127,3 +127,37 @@ def test_double_pendulum_closed_form():
         np.testing.assert_allclose(jaxmbd.mass_matrix(m, q), H, rtol=1e-13)
         np.testing.assert_allclose(jaxmbd.bias_force(m, q, v), c + gq, rtol=1e-12, atol=1e-13)
         np.testing.assert_allclose(jaxmbd.forward_dynamics(m, q, v, tau), np.linalg.solve(H, tau - c - gq), rtol=1e-11)
+
+
+def test_the_quadruped_stands_where_its_contact_law_puts_it():
+    """The main job's contact scene: started on straight legs just above the
+    floor, the quadruped settles on its four feet and nothing else: after 3 s
+    they carry its weight (5e-3: the last of the settling), each about a
+    quarter (2e-2: four feet on a plane are statically indeterminate and the
+    regularized friction lets the stance creep toward symmetry), its joints
+    are near the servos' 0, and its torso is at the standing height less the
+    foot penetration at which the law's force is a quarter of the weight
+    (1e-4 m)."""
+    from scipy.optimize import brentq
+    from jaxmbd import integrators as I
+    from jaxmbd.forces import law
+    from jaxmbd.forces.contact import Contact, contact_forces
+    import importlib
+    Q = importlib.import_module("jaxmbd.models.quadruped")
+    m = models.quadruped(drop=1e-3)
+    sol = jaxmbd.simulate(m, t1=3.0, integrator=I.RK4(), dt0=1e-3, max_steps=4000)
+    assert int(sol.status) == 0
+    q, v = sol.qs[-1], sol.vs[-1]
+    f = contact_forces(m, q, v)
+    c = [e for e in m.forces if isinstance(e, Contact)][0]
+    weight = float(jnp.sum(m.mass)) * 9.81
+    on = np.asarray(f["normal_force"]) > 0
+    feet = [c.pair_list().index(("floor", f"{leg}_foot")) for leg in Q.HIPS]
+    assert sorted(np.asarray(f["pair"])[on].tolist()) == sorted(feet)
+    np.testing.assert_allclose(float(jnp.sum(f["normal_force"])), weight, rtol=5e-3)
+    np.testing.assert_allclose(np.asarray(f["normal_force"])[on], weight / 4, rtol=2e-2)
+    k = feet[0]
+    delta = brentq(lambda d: float(law.normal_force(d, 0.0, c.stiffness[k], c.exponent[k], c.damping[k],
+                                                    c.width[k], c.viscous[k])) - weight / 4, 0.0, 0.05)
+    np.testing.assert_allclose(float(q[2]), Q.STAND_HEIGHT - delta, atol=1e-4)
+    assert float(jnp.max(jnp.abs(q[7:]))) < 1e-2

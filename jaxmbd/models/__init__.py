@@ -277,8 +277,9 @@ def spinning_body(inertia=(1.0, 2.0, 3.0), omega=(0.01, 2.0, 0.01), mass=1.0):
 from .mechanisms import (andrews_squeezer, slider_crank, four_bar, cartesian_double_pendulum,  # noqa: E402
                          SQUEEZER, SQUEEZER_Q0, CARTESIAN_PENDULUM)
 from .vehicle import hmmwv14  # noqa: E402
+from .quadruped import quadruped, quadruped_builder  # noqa: E402
 
-__all__ = ["hmmwv14", "andrews_squeezer", "slider_crank", "four_bar", "cartesian_double_pendulum", "stiff_double_pendulum", "stiff_chain", "spinning_body", "humanoid30", "chain", "binary_tree", "grid_tree", "side_branch_chain", "random_tree",
+__all__ = ["quadruped", "quadruped_builder", "hmmwv14", "andrews_squeezer", "slider_crank", "four_bar", "cartesian_double_pendulum", "stiff_double_pendulum", "stiff_chain", "spinning_body", "humanoid30", "chain", "binary_tree", "grid_tree", "side_branch_chain", "random_tree",
            "pendulum", "double_pendulum", "generic_body", "humanoid30_builder", "chain_builder",
            "binary_tree_builder", "grid_tree_builder", "side_branch_chain_builder",
            "random_tree_builder"]
