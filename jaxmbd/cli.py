@@ -171,7 +171,7 @@ def _contact_summary(model, ts, qs, vs):
 # --- simulate -------------------------------------------------------------------------------
 
 SETTINGS = ("model", "floating_base", "batch", "t1", "integrator", "rtol", "atol", "dt0", "saves", "chunks", "seed",
-            "init_scale", "max_steps")
+            "init_scale", "max_steps", "ctrl")
 CHUNK_KEYS = ("ts", "qs", "vs", "q_end", "v_end", "status", "accepted", "rejected")
 
 
@@ -366,6 +366,13 @@ def cmd_simulate(a):
     model = _load_model(a.model, a.floating_base)
     if a.init_scale is None:      # a contact scene starts near its own posture (a robot lands on its feet)
         a.init_scale = 0.1 if _contact_element(model) is not None else 0.3
+    nu = getattr(model, "nu", 0)
+    if a.ctrl is not None:
+        if nu == 0:
+            raise UsageError(f"--ctrl: {a.model} has no actuators")
+        if len(a.ctrl) not in (1, nu) or not all(math.isfinite(x) for x in a.ctrl):
+            raise UsageError(f"--ctrl needs 1 or {nu} finite numbers (the model's actuators), got {len(a.ctrl)}")
+        a.ctrl = [float(x) for x in (a.ctrl * nu if len(a.ctrl) == 1 else a.ctrl)]
     method = getattr(integrators, INTEGRATORS[a.integrator])()
     out = a.out
     settings = _settings(a, model)
@@ -392,9 +399,13 @@ def cmd_simulate(a):
 
     print(f"jaxmbd {jaxmbd.__version__}: {a.model} ({model.summary()})")
     print(f"{a.batch} members, t1 = {a.t1}, {INTEGRATORS[a.integrator]}, rtol = {a.rtol}, atol = {a.atol}"
-          + (f", dt0 = {a.dt0}" if a.dt0 else "") + f", {n_save} save points in {a.chunks} chunks")
+          + (f", dt0 = {a.dt0}" if a.dt0 else "") + f", {n_save} save points in {a.chunks} chunks"
+          + (f"; {nu} actuators, ctrl " + ("0" if a.ctrl is None else
+                                           f"{a.ctrl[0]:g}" if len(set(a.ctrl)) == 1 else "given") if nu else ""))
     kw = dict(integrator=method, rtol=jnp.asarray(a.rtol), atol=jnp.asarray(a.atol), max_steps=a.max_steps,
               adjoint="none")
+    if a.ctrl is not None:
+        kw["ctrl"] = jnp.asarray(np.asarray(a.ctrl, np.float64))
     if a.dt0 is not None:
         kw["dt0"] = jnp.asarray(a.dt0)
     tty = sys.stderr.isatty()
@@ -614,6 +625,9 @@ def _parser():
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--init-scale", type=float, default=None,
                    help="spread of the random initial states (default 0.3; 0.1 for a scene with contacts)")
+    s.add_argument("--ctrl", type=float, nargs="+", default=None,
+                   help="constant inputs of the model's actuators: one number for all or one per actuator "
+                        "(default: every input 0, as MuJoCo starts)")
     s.add_argument("--out", default="jaxmbd_run.npz")
     s.add_argument("--resume", action="store_true", help="continue an interrupted run with the same settings")
     s.add_argument("--overwrite", action="store_true",

@@ -400,3 +400,44 @@ def test_ctrl_c_is_one_line_at_any_moment(when, tmp_path):
     assert "Traceback" not in err and len(lines) == 1, err
     assert lines[0].startswith("jaxmbd: interrupted") and proc.returncode == 130
     assert time.perf_counter() - t < 2.0 and not out.exists()
+
+
+SERVO_XML = """<mujoco model="servo">
+  <worldbody>
+    <geom name="floor" type="plane" size="1 1 0.1"/>
+    <body name="arm" pos="0 0 0.6">
+      <joint name="hinge" type="hinge" axis="0 1 0" range="-1 1"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.02" mass="1"/>
+      <geom name="tip" type="sphere" pos="0 0 -0.5" size="0.05" mass="0.5"/>
+    </body>
+  </worldbody>
+  <actuator><position name="servo" joint="hinge" kp="40" dampratio="1"/></actuator>
+</mujoco>
+"""
+
+
+def test_an_mjcf_scene_runs_with_its_floor_limits_and_actuators(tmp_path, capsys):
+    """jaxmbd simulate FILE.xml --ctrl: the loaded scene's actuators get the
+    constant input (the result equals jaxmbd.rollout with that ctrl, and the
+    servo moves the arm toward it); a wrong --ctrl is one clear error."""
+    xml = tmp_path / "servo.xml"
+    xml.write_text(SERVO_XML)
+    out = tmp_path / "run.npz"
+    args = ["simulate", str(xml), "--batch", "2", "--t1", "0.5", "--saves", "5", "--chunks", "1", "--dt0", "0.002",
+            "--no-plot", "--out", str(out)]
+    assert main([*args, "--ctrl", "0.4"]) == 0
+    text = capsys.readouterr().out
+    assert "1 actuators, ctrl 0.4" in text and "contacts:" in text, text
+    d = np.load(out)
+    model = jaxmbd.load_mjcf(str(xml), warn=False)
+    q0, v0 = cli._initial_states(model, 2, 0, 0.1)
+    r = jaxmbd.rollout(model, jnp.asarray(q0), jnp.asarray(v0), t1=0.5, integrator=I.RK4(), dt0=0.002,
+                       saveat=jnp.asarray(d["ts"]), ctrl=jnp.array([0.4]), adjoint="none")
+    np.testing.assert_allclose(d["qs"], np.asarray(r.qs), rtol=0, atol=1e-12)
+    assert np.all(np.abs(d["qs"][:, -1, 0] - 0.4) < np.abs(q0[:, 0] - 0.4))
+    for bad, msg in ((["--ctrl", "1", "2"], "--ctrl needs 1 or 1 finite numbers"),
+                     (["--ctrl", "nan"], "--ctrl needs")):
+        assert main([*args, "--overwrite", *bad]) == 2
+        assert msg in one_line_error(capsys)
+    assert main(small("pendulum", tmp_path / "p.npz", "--ctrl", "1")) == 2
+    assert "has no actuators" in one_line_error(capsys)
