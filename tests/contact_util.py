@@ -31,6 +31,16 @@ def random_quat(rng):
     return q / np.linalg.norm(q)
 
 
+def random_rotations(rng, n):
+    """n random rotation matrices (n, 3, 3) (uniform quaternions, MuJoCo's conversion)."""
+    q = rng.normal(size=(n, 4))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    R = np.zeros((n, 9))
+    for i in range(n):
+        mj.mju_quat2Mat(R[i], q[i])
+    return R.reshape(n, 3, 3)
+
+
 def random_contacts(m, n, seed, spread, center_spread=None):
     """n random poses of the scene's geoms (the plane, if any, gets a random
     pose too) and MuJoCo's contacts at each (mj_forward).  Returns

@@ -207,18 +207,20 @@ def test_a_tumbling_box_at_tolerance_1e_6_agrees_with_1e_10(box, integrator):
 
 
 @pytest.mark.slow
-def test_the_gradient_through_a_cube_toss_equals_central_differences(box):
+@pytest.mark.parametrize("integrator", [I.RosenbrockNystrom4()], ids=lambda m: type(m).__name__)
+def test_the_gradient_through_a_cube_toss_equals_central_differences(box, integrator):
     """d(final x)/d(initial vx) of a cube tossed onto the floor, by jax.grad
-    through an adaptive Rosenbrock run (tol 1e-8), equals central
-    differences of tol-1e-11 runs to 1e-4."""
+    through an adaptive Rosenbrock run (tol 1e-8), equals central differences
+    of tol-1e-11 Rosenbrock runs to 1e-4.  Not SDIRK4: its gradient on this
+    scene is NaN (known, open; bench/contact_gradients.py shows it)."""
     q0, v0 = _tumbling_box()
 
-    def final_x(vx, tol):
+    def final_x(vx, tol, method=I.RosenbrockNystrom4()):
         v = jnp.asarray(v0).at[0].set(vx)
-        sol = jaxmbd.simulate(box, jnp.asarray(q0), v, t1=0.5, integrator=I.RosenbrockNystrom4(), rtol=tol,
+        sol = jaxmbd.simulate(box, jnp.asarray(q0), v, t1=0.5, integrator=method, rtol=tol,
                               atol=tol, max_steps=200_000)
         return sol.qs[-1, 0]
-    g = jax.grad(final_x)(0.8, 1e-8)
+    g = jax.grad(final_x)(0.8, 1e-8, integrator)
     eps = 1e-4
     fd = (final_x(0.8 + eps, 1e-11) - final_x(0.8 - eps, 1e-11)) / (2 * eps)
     assert abs(float(fd)) > 0.05

@@ -31,7 +31,7 @@ import mujoco as mj
 import numpy as np
 import pytest
 
-from contact_util import random_contacts
+from contact_util import random_contacts, random_rotations
 from jaxmbd.contact import collide, collide_batch, supported_pairs
 from jaxmbd.contact import convex as cv
 
@@ -128,15 +128,6 @@ def test_dispatch():
     assert np.abs(c.pos[:, 0] - pos).max() < 1e-12 and np.abs(c.frame[:, 0, 0] + normal).max() < 1e-12
 
 
-def _rot(rng, n):
-    q = rng.normal(size=(n, 4))
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    R = np.zeros((n, 9))
-    for i in range(n):
-        mj.mju_quat2Mat(R[i], q[i])
-    return R.reshape(n, 3, 3)
-
-
 BOX = np.array([[i, j, k] for i in (-1, 1) for j in (-1, 1) for k in (-1, 1)], float) * [0.15, 0.25, 0.3]
 
 
@@ -149,7 +140,7 @@ def test_box_mesh_equals_box():
     and cylinder-box (box support function against the mesh's)."""
     rng = np.random.default_rng(11)
     n = 200
-    R1, R2 = _rot(rng, n), _rot(rng, n)
+    R1, R2 = random_rotations(rng, n), random_rotations(rng, n)
     p1, p2 = rng.uniform(-0.45, 0.45, (n, 3)), np.zeros((n, 3))
     hb = np.array([0.15, 0.25, 0.3])
     box_v = _pad(BOX)
@@ -203,7 +194,7 @@ def test_gradients(t1, t2):
     s2, v2 = _shape(m, 1, t2)
     k1, k2 = cv.KINDS[t1], cv.KINDS[t2]
     n = 40
-    R1, R2 = _rot(rng, n), _rot(rng, n)
+    R1, R2 = random_rotations(rng, n), random_rotations(rng, n)
     p1, p2 = rng.uniform(-0.3, 0.3, (n, 3)), rng.uniform(-0.3, 0.3, (n, 3))
     d, _, nrm = map(np.asarray, _convex(k1, R1, p1, s1, v1, k2, R2, p2, s2, v2))
     touch = p2 - d[:, None] * nrm

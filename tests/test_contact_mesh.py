@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import jaxmbd
-from contact_util import random_contacts
+from contact_util import random_contacts, random_rotations
 from jaxmbd import integrators as I
 from jaxmbd.contact import geometry as G
 from jaxmbd.forces.contact import Contact, contact_forces
@@ -24,15 +24,6 @@ H1 = np.array([0.1, 0.2, 0.3])                 # the box primitive
 H2 = np.array([0.15, 0.25, 0.3])               # the box the cube mesh is made of
 SIGNS = np.array([[i, j, k] for i in (-1, 1) for j in (-1, 1) for k in (-1, 1)], float)
 RANDOM = np.random.default_rng(3).normal(size=(12, 3)) * [0.2, 0.3, 0.4]
-
-
-def _rot(rng, n):
-    q = rng.normal(size=(n, 4))
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    R = np.zeros((n, 9))
-    for i in range(n):
-        mj.mju_quat2Mat(R[i], q[i])
-    return R.reshape(n, 3, 3)
 
 
 def _batch(mesh):
@@ -94,7 +85,7 @@ def test_polytope_candidates_equal_the_box_primitive_s():
     inside: sorted, since a point's nearest face may differ only in order);
     against a plane the mesh gives the box's candidates."""
     rng = np.random.default_rng(1)
-    R1, R2 = _rot(rng, N), _rot(rng, N)
+    R1, R2 = random_rotations(rng, N), random_rotations(rng, N)
     p1, p2 = rng.uniform(-0.25, 0.25, (N, 3)), rng.uniform(-0.25, 0.25, (N, 3))
     mesh = G.pad_mesh(G.make_mesh(SIGNS * H2), NV, NF, NE)
     c = jax.tree.map(np.asarray, _box_mesh((R1, p1), np.broadcast_to(H1, (N, 3)), (R2, p2), _batch(mesh)))

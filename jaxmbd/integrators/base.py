@@ -171,7 +171,9 @@ def newton(residual, solve, x0, scale, max_iter=NEWTON_MAX, kappa=KAPPA, eta_old
         def run(c):
             x, done, ok, it, eta, dn_old, _ = c
             d = solve(residual(x))
-            dn = rms(d / scale)
+            # the rates only steer the iteration: not differentiated (dn / dn_old has an infinite
+            # derivative where a previous update was exactly zero, and 0 * inf poisons gradients)
+            dn = rms(jax.lax.stop_gradient(d / scale))
             x = x - d
             theta = jnp.where(k > 0, dn / jnp.maximum(dn_old, 1e-300), 0.0)
             eta_k = jnp.where(k > 0, theta / jnp.maximum(1.0 - theta, 1e-12), eta)
