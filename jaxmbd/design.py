@@ -175,40 +175,46 @@ def center_of_mass(model, q, v):
 
 def ballistic_apex(model, q, v):
     """z_c + max(ż_c, 0)² / (2 g): the height the centre of mass reaches if
-    the model flies freely from (q, v).  Constant during a flight, equal to
-    z_c at rest or on the way down; gravity along -z."""
+    the model flies freely from (q, v) (gravity along -z).  In a flight it is
+    constant while the centre of mass rises, up to the apex; at rest or on
+    the way down it is z_c itself."""
     (c, cd) = center_of_mass(model, q, v)
     g = -model.gravity[2]
     return c[2] + jnp.maximum(cd[2], 0.0) ** 2 / (2.0 * g)
 
 
-def apex_height(model, t1=0.75, *, rtol=1e-6, atol=None, integrator=None, saves=48, max_steps=20_000,
-                t_from=None):
+def apex_height(model, t1=0.75, *, rtol=1e-6, atol=None, integrator=None, dt0=None, saves=48,
+                max_steps=20_000, t_from=None):
     """The apex of the hopper's centre of mass after its first bounce (m),
     and the run's status: ``max`` over ``saves`` times evenly spaced in
     [``t_from``, ``t1``] (default: the touchdown time) of
     :func:`ballistic_apex` along one run of ``simulate`` (adaptive
-    ``RosenbrockNystrom4`` by default; rtol/atol may be traced).
+    ``RosenbrockNystrom4`` by default; rtol/atol may be traced; ``dt0``:
+    the step of a fixed-step method).
 
-    Why this is smooth in the design: the ballistic apex is constant in a
-    flight (the centre of mass is on a parabola); on the ground it is z_c
-    while the centre of mass comes down, so it falls from the touchdown on,
-    and it rises only while the floor pushes the rising body up (its rate is
-    ż_c F_floor / (m g)).  So from the touchdown to ``t1`` its maximum is the
-    plateau of the flight after the bounce, reached at every save time inside
-    that flight, and the maximum's derivative with respect to the design is
-    the plateau's, whichever sample holds it.  This needs ``t1`` after the
+    Why this is smooth in the design: in a flight the centre of mass is on a
+    parabola, so the ballistic apex is constant while it rises and equals
+    z_c (below the apex) while it falls; on the ground it is z_c while the
+    centre of mass comes down, so it falls from the touchdown on, and it
+    rises only while the floor pushes the rising body up (its rate is
+    ż_c F_floor / (m g)).  So from the touchdown to ``t1`` its maximum is
+    the plateau of the rising flight after the bounce, the apex, reached at
+    every save time in that part of the flight, and the maximum's derivative
+    with respect to the design is the plateau's, whichever sample holds it.
+    This needs a save time in the rising flight, so ``t1`` after the
     lift-off (0.75 s: every design with stiffness above about 300 N/m and
-    damping below 10 N s/m) and a bounce that lifts the centre of mass above
-    its touchdown height; ``t_from`` must not be later than the lift-off.
+    damping below 10 N s/m lifts off by 0.6 s and rises for more than
+    50 ms; the 48 save times are 10 ms apart), and a bounce that lifts the
+    centre of mass above its touchdown height; ``t_from`` must not be later
+    than the lift-off.
     The run's states are not kept (``observe``), only the apex estimate at
     the save times."""
     if t_from is None:
         t_from = hopper_touchdown_time(model)
     ts = jnp.linspace(t_from, t1, saves)
-    sol = simulate(model, model.q0, model.v0, 0.0, t1, integrator=integrator or RosenbrockNystrom4(), rtol=rtol,
-                   atol=rtol if atol is None else atol, saveat=ts, observe=ballistic_apex, keep_states=False,
-                   max_steps=max_steps)
+    sol = simulate(model, model.q0, model.v0, 0.0, t1, integrator=integrator or RosenbrockNystrom4(), dt0=dt0,
+                   rtol=rtol, atol=rtol if atol is None else atol, saveat=ts, observe=ballistic_apex,
+                   keep_states=False, max_steps=max_steps)
     return jnp.max(sol.obs), sol.status
 
 
