@@ -21,13 +21,8 @@ compare.  Two worked examples:
   does not shorten it) and converges quadratically (7 steps from a 17 cm
   miss to 1e-14 m, the first ones shortened).
 
-Notes from building the hopper: a frictionless contact (``condim=1``) has a
-NaN second derivative in the friction law (its regularizing denominator
-collapses to 1e-150 when the friction coefficient is zero), and the
-Rosenbrock method's gradient differentiates the Jacobian of the forces, so
-``jax.grad`` through such a run is NaN; the hopper uses ``condim=3`` (its
-friction is idle: nothing slides).  ``jax.grad`` through SDIRK4 across
-contact is NaN as well (README); use Rosenbrock for gradients."""
+The hopper's gradients come from adaptive ``RosenbrockNystrom4`` runs, the
+method whose gradients through contact the tests check (see the README)."""
 
 from __future__ import annotations
 
@@ -142,7 +137,6 @@ def hopper(stiffness=800.0, damping=2.0, height=HOPPER_HEIGHT):
     b.add_body("foot", "body", "prismatic", axis=(0, 0, 1), pos=(0, 0, -HOPPER_LEG), mass=foot,
                inertia=(1e-4, 1e-4, 1e-4), stiffness=stiffness, damping=damping, spring_ref=0.0)
     b.add_geom("foot", "sphere", (HOPPER_FOOT,), name="foot")
-    # condim 3, not 1: a frictionless pair's second derivatives are NaN (see the module's notes)
     b.add_contact_pair("floor", "foot", stiffness=1e6, exponent=1.5, damping=2.0, condim=3,
                        friction=(0.5, 0.0, 0.0))
     b.set_initial_state(np.array([height, 0.0]), np.zeros(2))
