@@ -110,6 +110,27 @@ def test_contact_parameters_are_differentiable(ball):
     np.testing.assert_allclose(float(dk), float(U) / k, rtol=1e-12)
 
 
+def test_friction_law_derivatives_are_finite_without_friction():
+    """A frictionless contact (condim 1: mu = 0) gives zero friction force
+    with finite first and second derivatives in the slip, the normal force
+    and mu (the Rosenbrock methods differentiate the law's Jacobian), and with
+    friction the law's derivatives equal central differences."""
+    slip, fn, vs = jnp.array([[0.3, -0.2]]), jnp.array([2.0]), jnp.array([0.01])
+
+    def f(s, fn, mu):
+        return jnp.sum(law.friction_force(fn, s, mu, vs) * jnp.array([[1.0, 2.0]]))
+    zero = jnp.zeros((1, 2))
+    assert float(f(slip, fn, zero)) == 0.0
+    for args in ((slip, fn, zero), (zero, fn, zero)):
+        for d in (jax.grad(f, argnums=(0, 1, 2))(*args), jax.hessian(f, argnums=(0, 1, 2))(*args)):
+            assert all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree_util.tree_leaves(d))
+    mu = jnp.array([[0.5, 0.5]])
+    g = jax.grad(f)(slip, fn, mu)
+    e = 1e-6
+    fd = [(f(slip.at[0, j].add(e), fn, mu) - f(slip.at[0, j].add(-e), fn, mu)) / (2 * e) for j in range(2)]
+    np.testing.assert_allclose(np.asarray(g)[0], np.asarray(fd), rtol=1e-7)
+
+
 def test_a_dropped_ball_bounces_with_the_law_s_restitution_and_never_rises_higher(ball):
     """In zero gravity a ball thrown at the floor leaves at e v_in with e
     from law.restitution (1e-6; exact for the Hunt-Crossley law).  Dropped
@@ -207,12 +228,14 @@ def test_a_tumbling_box_at_tolerance_1e_6_agrees_with_1e_10(box, integrator):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("integrator", [I.RosenbrockNystrom4()], ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("integrator", [I.RosenbrockNystrom4(), I.SDIRK4()], ids=lambda m: type(m).__name__)
 def test_the_gradient_through_a_cube_toss_equals_central_differences(box, integrator):
     """d(final x)/d(initial vx) of a cube tossed onto the floor, by jax.grad
-    through an adaptive Rosenbrock run (tol 1e-8), equals central differences
-    of tol-1e-11 Rosenbrock runs to 1e-4.  Not SDIRK4: its gradient on this
-    scene is NaN (known, open; bench/contact_gradients.py shows it)."""
+    through an adaptive Rosenbrock or SDIRK4 run (tol 1e-8), equals central
+    differences of tol-1e-11 Rosenbrock runs to 1e-4.  (SDIRK4's gradient on
+    this scene at tol 1e-6 was NaN: a diverging Newton iterate of a rejected
+    step, discarded by the run but not by the reverse pass; see
+    integrators.base.newton and bench/contact_gradients.py.)"""
     q0, v0 = _tumbling_box()
 
     def final_x(vx, tol, method=I.RosenbrockNystrom4()):

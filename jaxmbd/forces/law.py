@@ -131,8 +131,13 @@ def friction_force(fn, slip, mu, v_smooth):
     """The regularized elliptic-cone friction (module docstring): slip (..., m), mu (..., m), fn (...)."""
     w = mu * slip
     mu0 = mu[..., :1]
-    den = jnp.sqrt(jnp.sum(w * w, axis=-1, keepdims=True) + (mu0 * v_smooth[..., None]) ** 2 + 1e-300)
-    return -fn[..., None] * mu * w / den
+    u = jnp.sum(w * w, axis=-1, keepdims=True) + (mu0 * v_smooth[..., None]) ** 2
+    # u = 0 only without friction (mu = 0, or no smoothing and no slip): the force is 0 there, and the
+    # masked branch sees u = 1, so that no derivative of any order is 0 * inf (frictionless pairs,
+    # condim 1, are differentiated through by the Rosenbrock methods' Jacobians)
+    pos = u > 0
+    den = jnp.sqrt(jnp.where(pos, u, 1.0))
+    return jnp.where(pos, -fn[..., None] * mu * w / den, 0.0)
 
 
 def restitution(v_in, c):

@@ -174,13 +174,17 @@ def newton(residual, solve, x0, scale, max_iter=NEWTON_MAX, kappa=KAPPA, eta_old
             # the rates only steer the iteration: not differentiated (dn / dn_old has an infinite
             # derivative where a previous update was exactly zero, and 0 * inf poisons gradients)
             dn = rms(jax.lax.stop_gradient(d / scale))
-            x = x - d
+            x_new = x - d
             theta = jnp.where(k > 0, dn / jnp.maximum(dn_old, 1e-300), 0.0)
             eta_k = jnp.where(k > 0, theta / jnp.maximum(1.0 - theta, 1e-12), eta)
             fail = (k > 0) & ((theta >= 0.99) | (theta ** (max_iter - 1 - k) / jnp.maximum(1.0 - theta, 1e-12)
                                                  * dn > kappa))
             conv = (eta_k * dn <= kappa) | (dn <= 10 * uround)
-            fin = jnp.all(jnp.isfinite(x))
+            fin = jnp.all(jnp.isfinite(x_new))
+            # a diverging or non-finite update is not taken: the failed solve returns its last sound
+            # iterate, so nothing downstream (a rejected step, the next stages) evaluates the model at
+            # an absurd state, whose derivatives (0 * inf in the reverse pass) would poison gradients
+            x = jnp.where(fin & ~(fail & ~conv), x_new, x)
             return (x, conv | fail | ~fin, conv & fin, it + 1, eta_k, dn, theta)
         return jax.lax.cond(done, lambda c: c, run, c), None
 

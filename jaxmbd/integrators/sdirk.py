@@ -156,7 +156,10 @@ class SDIRK4(AbstractIntegrator):
             # one traced stage for all five (a scan, not five copies of the Newton loop and of g):
             # rows k >= i of zs are still zero, and ALPHA, PRED are strictly lower triangular
             zs, ok, iters, eta, theta = carry
-            rhs, z0 = alpha[i] @ zs, pred[i] @ zs
+            # after a failed stage the step is rejected: later stages run on zeros, not on its iterate
+            # (their results are discarded, and a sound state keeps their reverse pass finite)
+            zs_in = jnp.where(ok, zs, 0.0)
+            rhs, z0 = alpha[i] @ zs_in, pred[i] @ zs_in
             if z_first is not None:
                 z0 = jnp.where(i == 0, z_first, z0)
             ti = t + c[i] * h
