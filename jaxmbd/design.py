@@ -21,8 +21,8 @@ compare.  Two worked examples:
   does not shorten it) and converges quadratically (7 steps from a 17 cm
   miss to 1e-14 m, the first ones shortened).
 
-The hopper's gradients come from adaptive ``RosenbrockNystrom4`` runs, the
-method whose gradients through contact the tests check (see the README)."""
+The hopper's gradients come from adaptive ``RosenbrockNystrom4`` runs (the
+README says which methods' gradients through contact the tests check)."""
 
 from __future__ import annotations
 
