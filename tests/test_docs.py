@@ -32,10 +32,11 @@ def _code(nb):
     return ["".join(cell["source"]) for cell in nb["cells"] if cell["cell_type"] == "code"]
 
 
-# slow checks: the stiff-integration notebook (the stiffened vehicle, minutes of compilation) and the
+# slow checks: the stiff-integration notebook (the stiffened vehicle, minutes of compilation), the contact
+# notebook (two reverse passes through adaptive Rosenbrock, about 7 min in quick mode) and the
 # three whose quick mode still compiles for 40-70 s (closed loops, batched gradients, quickstart); the
 # README tour covers the quickstart's calls in the default run
-SLOW_NOTEBOOKS = ("01_", "03_", "04_", "05_")
+SLOW_NOTEBOOKS = ("01_", "03_", "04_", "05_", "07_")
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.name.startswith(SLOW_NOTEBOOKS)
