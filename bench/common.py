@@ -75,3 +75,34 @@ def machine(versions=""):
         f"jaxmbd {jaxmbd.__version__}{versions}, numpy {np.__version__}, python {platform.python_version()}",
         f"environment: {threads or 'no thread settings'}",
     ]
+
+
+def mjx_subprocess(write_xml, states, steps, timeout, contacts=False):
+    """Run bench/mjx_rollout.py in MJX's own environment ($MJX_PYTHON, default
+    .venv-mjx): ``write_xml(path)`` writes the model, ``states`` (q, v and
+    optionally ctrl) the batch.  Returns its OUT.json as a dict, or None when
+    MJX is absent, fails or times out (reported)."""
+    import json
+    import subprocess
+    import tempfile
+    here = Path(__file__).resolve().parent
+    py = os.environ.get("MJX_PYTHON", str(here.parent / ".venv-mjx" / "bin" / "python"))
+    if not Path(py).exists():
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        xp, sp, op = (os.path.join(tmp, n) for n in ("m.xml", "s.npz", "o.json"))
+        write_xml(xp)
+        np.savez(sp, **states)
+        env = dict(os.environ)  # MJX on XLA's default CPU setup (one device), whatever the caller forces
+        env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
+                                    if not f.startswith("--xla_force_host_platform_device_count"))
+        args = [py, str(here / "mjx_rollout.py"), xp, sp, str(steps), op] + (["contacts"] if contacts else [])
+        try:
+            r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            print(f"MJX: no result within {timeout} s at batch {len(states['q'])}", flush=True)
+            return None
+        if r.returncode != 0:
+            print("MJX failed:\n" + r.stderr[-2000:], flush=True)
+            return None
+        return json.loads(Path(op).read_text())

@@ -36,11 +36,8 @@ sum over chunks with ``chunk_size`` (1 = no member waits).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -57,7 +54,7 @@ from jaxmbd import integrators as I  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import machine, write_result  # noqa: E402
+from common import machine, mjx_subprocess, write_result  # noqa: E402
 
 NREF = 8           # members checked against the reference runs
 MJX_TIMEOUT = 900
@@ -188,24 +185,11 @@ def mjx_rollout(path, q, v, u, t1, dt):
         from mjx_rollout import mjx_run
         mj = mj_model(path, dt, "EULER")
         return mjx_run(mj, q, v, u, n, contacts=True)
-    py = os.environ.get("MJX_PYTHON", str(HERE.parent / ".venv-mjx" / "bin" / "python"))
-    if not Path(py).exists():
+    import mujoco
+    out = mjx_subprocess(lambda xp: mujoco.mj_saveLastXML(xp, mj_model(path, dt, "EULER")), dict(q=q, v=v, ctrl=u),
+                         n, MJX_TIMEOUT, contacts=True)
+    if out is None:
         return None
-    with tempfile.TemporaryDirectory() as tmp:
-        xp, sp, op = (os.path.join(tmp, x) for x in ("m.xml", "s.npz", "o.json"))
-        import mujoco
-        mujoco.mj_saveLastXML(xp, mj_model(path, dt, "EULER"))
-        np.savez(sp, q=q, v=v, ctrl=u)
-        try:
-            r = subprocess.run([py, str(HERE / "mjx_rollout.py"), xp, sp, str(n), op, "contacts"],
-                               capture_output=True, text=True, timeout=MJX_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            print(f"MJX: no result within {MJX_TIMEOUT} s at batch {q.shape[0]}", flush=True)
-            return None
-        if r.returncode != 0:
-            print("MJX failed:\n" + r.stderr[-2000:], flush=True)
-            return None
-        out = json.loads(Path(op).read_text())
     out["q"] = np.asarray(out.pop("qpos"))
     return out
 

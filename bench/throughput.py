@@ -18,11 +18,8 @@ way the batch is spread over the cores that MuJoCo's threads use."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -41,7 +38,7 @@ from jaxmbd.cli import rk4_rollout_rate
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from common import machine  # noqa: E402
+from common import machine, mjx_subprocess  # noqa: E402
 from mjcf_util import builder_to_mjcf, depth_first  # noqa: E402
 
 import mujoco  # noqa: E402
@@ -75,26 +72,9 @@ def mujoco_rate(mj, q, v, steps, nthread):
 
 def mjx_rate(xml, q, v, steps):
     """(rate, compile seconds, final qpos, description) from MJX, or None when MJX is absent."""
-    py = os.environ.get("MJX_PYTHON", str(HERE.parent / ".venv-mjx" / "bin" / "python"))
-    if not Path(py).exists():
+    out = mjx_subprocess(lambda path: Path(path).write_text(xml), dict(q=q, v=v), steps, MJX_TIMEOUT)
+    if out is None:
         return None
-    with tempfile.TemporaryDirectory() as tmp:
-        xp, sp, op = (os.path.join(tmp, n) for n in ("m.xml", "s.npz", "o.json"))
-        Path(xp).write_text(xml)
-        np.savez(sp, q=q, v=v)
-        env = dict(os.environ)  # MJX on XLA's default CPU setup (one device), whatever --devices says
-        env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
-                                    if not f.startswith("--xla_force_host_platform_device_count"))
-        try:
-            r = subprocess.run([py, str(HERE / "mjx_rollout.py"), xp, sp, str(steps), op], capture_output=True,
-                               text=True, env=env, timeout=MJX_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            print(f"MJX: no result within {MJX_TIMEOUT} s at batch {q.shape[0]}", flush=True)
-            return None
-        if r.returncode != 0:
-            print("MJX failed:\n" + r.stderr[-2000:], flush=True)
-            return None
-        out = json.loads(Path(op).read_text())
     return out["rate"], out["compile"], np.asarray(out["qpos"]), f"mjx {out['mjx']} ({out['dtype']}, {out['device']})"
 
 
