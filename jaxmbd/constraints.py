@@ -35,6 +35,8 @@ constrained dynamics are :func:`constrained_dynamics`.
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -248,6 +250,47 @@ def phi_bias_tree(mech, q_tree, v_tree):
         return jax.jvp(phi_s, (s,), (jnp.ones_like(s),))[1]
     s0 = jnp.zeros((), jnp.result_type(q_tree, v_tree, float))
     return -jax.jvp(dphi, (s0,), (jnp.ones_like(s0),))[1]
+
+
+@functools.lru_cache(maxsize=None)
+def _pose_jacobian(kind):
+    """∂(rows)/∂(δθa, δpa, δθb, δpb) for one constraint kind, with the frames moved as
+    R → (I + [δθ]x) R (a world rotation; its derivative at zero is the exponential's) and p → p + δp:
+    one small compiled program per kind, shared by every mechanism."""
+    def f(Ra, pa, Rb, pb, dist, plane):
+        def rows(x):
+            return _rows(kind, Ra + spatial.skew(x[0:3]) @ Ra, pa + x[3:6], Rb + spatial.skew(x[6:9]) @ Rb,
+                         pb + x[9:12], dist, plane)
+        return jax.jacfwd(rows)(jnp.zeros(12, Ra.dtype))
+    return jax.jit(f)
+
+
+def host_phi_jacobian(mech, q_tree):
+    """Φ_q (nc, nv) at a concrete tree-ordered q, in NumPy, for build-time decisions (the redundant
+    rows): the frames' world Jacobians from :func:`jaxmbd.kinematics.host_kinematics` times each
+    constraint's derivative with respect to its two frames.  Equal to :func:`phi_jacobian_tree`
+    (tests/test_redundant_loops.py), without a compiled program per mechanism."""
+    from .kinematics import host_kinematics
+    tree = mech.tree
+    R, p, w, u = host_kinematics(tree, q_tree)
+    sup = tree.topo.support
+    out = []
+
+    def frame(b, Rl, pl):
+        if b < 0:
+            return Rl, pl, np.zeros((3, tree.nv)), np.zeros((3, tree.nv))
+        Rf, pf = R[b] @ Rl, p[b] + R[b] @ pl
+        ang = np.where(sup[b][None], w.T, 0.0)
+        lin = np.where(sup[b][None], (u + np.cross(w, pf)).T, 0.0)
+        return Rf, pf, ang, lin
+    arrays = [np.asarray(x, np.float64) for x in (mech.loop_rot_a, mech.loop_pos_a, mech.loop_rot_b,
+                                                  mech.loop_pos_b, mech.loop_distance, mech.loop_plane)]
+    for i, (kind, a, b) in enumerate(c[:3] for c in mech.loops):
+        Ra, pa, Ja, La = frame(a, arrays[0][i], arrays[1][i])
+        Rb, pb, Jb, Lb = frame(b, arrays[2][i], arrays[3][i])
+        D = np.asarray(_pose_jacobian(kind)(Ra, pa, Rb, pb, arrays[4][i], arrays[5][i]))
+        out.append(D[:, 0:3] @ Ja + D[:, 3:6] @ La + D[:, 6:9] @ Jb + D[:, 9:12] @ Lb)
+    return np.concatenate(out) if out else np.zeros((0, tree.nv))
 
 
 def independent_rows(G, tol=1e-9):

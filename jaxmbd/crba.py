@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import spatial
-from .kinematics import dof_motion_world, forward_kinematics, joint_state, node_inertias
+from .kinematics import dof_motion_world, forward_kinematics, host_kinematics, joint_state, node_inertias
 from .topology import tree_backward
 
 
@@ -87,3 +87,25 @@ def mass_matrix(model, q):
     strict = lower & ~np.eye(topo.nv, dtype=bool)
     Hl = jnp.where(lower, Fw @ Sw.T, 0.0)  # H[k, j] = F_k . s_j on the pattern
     return Hl + jnp.where(strict, Hl, 0.0).T + jnp.diag(model.armature)
+
+
+def host_mass_matrix(model, q, com_jacobians=False):
+    """H(q) as a NumPy array, evaluated on the host for build-time data (MuJoCo's compiler-time
+    quantities: the solref mapping's effective masses, actuator dampratios), and optionally the
+    Jacobians of the bodies' centres of mass (n, 3, nv), both in world coordinates.
+
+    From :func:`jaxmbd.kinematics.host_kinematics`, H = Σ_b (m_b J_cᵀJ_c + J_ωᵀ I_b J_ω) (armature
+    on the diagonal) in NumPy.  A compiled program per tree, as :func:`mass_matrix`
+    would be, cost every model load 5-15 s of tracing and compilation."""
+    topo = model.topo
+    Rb, pb, w, u = host_kinematics(model, q)
+    c = pb + np.einsum("nij,nj->ni", Rb, np.asarray(model.com, np.float64))
+    sup = topo.support[:, None, :]                                  # (n, 1, nv)
+    Jc = np.where(sup, np.swapaxes(u[None] + np.cross(w[None], c[:, None]), 1, 2), 0.0)  # (n, 3, nv)
+    Jw = np.where(sup, w.T[None], 0.0)
+    I = np.asarray(model.inertia, np.float64)
+    Iw = Rb @ (0.5 * (I + np.swapaxes(I, 1, 2))) @ np.swapaxes(Rb, 1, 2)
+    m = np.asarray(model.mass, np.float64)
+    H = (np.einsum("n,nik,nil->kl", m, Jc, Jc) + np.einsum("nik,nij,njl->kl", Jw, Iw, Jw)
+         + np.diag(np.asarray(model.armature, np.float64)))
+    return (H, Jc) if com_jacobians else H

@@ -744,14 +744,14 @@ class ModelBuilder:
         Φ_q at a generic configuration (q0 moved by a fixed small random
         step, so that a singular q0, a dead point, is not taken for a
         redundancy)."""
-        from .constraints import independent_rows, phi_jacobian_tree
+        from .constraints import host_phi_jacobian, independent_rows
         from .kinematics import integrate_q
         if mech.nc == 0:
             return mech
         with jax.ensure_compile_time_eval():
             dx = np.random.default_rng(7).uniform(-0.05, 0.05, mech.nv)
             q = integrate_q(mech.tree, mech.tree.q0, jnp.asarray(dx, jnp.float64))
-            G = np.asarray(phi_jacobian_tree(mech, q))
+        G = host_phi_jacobian(mech, q)
         keep = independent_rows(G)
         if len(keep) == mech.nc:
             return mech

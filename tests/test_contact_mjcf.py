@@ -128,11 +128,12 @@ def test_pair_parameters_mix_as_mujocos():
     assert seen >= 4
 
 
-def test_inverse_weights_equal_the_crba_and_the_jacobian_of_the_centres_of_mass():
-    """The host-side inverse weights (the solref mapping's effective masses) against an independent
-    path: jax.jacfwd of the bodies' centres of mass through forward kinematics, and the CRBA's H, on a
-    random tree with every joint type at a random configuration, armature included."""
-    from jaxmbd.crba import mass_matrix
+def test_host_mass_matrix_and_inverse_weights_equal_the_crba_and_jacfwd():
+    """The host-side mass matrix and inverse weights (the solref mapping's effective masses, the
+    actuators' dampratios) against an independent path: jax.jacfwd of the bodies' centres of mass
+    through forward kinematics, and the CRBA's H, on a random tree with every joint type at a random
+    configuration, armature included."""
+    from jaxmbd.crba import host_mass_matrix, mass_matrix
     from jaxmbd.forces.contact import inverse_weights
     from jaxmbd.kinematics import forward_kinematics, integrate_q, normalize_q
     from jaxmbd.models import random_tree_builder
@@ -147,7 +148,9 @@ def test_inverse_weights_equal_the_crba_and_the_jacobian_of_the_centres_of_mass(
         kin = forward_kinematics(m, integrate_q(m, q, x))
         return kin.pos + jnp.einsum("nij,nj->ni", kin.rot, m.com)
     J = jax.jacfwd(coms)(jnp.zeros(m.nv))
-    Hinv = jnp.linalg.inv(mass_matrix(m, q))
+    H = mass_matrix(m, q)
+    np.testing.assert_allclose(host_mass_matrix(m, q), H, rtol=0, atol=1e-12 * float(jnp.abs(H).max()))
+    Hinv = jnp.linalg.inv(H)
     body = jnp.trace(jnp.einsum("nik,kl,njl->nij", J, Hinv, J), axis1=1, axis2=2) / 3.0
     got_body, got_dof = inverse_weights(m, q)
     assert len(set(m.topo.jtype)) >= 6

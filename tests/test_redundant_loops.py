@@ -280,3 +280,33 @@ def test_a_mechanism_with_no_motion_left_is_refused_before_compiling():
     assert (m.nc, m.n_active, m.nv) == (6, 3, 3)     # the pinned crank tip adds one independent row
     with pytest.raises(ValueError, match="no degree of freedom is left"):
         jaxmbd.simulate(m, t1=0.1, integrator=I.RK4(), dt0=0.01)
+
+
+def test_the_host_constraint_jacobian_equals_the_traced_one():
+    """host_phi_jacobian (build time, NumPy: used to find the redundant rows without compiling a program
+    per mechanism) against jax.jacfwd of Φ (phi_jacobian_tree), for every constraint kind, on a random
+    tree with a floating base, spherical and helical joints, at a random configuration."""
+    from jaxmbd.constraints import KINDS, host_phi_jacobian, phi_jacobian_tree
+    from jaxmbd.kinematics import normalize_q
+    from jaxmbd.models import random_tree_builder
+    n = 16
+    b = random_tree_builder(5, n, joint_types=("revolute", "prismatic", "spherical", "helical"), root_joint="free")
+    names = [f"b{i}" for i in range(n)]
+    rng = np.random.default_rng(3)
+    for i, kind in enumerate(sorted(KINDS)):
+        a, c = names[2 * i + 1], ("world" if i % 3 == 0 else names[2 * i + 2])
+        kw = dict(pos_a=tuple(rng.uniform(-0.3, 0.3, 3)), pos_b=tuple(rng.uniform(-0.3, 0.3, 3)))
+        if kind == "distance":
+            kw["distance"] = 0.7
+        if kind in ("revolute", "prismatic", "point_on_line"):
+            kw["axis"] = tuple(rng.normal(size=3))
+        if kind in ("weld", "prismatic"):
+            quat = np.r_[1.0, rng.uniform(-0.2, 0.2, 3)]
+            kw["quat_b"] = tuple(quat / np.linalg.norm(quat))
+        b.add_loop(kind, a, c, **kw)
+    mech = b.build()
+    tree = mech.tree
+    q = normalize_q(tree, tree.q0 + 0.5 * jax.random.normal(jax.random.PRNGKey(2), (tree.nq,)))
+    G = np.asarray(phi_jacobian_tree(mech, q))
+    assert G.shape[0] == mech.nc and len({k for k, *_ in mech.loops}) == len(KINDS)
+    np.testing.assert_allclose(host_phi_jacobian(mech, q), G, rtol=0, atol=1e-12 * np.abs(G).max())

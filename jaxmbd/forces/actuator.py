@@ -235,10 +235,10 @@ def resolve_dampratios(model, specs):
     sel = np.flatnonzero(np.isfinite(zeta))
     if not sel.size:
         return model
-    from ..crba import mass_matrix
+    from ..crba import host_mass_matrix
     act = model.actuators
+    Minv = np.linalg.inv(host_mass_matrix(model, model.q0))
     with jax.ensure_compile_time_eval():
-        Minv = np.linalg.inv(np.asarray(mass_matrix(model, model.q0)))
         mom = np.asarray(act.moments(model.q0))
         gain = np.asarray(act.gain)
     bias = np.asarray(act.bias).copy()

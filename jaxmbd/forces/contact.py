@@ -34,14 +34,11 @@ element declares it (``couplings``) and the sparse matrix adds it exactly."""
 
 from __future__ import annotations
 
-import functools
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import joints
 from ..contact import geometry as G
 from ..kinematics import forward_kinematics, integrate_q
 from .base import JointElement, dofs_of_bodies, make
@@ -282,58 +279,16 @@ PAIR_DEFAULT_FRICTION = (1.0, 0.005, 0.0001)
 SMOOTHING_DEFAULT = 1e-2      # m/s: below it friction is viscous (law.friction_force); explicit steps up to ~2 ms stay stable
 
 
-@functools.lru_cache(maxsize=None)
-def _host_jcalc(name):
-    """One joint's (R, p, S) as a compiled program per joint type, shared by every model."""
-    jc = joints.get(name).jcalc
-    return jax.jit(lambda q, axis, anchor, pitch: jc(q, jnp.zeros(joints.get(name).nv, q.dtype), axis, anchor,
-                                                     pitch)[:3])
-
-
 def inverse_weights(model, q):
     """MuJoCo's ``body_invweight0`` (translational) and ``dof_invweight0`` at q, as the solref mapping
-    uses them (:func:`jaxmbd.forces.law.from_mujoco`): (body (n,), dof (nv,)) with the body's the mean
+    uses them (:func:`jaxmbd.forces.law.from_mujoco`): (body (n,), dof (nv,)): a body's is the mean of the
     diagonal of J H⁻¹ Jᵀ for J the Jacobian of its centre of mass and the DoF's (H⁻¹)_ii (armature
     included).
 
-    Evaluated on the host (build-time data, never traced): each joint's own kinematics through one
-    small compiled program per joint type, shared by all models; the tree recursion, the Jacobians
-    and H = Σ_b (m_b J_cᵀJ_c + J_ωᵀ I_b J_ω) in NumPy.  One compiled program per tree, as before,
-    cost every model load 5-15 s of tracing and XLA compilation.
+    Evaluated on the host (build-time data, never traced) by :func:`jaxmbd.crba.host_mass_matrix`.
     tests/test_contact_mjcf.py checks it against jax.jacfwd of the forward kinematics and the CRBA."""
-    topo = model.topo
-    q = np.asarray(q, np.float64)
-    axis, anchor, pitch = (np.asarray(x, np.float64) for x in (model.axis, model.anchor, model.pitch))
-    tree_rot, tree_pos = np.asarray(model.tree_rot, np.float64), np.asarray(model.tree_pos, np.float64)
-    R_up = np.broadcast_to(np.eye(3), (topo.nv, 3, 3)).copy()
-    p_up, s = np.zeros((topo.nv, 3)), np.zeros((topo.nv, 6))
-    for i in range(topo.n_bodies):         # each joint on its own: shapes fixed per joint type
-        jt = joints.get(topo.jtype[i])
-        qa, va = topo.q_adr[i], topo.v_adr[i]
-        R, p, S = _host_jcalc(jt.name)(q[qa:qa + jt.nq], axis[i], anchor[i], pitch[i])
-        R_up[va], p_up[va] = tree_rot[i] @ np.asarray(R), tree_pos[i] + tree_rot[i] @ np.asarray(p)
-        s[va:va + jt.nv] = np.asarray(S).T
-    nv = topo.nv
-    Rn, pn = np.empty((nv, 3, 3)), np.empty((nv, 3))
-    for k in range(nv):                       # nodes are regularly numbered: parents first
-        par = topo.dof_parent[k]
-        if par < 0:
-            Rn[k], pn[k] = R_up[k], p_up[k]
-        else:
-            Rn[k], pn[k] = Rn[par] @ R_up[k], pn[par] + Rn[par] @ p_up[k]
-    w = np.einsum("kij,kj->ki", Rn, s[:, :3])                      # DoF axes in the world, (ω, v at origin)
-    u = np.einsum("kij,kj->ki", Rn, s[:, 3:]) + np.cross(pn, w)
-    last = topo.body_last_dof
-    Rb, pb = Rn[last], pn[last]
-    c = pb + np.einsum("nij,nj->ni", Rb, np.asarray(model.com, np.float64))
-    sup = topo.support[:, None, :]                                  # (n, 1, nv)
-    Jc = np.where(sup, np.swapaxes(u[None] + np.cross(w[None], c[:, None]), 1, 2), 0.0)  # (n, 3, nv)
-    Jw = np.where(sup, w.T[None], 0.0)
-    I = np.asarray(model.inertia, np.float64)
-    Iw = Rb @ (0.5 * (I + np.swapaxes(I, 1, 2))) @ np.swapaxes(Rb, 1, 2)
-    m = np.asarray(model.mass, np.float64)
-    H = (np.einsum("n,nik,nil->kl", m, Jc, Jc) + np.einsum("nik,nij,njl->kl", Jw, Iw, Jw)
-         + np.diag(np.asarray(model.armature, np.float64)))
+    from ..crba import host_mass_matrix
+    H, Jc = host_mass_matrix(model, q, com_jacobians=True)
     Hinv = np.linalg.inv(H)
     A = np.einsum("nik,kl,njl->nij", Jc, Hinv, Jc)
     return np.trace(A, axis1=1, axis2=2) / 3.0, np.diagonal(Hinv).copy()
