@@ -293,3 +293,21 @@ def host_kinematics(model, q):
     u = np.einsum("kij,kj->ki", Rn, s[:, 3:]) + np.cross(pn, w)
     last = topo.body_last_dof
     return Rn[last], pn[last], w, u
+
+
+@functools.lru_cache(maxsize=None)
+def _host_integrate(name):
+    return jax.jit(lambda q, v: joints.integrate(name, q, v, 1.0))
+
+
+def host_integrate_q(model, q, v):
+    """q ⊕ v (as :func:`integrate_q` with dt = 1) for concrete q, v, in NumPy at build time: one small
+    compiled program per joint type, shared by all models."""
+    topo = model.topo
+    q, v = np.asarray(q, np.float64), np.asarray(v, np.float64)
+    out = q.copy()
+    for i in range(topo.n_bodies):
+        jt = joints.get(topo.jtype[i])
+        qa, va = topo.q_adr[i], topo.v_adr[i]
+        out[qa:qa + jt.nq] = np.asarray(_host_integrate(jt.name)(q[qa:qa + jt.nq], v[va:va + jt.nv]))
+    return out

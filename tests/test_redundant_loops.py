@@ -287,7 +287,7 @@ def test_the_host_constraint_jacobian_equals_the_traced_one():
     per mechanism) against jax.jacfwd of Φ (phi_jacobian_tree), for every constraint kind, on a random
     tree with a floating base, spherical and helical joints, at a random configuration."""
     from jaxmbd.constraints import KINDS, host_phi_jacobian, phi_jacobian_tree
-    from jaxmbd.kinematics import normalize_q
+    from jaxmbd.kinematics import host_integrate_q, integrate_q, normalize_q
     from jaxmbd.models import random_tree_builder
     n = 16
     b = random_tree_builder(5, n, joint_types=("revolute", "prismatic", "spherical", "helical"), root_joint="free")
@@ -310,3 +310,5 @@ def test_the_host_constraint_jacobian_equals_the_traced_one():
     G = np.asarray(phi_jacobian_tree(mech, q))
     assert G.shape[0] == mech.nc and len({k for k, *_ in mech.loops}) == len(KINDS)
     np.testing.assert_allclose(host_phi_jacobian(mech, q), G, rtol=0, atol=1e-12 * np.abs(G).max())
+    dx = np.random.default_rng(4).normal(size=tree.nv)
+    np.testing.assert_allclose(host_integrate_q(tree, q, dx), integrate_q(tree, q, dx), rtol=0, atol=1e-14)
