@@ -68,6 +68,8 @@ points for face-face contact of the convex pairs (MuJoCo's multiccd).
 
 from __future__ import annotations
 
+import functools
+
 from typing import NamedTuple
 
 import jax
@@ -661,6 +663,7 @@ def num_contacts(type1, type2, size1=None, size2=None):
     return n
 
 
+@functools.partial(jax.jit, static_argnums=(0, 1))
 def collide(type1, type2, pose1, size1, pose2, size2):
     """Candidate contacts between geom1 and geom2 (:class:`Contacts`, k =
     :func:`num_contacts` rows; normals from geom1 to geom2).
@@ -691,6 +694,7 @@ def collide(type1, type2, pose1, size1, pose2, size2):
     return Contacts(dist, pos, contact_frame(n))
 
 
+@functools.partial(jax.jit, static_argnums=(0, 1))
 def collide_batch(type1, type2, pose1, size1, pose2, size2):
     """:func:`collide` for many pairs of the same two types: every array has a
     leading batch axis (B, ...); returns Contacts with shapes (B, k, ...)."""

@@ -265,9 +265,16 @@ def contact_forces(model, q, v):
         return None
     qt = model.to_tree(q) if tree is not model else q
     vt = model.to_tree(v) if tree is not model else v
-    out = el[0].evaluate(tree, qt, vt)
-    out.pop("tau")
+    out = _evaluate(el[0], tree, jnp.asarray(qt), jnp.asarray(vt))
     out["pairs"] = el[0].pair_list()
+    return out
+
+
+@jax.jit
+def _evaluate(el, tree, q, v):
+    """One compiled program per model (an eager call ran every narrow-phase operation on its own)."""
+    out = el.evaluate(tree, q, v)
+    out.pop("tau")
     return out
 
 
