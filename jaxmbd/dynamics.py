@@ -19,6 +19,7 @@ import jax.scipy.linalg as jsl
 from . import aba_unrolled, cost, forces, ltdl
 from .aba import aba
 from .crba import mass_matrix, mass_matrix_compact
+from .forces.base import generalized_force as element_forces, potential as element_potential
 from .kinematics import _check, forward_kinematics
 from .rnea import rnea
 
@@ -36,7 +37,7 @@ def passive_force(model, q, v):
         spring = -model.stiffness * (q[qa] - model.spring_ref[qa])
         tau = tau + jnp.where(jnp.asarray(sel), spring, 0.0)
     if model.forces is not None:
-        tau = tau + forces.generalized_force(model, q, v)
+        tau = tau + element_forces(model, q, v)
     return tau
 
 
@@ -97,7 +98,7 @@ def potential_energy(model, q):
         qa = model.topo.dof_qadr[sel]
         U = U + 0.5 * jnp.sum(model.stiffness[sel] * (q[qa] - model.spring_ref[qa]) ** 2)
     if model.forces is not None:
-        U = U + forces.potential(model, q)
+        U = U + element_potential(model, q)
     return U
 
 

@@ -34,22 +34,33 @@ Jacobian) or a :class:`JointElement` (``force`` on the joint coordinates).
 Adding a kind of force element = one new file with its class, plus its
 export here; ``ModelBuilder.add_force(element)`` adds it to a model."""
 
+import jax
 import jax.numpy as jnp
 
-from .base import (BuildContext, ForceElement, JointElement, PoseElement, couplings, elements,  # noqa: F401
-                   generalized_force, measures_of, potential)
+from . import base as _base
+from .base import BuildContext, ForceElement, JointElement, PoseElement, couplings, elements, measures_of  # noqa: F401
 from .actuator import Actuators
 from .bushing import LinearBushing
 from .coordinate_spring import CoordinateSpringDamper
 from .joint_force import JointForce
-from .joint_limit import JointLimit, joint_limit_penetrations
+from .joint_limit import JointLimit
+from .joint_limit import joint_limit_penetrations as _joint_limit_penetrations
 from .contact import Contact, contact_forces
 from . import law  # noqa: F401
 from .point_spring import PointSpringDamper
 from .rotational_spring import RotationalSpringDamper
-from .tire import Tire, road_height, tire_forces
+from .tire import Tire, road_height
+from .tire import tire_forces as _tire_forces
+
+# The public evaluations compile once per model (called eagerly, each ran every operation as its own
+# program); the dynamics use the plain functions inside their own programs.
+generalized_force = jax.jit(_base.generalized_force)
+potential = jax.jit(_base.potential)
+joint_limit_penetrations = jax.jit(_joint_limit_penetrations)
+tire_forces = jax.jit(_tire_forces)
 
 
+@jax.jit
 def spring_lengths(model, q):
     """(ns,) current lengths of the point-to-point springs."""
     L = measures_of(model, q, PointSpringDamper)
