@@ -270,19 +270,15 @@ def host_phi_jacobian(mech, q_tree):
     rows): the frames' world Jacobians from :func:`jaxmbd.kinematics.host_kinematics` times each
     constraint's derivative with respect to its two frames.  Equal to :func:`phi_jacobian_tree`
     (tests/test_redundant_loops.py), without a compiled program per mechanism."""
-    from .kinematics import host_kinematics
+    from .kinematics import host_kinematics, host_point_jacobians
     tree = mech.tree
     R, p, w, u = host_kinematics(tree, q_tree)
-    sup = tree.topo.support
     out = []
 
     def frame(b, Rl, pl):
-        if b < 0:
-            return Rl, pl, np.zeros((3, tree.nv)), np.zeros((3, tree.nv))
-        Rf, pf = R[b] @ Rl, p[b] + R[b] @ pl
-        ang = np.where(sup[b][None], w.T, 0.0)
-        lin = np.where(sup[b][None], (u + np.cross(w, pf)).T, 0.0)
-        return Rf, pf, ang, lin
+        Rf, pf = (Rl, pl) if b < 0 else (R[b] @ Rl, p[b] + R[b] @ pl)
+        ang, lin = host_point_jacobians(tree, w, u, [b], pf[None])
+        return Rf, pf, ang[0], lin[0]
     arrays = [np.asarray(x, np.float64) for x in (mech.loop_rot_a, mech.loop_pos_a, mech.loop_rot_b,
                                                   mech.loop_pos_b, mech.loop_distance, mech.loop_plane)]
     for i, (kind, a, b) in enumerate(c[:3] for c in mech.loops):

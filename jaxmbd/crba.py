@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import spatial
-from .kinematics import dof_motion_world, forward_kinematics, host_kinematics, joint_state, node_inertias
+from .kinematics import (dof_motion_world, forward_kinematics, host_kinematics, host_point_jacobians, joint_state,
+                         node_inertias)
 from .topology import tree_backward
 
 
@@ -97,12 +98,9 @@ def host_mass_matrix(model, q, com_jacobians=False):
     From :func:`jaxmbd.kinematics.host_kinematics`, H = Σ_b (m_b J_cᵀJ_c + J_ωᵀ I_b J_ω) (armature
     on the diagonal) in NumPy.  A compiled program per tree, as :func:`mass_matrix`
     would be, cost every model load 5-15 s of tracing and compilation."""
-    topo = model.topo
     Rb, pb, w, u = host_kinematics(model, q)
     c = pb + np.einsum("nij,nj->ni", Rb, np.asarray(model.com, np.float64))
-    sup = topo.support[:, None, :]                                  # (n, 1, nv)
-    Jc = np.where(sup, np.swapaxes(u[None] + np.cross(w[None], c[:, None]), 1, 2), 0.0)  # (n, 3, nv)
-    Jw = np.where(sup, w.T[None], 0.0)
+    Jw, Jc = host_point_jacobians(model, w, u, np.arange(model.topo.n_bodies), c)   # (n, 3, nv) each
     I = np.asarray(model.inertia, np.float64)
     Iw = Rb @ (0.5 * (I + np.swapaxes(I, 1, 2))) @ np.swapaxes(Rb, 1, 2)
     m = np.asarray(model.mass, np.float64)

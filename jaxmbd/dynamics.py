@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
-from . import aba_unrolled, cost, forces, ltdl
+from . import aba_unrolled, cost, ltdl
 from .aba import aba
 from .crba import mass_matrix, mass_matrix_compact
 from .forces.base import generalized_force as element_forces, potential as element_potential

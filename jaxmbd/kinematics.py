@@ -281,9 +281,8 @@ def host_kinematics(model, q):
         R, p, S = _host_jcalc(jt.name)(q[qa:qa + jt.nq], axis[i], anchor[i], pitch[i])
         R_up[va], p_up[va] = tree_rot[i] @ np.asarray(R), tree_pos[i] + tree_rot[i] @ np.asarray(p)
         s[va:va + jt.nv] = np.asarray(S).T
-    nv = topo.nv
-    Rn, pn = np.empty((nv, 3, 3)), np.empty((nv, 3))
-    for k in range(nv):                       # nodes are regularly numbered: parents first
+    Rn, pn = np.empty((topo.nv, 3, 3)), np.empty((topo.nv, 3))
+    for k in range(topo.nv):                  # nodes are regularly numbered: parents first
         par = topo.dof_parent[k]
         if par < 0:
             Rn[k], pn[k] = R_up[k], p_up[k]
@@ -293,6 +292,17 @@ def host_kinematics(model, q):
     u = np.einsum("kij,kj->ki", Rn, s[:, 3:]) + np.cross(pn, w)
     last = topo.body_last_dof
     return Rn[last], pn[last], w, u
+
+
+def host_point_jacobians(model, w, u, bodies, points):
+    """(J_ω, J_p), each (k, 3, nv): the world angular velocity of each of ``bodies`` and the world
+    velocity of a point fixed on it (``points`` (k, 3), world coordinates), from the DoF axes (w, u)
+    of :func:`host_kinematics`; a body index < 0 (the world) gives zeros."""
+    bodies = np.asarray(bodies)
+    sup = np.where(bodies[:, None] >= 0, model.topo.support[np.maximum(bodies, 0)], False)[:, None, :]
+    Jw = np.where(sup, w.T[None], 0.0)
+    Jp = np.where(sup, np.swapaxes(u[None] + np.cross(w[None], np.asarray(points)[:, None]), 1, 2), 0.0)
+    return Jw, Jp
 
 
 @functools.lru_cache(maxsize=None)
