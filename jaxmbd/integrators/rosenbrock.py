@@ -70,8 +70,8 @@ class RosenbrockNystrom4(AbstractIntegrator):
     ``jacobian="fd"`` uses forward differences instead (for comparison).
 
     ``linear_solver``: "dense" (default: J1, J2 by ``jacfwd`` of g, LU of S)
-    or "sparse" (trees with scalar-coordinate joints only: the iteration
-    matrix H + h e ∂ID/∂v + h² e² ∂ID/∂q factored without fill-in by the
+    or "sparse" (the iteration matrix H + h e ∂ID/∂v + h² e² ∂ID/∂q, with a
+    local 3x3 term per rotation of a ball or free joint, factored without fill-in by the
     level-scan LU of ``jaxmbd.ltdl``, J1 applied through JVPs and LᵀDL solves;
     see ``SparseIterationMatrix``).
 

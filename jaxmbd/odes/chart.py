@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import forces, joints, kinematics, ltdl
-from ..crba import mass_matrix_compact
+from ..crba import compact_to_dense, mass_matrix_compact
 from ..dynamics import check_ctrl, forward_dynamics, inverse_dynamics
 from ..spatial import skew
 from .base import AbstractODE, solve_first_order
@@ -124,24 +124,24 @@ class ChartODE(AbstractODE):
     def accel(self, t, q, v):
         return forward_dynamics(self.model, q, v, self.tau(t, q, v), method=self.dynamics)
 
-    def g(self, t, y, yd):
-        q, v = self.config(y), self.velocity(y, yd)
-        a = self.accel(t, q, v)
+    def rotation_terms(self, y, yd, a):
+        """g from the joint accelerations a at (y, y'): Jr(y)⁻¹ (a - dJr(y)[y'] y')
+        on the rotation DoFs, a elsewhere."""
         if not len(self.R):
             return a
         _, corr = jax.jvp(lambda yy: self.velocity(yy, yd), (y,), (yd,))
         r = a - corr
         return r.at[self.R].set(jnp.einsum("kij,kj->ki", right_jacobian_inv(y[self.R]), r[self.R]))
 
+    def g(self, t, y, yd):
+        q, v = self.config(y), self.velocity(y, yd)
+        return self.rotation_terms(y, yd, self.accel(t, q, v))
+
     def iteration_matrix(self, t, v0, hg, linear_solver="dense"):
         """(g at the step start, the iteration matrix for h γ = hg): dense (J1, J2
-        by ``jacfwd``, LU of S) or branch-sparse (:class:`SparseIterationMatrix`;
-        trees whose joints all have scalar coordinates)."""
+        by ``jacfwd``, LU of S) or branch-sparse (:class:`SparseIterationMatrix`)."""
         if linear_solver != "sparse":
             return super().iteration_matrix(t, v0, hg, linear_solver)
-        if len(self.R):
-            raise ValueError("linear_solver='sparse' supports trees whose joints all have scalar coordinates "
-                             "(revolute, prismatic, helical, planar); use 'dense' with ball or free joints")
         g0 = self.g(t, jnp.zeros_like(v0), v0)
         return g0, SparseIterationMatrix.build(self, t, v0, g0, hg)
 
@@ -182,17 +182,23 @@ def _cross_branch(topo, groups) -> tuple[np.ndarray, np.ndarray]:
 
 
 class SparseIterationMatrix(NamedTuple):
-    """The iteration matrix in its branch-sparse form, for trees whose joints
-    all have scalar coordinates (then the chart is q0 + y):
+    """The iteration matrix in its branch-sparse form.  With the inverse
+    dynamics residual in the chart, R̃(y, y') = ID(q(y), v(y, y'), a) - τ(t, q, v),
 
-        Π = H S = H + h γ ∂R/∂v + h² γ² ∂R/∂q,   R(q, v, a) = ID(q, v, a) - τ(t, q, v),
+        Π = H S = H + h γ ∂R̃/∂y' + h² γ² (∂R̃/∂y - H L),
 
-    at the step start with a = g0 (digest negrut.md §0.3).  The tree's own
-    forces give Π H's branch-induced pattern (τ_i depends only on the q, v
+    at the step start (y = 0, a = g0; digest negrut.md §0.3).  On scalar
+    coordinates the chart is q0 + y and L = 0.  On a rotation (ball joint,
+    the rotation of a free joint) v = Jr(y) y' and g = Jr(y)⁻¹(a - dJr[y'] y'),
+    so ∂g/∂y = -H⁻¹ ∂R̃/∂y + L with L the derivative of
+    y ↦ Jr(y)⁻¹(g0 - dJr(y)[y'] y') at 0: a 3x3 block per rotation, which
+    keeps H L inside H's pattern (∂g/∂y' = -H⁻¹ ∂R̃/∂y' since Jr(0) = I and
+    the correction's y'-derivative vanishes at 0).  The tree's own forces
+    give Π H's branch-induced pattern (τ_i depends only on the q, v
     of i's ancestors and subtree at fixed accelerations), so that part, Π_b,
     is factored by the non-symmetric level-scan kernel
     ``ltdl.factor(kind="lu")`` without fill-in, and H by LᵀDL.  S⁻¹ r =
-    Π⁻¹ H r and J1 x = -H⁻¹ (∂R/∂q x); J1 is never formed.
+    Π⁻¹ H r and J1 x = -H⁻¹ (∂R̃/∂y x) + L x; J1 is never formed.
 
     Force elements that couple two branches (a spring between two bodies on
     different branches) declare the DoFs they couple
@@ -208,7 +214,8 @@ class SparseIterationMatrix(NamedTuple):
     Hc: jax.Array   # compact H
     HF: object      # ltdl.Factor (ltdl) of H
     model: object
-    Rq_mv: object   # x -> ∂R/∂q x
+    Rq_mv: object   # x -> ∂R̃/∂y x
+    L: jax.Array    # the rotation charts' local term of ∂g/∂y, (nv, nv) (zeros without rotations)
     hg: jax.Array
     C: np.ndarray   # the cross-branch DoFs (static), possibly empty
     Z: jax.Array    # Π_b⁻¹ U, (nv, |C|)
@@ -223,14 +230,23 @@ class SparseIterationMatrix(NamedTuple):
 
         def R(q, v):
             return inverse_dynamics(model, q, v, a0) - ode.tau(t, q, v)
-        Rq = jax.jacfwd(lambda y: R(ode.config(y), v0))(jnp.zeros_like(v0))
+
+        def R_chart(y):
+            return R(ode.config(y), ode.velocity(y, v0))
+        y0 = jnp.zeros_like(v0)
+        Rq = jax.jacfwd(R_chart)(y0)
         Rv = jax.jacfwd(lambda v: R(q0, v))(v0)
         Hc = mass_matrix_compact(model, q0)
         A = hg * Rv + hg * hg * Rq
+        if len(ode.R):
+            L = jax.jacfwd(lambda y: ode.rotation_terms(y, v0, a0))(y0)
+            A = A - hg * hg * (compact_to_dense(model, Hc) @ L)
+        else:
+            L = jnp.zeros((0,), v0.dtype)
         lo = A[topo.M_rows, topo.M_cols] + Hc
         up = A[topo.M_cols, topo.M_rows] + Hc
         Pi = ltdl.factor(model, jnp.concatenate([lo, up]), kind="lu")
-        Rq_mv = lambda x: jax.jvp(lambda y: R(ode.config(y), v0), (jnp.zeros_like(v0),), (x,))[1]  # noqa: E731
+        Rq_mv = lambda x: jax.jvp(R_chart, (y0,), (x,))[1]  # noqa: E731
         C, unexplained = _cross_branch(topo, forces.couplings(model))
         exact = ~jnp.any(jnp.where(jnp.asarray(unexplained), A, 0.0) != 0) if unexplained.any() \
             else jnp.array(True)
@@ -243,7 +259,7 @@ class SparseIterationMatrix(NamedTuple):
         else:
             E = Z = jnp.zeros((0,), A.dtype)
             K = ()
-        return SparseIterationMatrix(Pi, Hc, ltdl.factor(model, Hc), model, Rq_mv, hg, C, Z, K, E, exact)
+        return SparseIterationMatrix(Pi, Hc, ltdl.factor(model, Hc), model, Rq_mv, L, hg, C, Z, K, E, exact)
 
     def solve_Pi(self, r):
         """Π⁻¹ r: the branch-sparse solve, corrected for the declared cross-branch couplings."""
@@ -256,7 +272,8 @@ class SparseIterationMatrix(NamedTuple):
         return self.solve_Pi(ltdl.mul_H(self.model, self.Hc, r))
 
     def J1mv(self, x):
-        return -ltdl.solve(self.model, self.HF, self.Rq_mv(x))
+        out = -ltdl.solve(self.model, self.HF, self.Rq_mv(x))
+        return out + self.L @ x if self.L.ndim == 2 else out
 
     def solve_first_order(self, r1, r2):
         return solve_first_order(self, r1, r2)
