@@ -131,12 +131,25 @@ def test_dispatch():
 BOX = np.array([[i, j, k] for i in (-1, 1) for j in (-1, 1) for k in (-1, 1)], float) * [0.15, 0.25, 0.3]
 
 
+def _box_box_depth(R1, p1, h1, R2, p2, h2):
+    """The largest gap over the 15 separating axes of two boxes (batched,
+    NumPy): their penetration depth where they overlap (negative)."""
+    out = []
+    for A, a, B, b in zip(R1, p1, R2, p2):
+        axes = [A[:, i] for i in range(3)] + [B[:, i] for i in range(3)]
+        axes += [np.cross(A[:, i], B[:, j]) for i in range(3) for j in range(3)]
+        gaps = [abs(u @ (b - a)) / np.linalg.norm(u) - (np.abs(u @ A) @ h1 + np.abs(u @ B) @ h2) / np.linalg.norm(u)
+                for u in axes if np.linalg.norm(u) > 1e-6]
+        out.append(max(gaps))
+    return np.array(out)
+
+
 def test_box_mesh_equals_box():
     """A mesh of a box's 8 corners collides as the box primitive does,
     against every other type (independent of MuJoCo): the deepest distance
     equals, to 1e-9, that of sphere-box, capsule-box (geometry.py's exact
-    primitives), box-box (its separating-axis depth, exact for overlapping
-    boxes: compared where they overlap), plane-box, and of our ellipsoid-box
+    primitives), box-box's separating-axis depth (NumPy, exact for
+    overlapping boxes: compared where they overlap), plane-box, and of our ellipsoid-box
     and cylinder-box (box support function against the mesh's)."""
     rng = np.random.default_rng(11)
     n = N_POSES            # (the same batch size as the MuJoCo comparisons: one compiled _convex for both)
@@ -157,9 +170,10 @@ def test_box_mesh_equals_box():
             d_mesh = np.asarray(_convex(cv.KINDS[t], R1, p1, s1, v1, 7, R2, p2, np.zeros(3), box_v)[0])
             if t in ("ellipsoid", "cylinder"):
                 d_ref = np.asarray(_convex(cv.KINDS[t], R1, p1, s1, v1, 6, R2, p2, hb, z)[0])
+            elif t in ("box", "mesh"):     # two boxes: the separating-axis depth, in NumPy
+                d_ref = _box_box_depth(R1, p1, hb if t == "mesh" else s, R2, p2, hb)
             else:
-                tt, s1b = ("box", hb) if t == "mesh" else (t, s)
-                d_ref = prim(tt, "box", (R1, p1), np.broadcast_to(s1b, (n, 3)), (R2, p2),
+                d_ref = prim(t, "box", (R1, p1), np.broadcast_to(s, (n, 3)), (R2, p2),
                              np.broadcast_to(hb, (n, 3))).dist.min(1)
         d_mesh, d_ref = np.asarray(d_mesh), np.asarray(d_ref)
         keep = d_ref < 0 if t in ("box", "mesh") else np.ones(n, bool)

@@ -147,21 +147,26 @@ def test_capsule_box_against_mujoco():
 def test_box_box_against_mujoco():
     """Box-box.  The colliding poses are MuJoCo's; MuJoCo's deepest contact
     and our deepest candidate agree to 1e-9 in dist and normal while the
-    penetration is below 0.02 (a tenth of the smaller half-size), and
-    to 5e-3 in dist (measured 3.6e-3) and 0.2 in the normal (measured 0.13)
-    deeper, where MuJoCo's depth is not the minimum translation (ours is the
-    separating-axis depth).  MuJoCo's other contacts (points of the clipped
-    overlap polygon) are not ours (our corners): not compared."""
+    penetration is below 0.02 (a tenth of the smaller half-size).  Deeper,
+    our face-face candidates are the overlap polygon's vertices (box corners
+    and edge crossings), as MuJoCo's are, but MuJoCo adds points of its own
+    (e.g. at the separating-axis depth): there our deepest is never deeper
+    than MuJoCo's, and in most poses it is one of MuJoCo's contacts (1e-9;
+    measured: 117 of 156)."""
     c, cons = _ours_and_mujoco("box", (0.1, 0.2, 0.3), "box", (0.2, 0.3, 0.4), seed=7, spread=0.35, margin=0.0)
-    shallow = 0
+    shallow = deep = same = 0
     for i, cl in enumerate(cons):
         assert bool(cl) == (c.dist[i].min() < 0), i
         if cl:
             x, (d, n) = _deepest(jax.tree.map(lambda a: a[i], c), cl)
-            tol_d, tol_n = (1e-9, 1e-9) if x[1] > -0.02 else (5e-3, 0.2)
-            shallow += x[1] > -0.02
-            assert abs(x[1] - d) < tol_d and np.abs(x[3][0] - n).max() < tol_n, (i, x, d, n)
-    assert shallow > 10
+            if x[1] > -0.02:
+                shallow += 1
+                assert abs(x[1] - d) < 1e-9 and np.abs(x[3][0] - n).max() < 1e-9, (i, x, d, n)
+            else:
+                deep += 1
+                assert d >= x[1] - 1e-9, (i, x, d)
+                same += min(abs(y[1] - d) for y in cl) < 1e-9
+    assert shallow > 10 and deep > 100 and same > 0.6 * deep, (shallow, deep, same)
 
 
 def test_plane_mesh_against_mujoco():

@@ -351,16 +351,60 @@ def _box_support(R, p, h, u, tol):
     return p + R @ (h * sgn)
 
 
+def _face_crossings(Rr, pr, sr, a, nr, Ri, pi, si):
+    """16 candidates of face-face contact: the crossings of the incident
+    face's 4 edges (the face of box i most anti-parallel to nr) with the 4
+    side planes of the reference face (axis a of box r, outward normal nr
+    towards box i) that lie within the reference face's extent: the
+    vertices of the overlap polygon that are neither box's corner.  dist:
+    the crossing's height above the reference face plane (negative: inside);
+    _FAR where there is no crossing.  A crossing reaches an edge's end
+    exactly where the incident corner enters the face, so the candidates
+    hand over continuously to the corner candidates."""
+    e3 = jnp.eye(3, dtype=Rr.dtype)
+    ob, oc = jnp.take(e3, (a + 1) % 3, axis=0), jnp.take(e3, (a + 2) % 3, axis=0)
+    u, v, eu, ev, ea = Rr @ ob, Rr @ oc, sr @ ob, sr @ oc, sr @ jnp.take(e3, a, axis=0)
+    cr = pr + nr * ea
+    proj = Ri.T @ nr
+    ai = jnp.argmax(jnp.abs(proj))
+    fa, fb, fc = (jnp.take(e3, ai, axis=0), jnp.take(e3, (ai + 1) % 3, axis=0), jnp.take(e3, (ai + 2) % 3, axis=0))
+    sgn = -jnp.where(proj @ fa >= 0, 1.0, -1.0).astype(Rr.dtype)
+    centre = pi + sgn * (Ri @ (fa * si))
+    U, V = Ri @ (fb * si), Ri @ (fc * si)
+    P0 = centre[None] + jnp.stack([U + V, -U + V, -U - V, U - V])          # the face's corners, in order
+    P1 = jnp.roll(P0, -1, axis=0)
+    W, e = jnp.stack([u, -u, v, -v]), jnp.stack([eu, eu, ev, ev])         # side planes w.(x - pr) = e
+    O, eo = jnp.stack([v, v, u, u]), jnp.stack([ev, ev, eu, eu])         # and the face's other extent
+    f0 = (P0 - pr[None]) @ W.T - e[None]                                   # (edge, plane)
+    f1 = (P1 - pr[None]) @ W.T - e[None]
+    cross = f0 * f1 < 0
+    t = jnp.where(cross, f0 / jnp.where(cross, f0 - f1, 1.0), 0.5)
+    X = P0[:, None] + t[..., None] * (P1 - P0)[:, None]
+    within = jnp.abs(jnp.einsum("epk,pk->ep", X - pr[None, None], O)) <= eo[None]
+    h = (X - cr[None, None]) @ nr
+    ok = cross & within
+    dist = jnp.where(ok, h, _FAR)
+    pos = X - 0.5 * jnp.where(ok, h, 0.0)[..., None] * nr[None, None]
+    return dist.reshape(16), pos.reshape(16, 3)
+
+
 def box_box(R1, p1, s1, R2, p2, s2):
-    """17 candidates: box2's 8 corners against box1's signed distance, box1's
-    8 corners against box2's, and the separating-axis candidate: the largest
-    gap over the 15 axes (3 + 3 face normals, 9 edge-edge cross products),
-    which is the exact penetration depth of overlapping boxes (when apart, a
-    lower bound of their distance, positive), its axis as the normal and the
-    middle of the two supporting features (edge-edge: their closest points)
-    as position.  Corners cover vertex-face contact, the axis candidate
-    edge-edge and face-face overlap where no corner is inside (it may repeat
-    the deepest corner)."""
+    """33 candidates: box2's 8 corners against box1's signed distance, box1's
+    8 corners against box2's, the edge-edge candidate and 16 face-face
+    candidates.  The separating axes are the 3 + 3 face normals and the 9
+    edge-edge cross products; the largest gap over them is the exact
+    penetration depth of overlapping boxes (when apart, a lower bound of
+    their distance).  Where an edge-edge axis has the largest gap (by more
+    than round-off: resting faces tie with the edge axes parallel to them),
+    candidate 16 is that axis's gap, normal and the closest points of the two
+    supporting edges, and the face-face candidates are off.  Otherwise the
+    face with the largest gap is the reference face, candidate 16 is off,
+    and the face-face candidates are the overlap polygon's edge crossings
+    (:func:`_face_crossings`); with the corners inside, these are the
+    polygon's vertices, MuJoCo's face-face contact points.  One argmax
+    candidate for face-face contact (before) jumped between the nearly equal
+    face axes of two resting boxes and stalled the step-size controller
+    (bench/results/work_precision_cpu.md)."""
     d12, n12 = _point_box(_box_corners(R2, p2, s2), R1, p1, s1)   # outward normals of box1: geom1 -> geom2
     c2 = _box_corners(R2, p2, s2)
     d21, n21 = _point_box(_box_corners(R1, p1, s1), R2, p2, s2)
@@ -375,19 +419,27 @@ def box_box(R1, p1, s1, R2, p2, s2):
     axes = axes * jnp.where(sep >= 0, 1.0, -1.0)[:, None]
     reach = jnp.abs(axes @ R1) @ s1 + jnp.abs(axes @ R2) @ s2
     gap = jnp.where(valid, jnp.abs(sep) - reach, -jnp.inf)
-    k = jnp.argmax(gap)
-    n = axes[k]
-    tol = 1e-9 if n.dtype == jnp.float64 else 1e-5
-    sa, sb = _box_support(R1, p1, s1, n, tol), _box_support(R2, p2, s2, -n, tol)
+    tol = 1e-9 if gap.dtype == jnp.float64 else 1e-5
+    kf = jnp.argmax(gap[:6])
+    k = 6 + jnp.argmax(gap[6:])
+    edge = gap[k] > gap[kf] + tol * (1.0 + jnp.abs(gap[kf]))
     # edge-edge: closest points of the two supporting edges (directions i, j of the cross product)
+    n = axes[k]
+    sa, sb = _box_support(R1, p1, s1, n, tol), _box_support(R2, p2, s2, -n, tol)
     i, j = (k - 6) // 3, (k - 6) % 3
-    ea, eb = R1[:, i % 3] * s1[i % 3], R2[:, j % 3] * s2[j % 3]
+    ea, eb = R1[:, i] * s1[i], R2[:, j] * s2[j]
     s, t = _segments(sa - ea, sa + ea, sb - eb, sb + eb)
     ee = 0.5 * ((sa - ea + 2 * s * ea) + (sb - eb + 2 * t * eb))
-    pos_sat = jnp.where(k >= 6, ee, 0.5 * (sa + sb))
-    dist = jnp.concatenate([d12, d21, gap[k][None]])
-    pos = jnp.concatenate([c2 - 0.5 * d12[:, None] * n12, c1 - 0.5 * d21[:, None] * n21, pos_sat[None]])
-    return dist, pos, jnp.concatenate([n12, -n21, n[None]])
+    # face-face: box1's face (kf < 3) or box2's as the reference
+    one = kf < 3
+    nf = axes[kf]                                                  # from box1 towards box2
+    Rr, pr, sr = jnp.where(one, R1, R2), jnp.where(one, p1, p2), jnp.where(one, s1, s2)
+    Ri, pi, si = jnp.where(one, R2, R1), jnp.where(one, p2, p1), jnp.where(one, s2, s1)
+    d_ff, pos_ff = _face_crossings(Rr, pr, sr, kf % 3, jnp.where(one, nf, -nf), Ri, pi, si)
+    d_ff = jnp.where(edge, _FAR, d_ff)
+    dist = jnp.concatenate([d12, d21, jnp.where(edge, gap[k], _FAR)[None], d_ff])
+    pos = jnp.concatenate([c2 - 0.5 * d12[:, None] * n12, c1 - 0.5 * d21[:, None] * n21, ee[None], pos_ff])
+    return dist, pos, jnp.concatenate([n12, -n21, n[None], jnp.broadcast_to(nf, (16, 3))])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -606,7 +658,7 @@ _PAIRS = {
     ("capsule", "capsule"): (capsule_capsule, 1),
     ("sphere", "box"): (sphere_box, 1),
     ("capsule", "box"): (capsule_box, 3),
-    ("box", "box"): (box_box, 17),
+    ("box", "box"): (box_box, 33),
     ("plane", "mesh"): (plane_mesh, None),
 }
 _CONVEX = [("sphere", "ellipsoid"), ("sphere", "cylinder"), ("sphere", "mesh"),
