@@ -169,6 +169,35 @@ def test_box_box_against_mujoco():
     assert shallow > 10 and deep > 100 and same > 0.6 * deep, (shallow, deep, same)
 
 
+def test_resting_boxes_touch_at_the_overlap_rectangle_s_vertices():
+    """Two boxes resting face to face, offset as in a stack: the active
+    candidates are exactly the overlap rectangle's four vertices (two box
+    corners and two edge crossings) at the penetration depth, normal +z;
+    turned slightly about z, about x and about y, the contact points move
+    by the order of the turn (no candidate jumps, which once stalled the
+    step-size controller on a box stack)."""
+    h, pen = np.array([0.1, 0.1, 0.1]), 1e-3
+    p1, p2 = np.zeros(3), np.array([0.03, -0.02, 0.2 - pen])
+
+    def active(R2):
+        c = jax.tree.map(np.asarray, _batched("box", "box", (np.eye(3)[None], p1[None]), h[None],
+                                              (R2[None], p2[None]), h[None]))
+        on = c.dist[0] < 0
+        return c.dist[0][on], c.pos[0][on], c.frame[0, on, 0]
+    d, pos, n = active(np.eye(3))
+    rect = {(x, y) for x in (-0.07, 0.1) for y in (-0.1, 0.08)}
+    assert len(d) == 4 and {tuple(np.round(p[:2], 12)) for p in pos} == rect, pos
+    np.testing.assert_allclose(d, -pen, atol=1e-12)
+    np.testing.assert_allclose(pos[:, 2], 0.1 - pen / 2, atol=1e-12)
+    np.testing.assert_allclose(np.abs(n[:, 2]), 1.0, atol=1e-12)
+    for axis in np.eye(3):
+        d2, pos2, _ = active(_rot(axis, 1e-4))
+        assert len(d2) >= 3
+        # each active point of the turned pose is within O(angle) of a point of the rectangle
+        gap = np.abs(pos2[:, None, :2] - np.array(sorted(rect))[None]).max(-1).min(1)
+        assert gap.max() < 1e-4, (axis, pos2)
+
+
 def test_plane_mesh_against_mujoco():
     """Plane-mesh (12 random vertices, MuJoCo's hull of them): every MuJoCo
     contact (it keeps at most 3 here) is one of our vertex candidates, dist
