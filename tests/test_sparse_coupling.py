@@ -23,12 +23,14 @@ def _cross_spring_tree():
 
 
 @jax.jit
-def _both(model, q0, v0, t, hg, r):
-    """S⁻¹ r by the sparse and the dense iteration matrix, and the sparse one's exactness flag."""
+def _both(model, q0, v0, t, hg, r, x=None):
+    """S⁻¹ r and J1 x by the sparse and the dense iteration matrix (x defaults
+    to r), and the sparse one's exactness flag."""
+    x = r if x is None else x
     ode = ChartODE(model, q0)
     g0, J1, J2 = ode.g_and_jac(t, jnp.zeros_like(v0), v0)
     sparse = SparseIterationMatrix.build(ode, t, v0, g0, hg)
-    return sparse.solve_S(r), IterationMatrix.build(J1, J2, hg).solve_S(r), sparse.exact
+    return sparse.solve_S(r), IterationMatrix.build(J1, J2, hg).solve_S(r), sparse.J1mv(x), J1 @ x, sparse.exact
 
 
 def _state(model, seed):
@@ -43,7 +45,7 @@ def test_the_reproduction_is_exact():
     # the couplings the spring declares: every DoF that moves node4 or node7
     (group,) = forces.couplings(m)
     assert set(group) == {m.body_id(n) for n in ("node1", "node2", "node4", "node3", "node7")}
-    xs, xd, exact = _both(m, q0, v0, jnp.asarray(0.0), jnp.asarray(0.02), r)
+    xs, xd, _, _, exact = _both(m, q0, v0, jnp.asarray(0.0), jnp.asarray(0.02), r)
     assert bool(exact)
     np.testing.assert_allclose(xs, xd, rtol=1e-12, atol=1e-12 * float(jnp.abs(xd).max()))
     # and the integration: sparse = dense, where dropping the coupling once departed by 2.5e-3 rad in 0.05 s
@@ -72,7 +74,7 @@ def test_random_trees_with_random_cross_branch_springs():
         on |= on.T
         checked_cross += any(not on[np.ix_(g, g)].all() for g in forces.couplings(m))
         q0, v0, r = _state(m, seed)
-        xs, xd, exact = _both(m, q0, v0, jnp.asarray(0.1), jnp.asarray(0.01), r)
+        xs, xd, _, _, exact = _both(m, q0, v0, jnp.asarray(0.1), jnp.asarray(0.01), r)
         assert bool(exact)
         np.testing.assert_allclose(xs, xd, rtol=1e-12, atol=1e-12 * float(jnp.abs(xd).max()))
     assert checked_cross >= 2  # most draws do couple two branches
@@ -97,7 +99,7 @@ def test_contact_keeps_the_sparse_matrix_exact():
     c = jaxmbd.forces.contact_forces(m, q0, v0)
     active = {tuple(sorted(c["pairs"][int(k)])) for k in np.asarray(c["pair"])[np.asarray(c["normal_force"]) > 0]}
     assert {("s4", "s7"), ("floor", "s5")} <= active
-    xs, xd, exact = _both(m, q0, v0, jnp.asarray(0.0), jnp.asarray(0.02), r)
+    xs, xd, _, _, exact = _both(m, q0, v0, jnp.asarray(0.0), jnp.asarray(0.02), r)
     assert bool(exact)
     np.testing.assert_allclose(xs, xd, rtol=1e-12, atol=1e-12 * float(jnp.abs(xd).max()))
     ode = ChartODE(m, q0)
@@ -122,15 +124,6 @@ def _dumbbell():
     return b.build()
 
 
-@jax.jit
-def _both_with_J1(model, q0, v0, t, hg, r, x):
-    ode = ChartODE(model, q0)
-    g0, J1, J2 = ode.g_and_jac(t, jnp.zeros_like(v0), v0)
-    sparse = SparseIterationMatrix.build(ode, t, v0, g0, hg)
-    dense = IterationMatrix.build(J1, J2, hg)
-    return sparse.solve_S(r), dense.solve_S(r), sparse.J1mv(x), J1 @ x, sparse.exact
-
-
 def test_ball_and_free_joints_with_contact():
     """Rotations (a free root, a ball joint) have their own chart terms in
     the iteration matrix (v = Jr(y) y'): the sparse S⁻¹ r and J1 x equal the
@@ -150,7 +143,7 @@ def test_ball_and_free_joints_with_contact():
         c = jaxmbd.forces.contact_forces(m, q0, v0)
         assert float(jnp.min(c["normal_force"][on_floor])) > 0
         x = jnp.asarray(rng.normal(size=m.nv))
-        xs, xd, J1s, J1d, exact = _both_with_J1(m, q0, 3.0 * v0, jnp.asarray(0.0), jnp.asarray(0.02), r, x)
+        xs, xd, J1s, J1d, exact = _both(m, q0, 3.0 * v0, jnp.asarray(0.0), jnp.asarray(0.02), r, x)
         assert bool(exact)
         np.testing.assert_allclose(xs, xd, rtol=0, atol=1e-12 * float(jnp.abs(xd).max()))
         np.testing.assert_allclose(J1s, J1d, rtol=0, atol=1e-12 * float(jnp.abs(J1d).max()))

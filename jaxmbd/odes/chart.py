@@ -215,7 +215,7 @@ class SparseIterationMatrix(NamedTuple):
     HF: object      # ltdl.Factor (ltdl) of H
     model: object
     Rq_mv: object   # x -> ∂R̃/∂y x
-    L: jax.Array    # the rotation charts' local term of ∂g/∂y, (nv, nv) (zeros without rotations)
+    L: object       # the rotation charts' local term of ∂g/∂y, (nv, nv); None without rotations
     hg: jax.Array
     C: np.ndarray   # the cross-branch DoFs (static), possibly empty
     Z: jax.Array    # Π_b⁻¹ U, (nv, |C|)
@@ -242,7 +242,7 @@ class SparseIterationMatrix(NamedTuple):
             L = jax.jacfwd(lambda y: ode.rotation_terms(y, v0, a0))(y0)
             A = A - hg * hg * (compact_to_dense(model, Hc) @ L)
         else:
-            L = jnp.zeros((0,), v0.dtype)
+            L = None
         lo = A[topo.M_rows, topo.M_cols] + Hc
         up = A[topo.M_cols, topo.M_rows] + Hc
         Pi = ltdl.factor(model, jnp.concatenate([lo, up]), kind="lu")
@@ -273,7 +273,7 @@ class SparseIterationMatrix(NamedTuple):
 
     def J1mv(self, x):
         out = -ltdl.solve(self.model, self.HF, self.Rq_mv(x))
-        return out + self.L @ x if self.L.ndim == 2 else out
+        return out if self.L is None else out + self.L @ x
 
     def solve_first_order(self, r1, r2):
         return solve_first_order(self, r1, r2)
