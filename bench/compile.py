@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import re
 import sys
 import time
 
@@ -196,11 +197,14 @@ def measure(f, args, compile=True):
     t0 = time.perf_counter()
     lowered = jax.jit(f).lower(*args)
     t1 = time.perf_counter()
+    cpu = time.process_time()
     c = lowered.compile() if compile else None
     t2 = time.perf_counter()
+    cpu = time.process_time() - cpu
     lines = lowered.as_text().count("\n")
+    fusions = len(re.findall(r"= \S+ fusion\(", c.as_text())) if compile else 0
     del c, lowered
-    return dict(lower=t1 - t0, compile=t2 - t1, total=t2 - t0, lines=lines)
+    return dict(lower=t1 - t0, compile=t2 - t1, total=t2 - t0, lines=lines, cpu=cpu, fusions=fusions)
 
 
 def main():
@@ -218,7 +222,11 @@ def main():
     header += [f"- jaxmbd source: {os.path.dirname(jaxmbd.__file__)}",
                f"- command: python bench/compile.py {' '.join(sys.argv[1:])}",
                "- each row: jax.clear_caches(), then jax.jit(f).lower(*args) (trace + lower) and .compile() "
-               "(XLA, default optimisation level); lines: of lowered.as_text() (StableHLO)", ""]
+               "(XLA, default optimisation level); lines: of lowered.as_text() (StableHLO); XLA CPU: the "
+               "compile's process CPU time (XLA compiles on several threads); fusions: the compiled "
+               "program's fusion instructions (XLA:CPU compiles each to its own kernel: a measure of "
+               "program size that does not depend on the machine's load, which moves the times by "
+               "about 20% on this VM)", ""]
     print("\n".join(header), flush=True)
 
     # JAX's one-off start-up (backend, first compile), not charged to the first row
@@ -228,7 +236,7 @@ def main():
     if not todo:
         sys.exit(f"no row matches --only {a.only!r}")
     table = ["| entry point | model | trace + lower (s) | XLA compile (s) | total (s) | target (s) | "
-             "lowered lines | load (1 min) |", "|---|---|---|---|---|---|---|---|"]
+             "lowered lines | XLA CPU (s) | fusions | load (1 min) |", "|---|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(table), flush=True)
     for name, model, target, build in todo:
         f, args = build()
@@ -236,7 +244,7 @@ def main():
         r = measure(f, args, compile=not a.lines_only)
         tgt = "" if target is None or a.lines_only else f"≤ {target:g} ({'met' if r['total'] <= target else 'not met'})"
         line = (f"| {name} | {model} | {r['lower']:.2f} | {r['compile']:.2f} | {r['total']:.2f} | {tgt} | "
-                f"{r['lines']} | {load:.1f} |")
+                f"{r['lines']} | {r['cpu']:.1f} | {r['fusions']} | {load:.1f} |")
         print(line, flush=True)
         table.append(line)
     fresh()

@@ -22,32 +22,86 @@ def aba(model, q, v, tau, f_ext=None):
     R(θ, q, v, qdd) = RNEA(θ, q, v, qdd, f_ext) + armature qdd - tau = 0, so
     (implicit-function theorem, as in Carpentier and Mansard's analytical
     derivatives of the ABA) qdd' = H⁻¹ (tau' - ∂R/∂(θ, q, v, f_ext) · (θ', q', v', f_ext')):
-    one forward-mode pass of the RNEA at the solution and one more ABA with
-    zero velocity and gravity for H⁻¹.  Reverse mode transposes that: the
-    RNEA's pullback and one ABA's transpose, in place of the pullback
-    of the three ABA passes (larger to compile and slower to run)."""
+    one forward-mode pass of the RNEA at the solution, and H⁻¹ from the
+    articulated inertias the primal passes computed (the last two passes at
+    zero velocity and gravity, without recomputing the joint transforms or
+    the articulated inertias).  Reverse mode transposes that: the RNEA's
+    pullback and the two passes' transpose, in place of the pullback of the
+    three ABA passes (larger to compile and slower to run)."""
     return _aba(model, q, v, tau, f_ext)
 
 
 @jax.custom_jvp
 def _aba(model, q, v, tau, f_ext):
-    return _aba_passes(model, q, v, tau, f_ext)
+    return _aba_passes(model, q, v, tau, f_ext)[0]
 
 
 @_aba.defjvp
 def _aba_jvp(primals, tangents):
     model, q, v, tau, f_ext = primals
     dmodel, dq, dv, dtau, df = tangents
-    qdd = _aba(model, q, v, tau, f_ext)
+    qdd, fac = _aba_passes(model, q, v, tau, f_ext)
 
     def residual(model, q, v, f_ext):
         return rnea(model, q, v, qdd, f_ext) + model.armature * qdd
     _, dr = jax.jvp(residual, (model, q, v, f_ext), (dmodel, dq, dv, df))
-    still = eqx.tree_at(lambda m: m.gravity, model, jnp.zeros_like(model.gravity))
-    return qdd, _aba(still, q, jnp.zeros_like(v), dtau - dr, None)
+    return qdd, _hinv(model, q, dtau - dr, fac)
+
+
+@jax.custom_jvp
+def _hinv(model, q, x, fac):
+    """H(q)⁻¹ x from the articulated inertias ``fac`` that the ABA's second
+    pass left (they depend on q only, not on v, tau or gravity): the ABA's
+    last two passes with zero velocity and gravity, without recomputing the
+    joint transforms or the articulated inertias."""
+    return _aba_solve(model.topo, fac, x)
+
+
+@_hinv.defjvp
+def _hinv_jvp(primals, tangents):
+    # d(H⁻¹x) = H⁻¹ (dx - dH H⁻¹x): dH y is the (model, q)-derivative of the
+    # RNEA at zero velocity and gravity with accelerations y.  fac is a
+    # function of (model, q), so its own tangent is not needed here (its
+    # computation is dead code).  fac must not be cut from the graph
+    # (stop_gradient): where reverse mode inlines _hinv's primal, the
+    # q-dependence of H⁻¹ flows through fac.
+    model, q, x, fac = primals
+    dmodel, dq, dx, _ = tangents
+    y = _aba_solve(model.topo, fac, x)
+
+    def hy(model, q):
+        still = eqx.tree_at(lambda m: m.gravity, model, jnp.zeros_like(model.gravity))
+        return rnea(still, q, jnp.zeros_like(y), y) + model.armature * y
+    _, dh = jax.jvp(hy, (model, q), (dmodel, dq))
+    return y, _hinv(model, q, dx - dh, fac)
+
+
+def _aba_solve(topo, fac, x):
+    """The ABA's passes 2 and 3 for generalized forces x at zero velocity and
+    gravity, given (R_up, p_up, s, U, D) of the configuration."""
+    R, p, s, U, D = fac
+
+    def bwd(acc, inp):
+        (pa,) = acc
+        R_k, p_k, s_k, U_k, D_k, x_k = inp
+        u = x_k - s_k @ pa
+        return (spatial.apply_force_up(R_k, p_k, pa + U_k * (u / D_k)),), u
+
+    u = tree_backward(topo, bwd, (jnp.zeros((topo.nv, 6), x.dtype),), (R, p, s, U, D, x))
+
+    def fwd(par, inp):
+        a_p, _ = par
+        R_k, p_k, s_k, U_k, D_k, u_k = inp
+        a1 = spatial.apply_motion(R_k, p_k, a_p)
+        qdd = (u_k - U_k @ a1) / D_k
+        return a1 + s_k * qdd, qdd
+
+    _, qdd = tree_forward(topo, fwd, (jnp.zeros(6, x.dtype), jnp.zeros((), x.dtype)), (R, p, s, U, D, u))
+    return qdd
 
 
 def _aba_passes(model, q, v, tau, f_ext):
+    """(qdd, the factor (R_up, p_up, s, U, D) for :func:`_hinv`)."""
     topo = model.topo
     js = joint_state(model, q, v)
     dt = js.X_up.dtype
@@ -89,4 +143,4 @@ def _aba_passes(model, q, v, tau, f_ext):
 
     a0 = jnp.concatenate([jnp.zeros(3, dt), -model.gravity])
     _, qdd = tree_forward(topo, fwd_a, (a0, jnp.zeros((), dt)), (js.R_up, js.p_up, js.s, c, U, D, u))
-    return qdd
+    return qdd, (js.R_up, js.p_up, js.s, U, D)

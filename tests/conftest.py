@@ -2,13 +2,15 @@ import os
 import sys
 
 # Tests are dominated by XLA compile time, not run time: ask the CPU backend for
-# less optimisation (same numerics, faster compiles).  Single-threaded Eigen:
+# less optimisation (same numerics, faster compiles), and skip the verifier XLA:CPU
+# runs on every kernel it emits (5-15% less compile time, bench/results/compile_cpu.md;
+# a check of XLA's own code generator, not of ours).  Single-threaded Eigen:
 # XLA:CPU's multithreaded Eigen pool is reported to wedge on vmapped graphs
 # (PyAutoFit#1528; benchmark runs here also hung, all threads in a futex
 # wait), and the tests run one xdist worker per core anyway.  Set before JAX
 # starts.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
-                      "--xla_cpu_multi_thread_eigen=false")
+                      "--xla_cpu_multi_thread_eigen=false --xla_cpu_emitter_verification_level=0")
 
 import jax
 import pytest
