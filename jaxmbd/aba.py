@@ -113,7 +113,7 @@ def _aba_passes(model, q, v, tau, f_ext):
         R, p, vJ = inp
         return spatial.apply_motion(R, p, v_p) + vJ
 
-    vel = tree_forward(topo, fwd_v, jnp.zeros(6, dt), (js.R_up, js.p_up, js.vJ), pack=True)
+    vel = tree_forward(topo, fwd_v, jnp.zeros(6, dt), (js.R_up, js.p_up, js.vJ))
     c = js.cJ + jax.vmap(spatial.cross_motion)(vel, js.vJ)
     I = node_inertias(model)
     pA = jax.vmap(spatial.cross_force)(vel, jnp.einsum("nij,nj->ni", I, vel))
@@ -131,7 +131,7 @@ def _aba_passes(model, q, v, tau, f_ext):
         pa_k = pa + Ia @ c_k + U * (u / D)
         return (spatial.inertia_up(R, p, Ia), spatial.apply_force_up(R, p, pa_k)), (U, D, u)
 
-    U, D, u = tree_backward(topo, bwd, (I, pA), (js.R_up, js.p_up, js.s, c, tau, model.armature), pack=True)
+    U, D, u = tree_backward(topo, bwd, (I, pA), (js.R_up, js.p_up, js.s, c, tau, model.armature))
 
     # pass 3: accelerations, root to leaves; the base accelerates at -g
     def fwd_a(par, inp):
@@ -142,5 +142,5 @@ def _aba_passes(model, q, v, tau, f_ext):
         return a1 + s * qdd, qdd
 
     a0 = jnp.concatenate([jnp.zeros(3, dt), -model.gravity])
-    _, qdd = tree_forward(topo, fwd_a, (a0, jnp.zeros((), dt)), (js.R_up, js.p_up, js.s, c, U, D, u), pack=True)
+    _, qdd = tree_forward(topo, fwd_a, (a0, jnp.zeros((), dt)), (js.R_up, js.p_up, js.s, c, U, D, u))
     return qdd, (js.R_up, js.p_up, js.s, U, D)

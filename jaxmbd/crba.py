@@ -25,7 +25,7 @@ def composite_inertias(model, js):
     def bwd(Ic, inp):
         R, p = inp
         return spatial.inertia_up(R, p, Ic), Ic
-    return tree_backward(model.topo, bwd, node_inertias(model), (js.R_up, js.p_up), pack=True)
+    return tree_backward(model.topo, bwd, node_inertias(model), (js.R_up, js.p_up))
 
 
 def composite_forces(model, js):
@@ -34,7 +34,7 @@ def composite_forces(model, js):
     def bwd(Ic, inp):
         R, p, s = inp
         return spatial.inertia_up(R, p, Ic), Ic @ s
-    return tree_backward(model.topo, bwd, node_inertias(model), (js.R_up, js.p_up, js.s), pack=True)
+    return tree_backward(model.topo, bwd, node_inertias(model), (js.R_up, js.p_up, js.s))
 
 
 def _axes_and_forces(model, q):

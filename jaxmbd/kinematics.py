@@ -106,7 +106,7 @@ def forward_kinematics(model, q, v=None) -> Kinematics:
 
     dt = js.X_up.dtype
     root = (jnp.eye(3, dtype=dt), jnp.zeros(3, dt), jnp.zeros(6, dt))
-    rot, pos, vel = tree_forward(model.topo, step, root, (js.R_up, js.p_up, js.vJ), pack=True)
+    rot, pos, vel = tree_forward(model.topo, step, root, (js.R_up, js.p_up, js.vJ))
     last = model.topo.body_last_dof
     return Kinematics(rot[last], pos[last], vel[last])
 

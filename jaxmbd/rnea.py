@@ -38,7 +38,7 @@ def rnea(model, q, v, a, f_ext=None):
 
     dt = js.X_up.dtype
     a0 = jnp.concatenate([jnp.zeros(3, dt), -model.gravity])
-    vel, acc = tree_forward(model.topo, fwd, (jnp.zeros(6, dt), a0), (js.R_up, js.p_up, js.vJ, aJ), pack=True)
+    vel, acc = tree_forward(model.topo, fwd, (jnp.zeros(6, dt), a0), (js.R_up, js.p_up, js.vJ, aJ))
     I = node_inertias(model)
     f = jnp.einsum("nij,nj->ni", I, acc) + jax.vmap(spatial.cross_force)(
         vel, jnp.einsum("nij,nj->ni", I, vel))
@@ -50,4 +50,4 @@ def rnea(model, q, v, a, f_ext=None):
         R, p, s = inp
         return spatial.apply_force_up(R, p, f_k), s @ f_k
 
-    return tree_backward(model.topo, bwd, f, (js.R_up, js.p_up, js.s), pack=True)
+    return tree_backward(model.topo, bwd, f, (js.R_up, js.p_up, js.s))

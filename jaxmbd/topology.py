@@ -24,8 +24,6 @@ tree and the traced program does not grow with the number of bodies.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -234,98 +232,34 @@ def _unlevel(topo, ys):
     return jax.tree.map(lambda y: _take(y.reshape((-1,) + y.shape[2:]), pos), ys)
 
 
-class _Packing(NamedTuple):
-    """How a pytree of arrays with ``nlead`` common leading axes is packed
-    into one (*lead, F) array per dtype: the passes move, gather and scatter
-    one array per dtype instead of one per leaf (each gather is a kernel of
-    its own in the compiled program, and so is its derivative's)."""
-    treedef: object
-    dtypes: tuple
-    layout: tuple   # per leaf: (dtype index, start, stop, trailing shape)
-
-    @staticmethod
-    def of(tree, nlead):
-        leaves, treedef = jax.tree.flatten(tree)
-        dtypes, layout, width = [], [], []
-        for x in leaves:
-            dt = jnp.result_type(x)
-            if dt not in dtypes:
-                dtypes.append(dt)
-                width.append(0)
-            g = dtypes.index(dt)
-            tail = tuple(jnp.shape(x)[nlead:])
-            size = int(np.prod(tail, dtype=np.int64))
-            layout.append((g, width[g], width[g] + size, tail))
-            width[g] += size
-        return _Packing(treedef, tuple(dtypes), tuple(layout))
-
-    def pack(self, tree, lead):
-        leaves = jax.tree.leaves(tree)
-        parts = [[] for _ in self.dtypes]
-        for x, (g, _, _, _) in zip(leaves, self.layout):
-            parts[g].append(jnp.reshape(x, tuple(lead) + (-1,)).astype(self.dtypes[g]))
-        return [p[0] if len(p) == 1 else jnp.concatenate(p, axis=-1) for p in parts]
-
-    def unpack(self, arrays):
-        lead = arrays[0].shape[:-1]
-        leaves = [arrays[g][..., a:b].reshape(lead + tail) for g, a, b, tail in self.layout]
-        return jax.tree.unflatten(self.treedef, leaves)
-
-
-def _pack_by_level(topo, tree):
-    """(nv, ...) per-node arrays -> (their packing, one (L, W, F) array per dtype)."""
-    P = _Packing.of(tree, 1)
-    lev = jnp.asarray(topo.level_node)
-    return P, [_take(x, lev) for x in P.pack(tree, (topo.nv,))]
-
-
 def _nonempty(topo):
     if topo.nv == 0:
         raise ValueError("model has no moving bodies")
 
 
-def tree_forward(topo, fn, root, inputs, pack=False):
+def tree_forward(topo, fn, root, inputs):
     """Root-to-leaves pass over the nodes: ``out[k] = fn(out[dof_parent[k]], inputs[k])``.
 
     root: pytree of the world's values (what every depth-1 node reads as its
     parent's).  inputs: pytree of per-node arrays, leading axis nv.  ``fn`` is
     written for one node and is vmapped over a level.  Returns the per-node
     outputs (leading axis nv).
-
-    ``pack=True`` moves the per-node arrays as one array per dtype (one
-    gather per level instead of one per leaf: a smaller program to compile).
-    It is for callers whose inputs are all of one kind under a derivative:
-    a hand-written linear map that mixes its linear argument with
-    constants in ``inputs`` (a tangent rule's H⁻¹ x, say) must keep the
-    default, or reverse mode cannot transpose it.
     """
     _nonempty(topo)
     W = topo.level_width
     vfn = jax.vmap(fn)
     carry0 = jax.tree.map(lambda r: jnp.broadcast_to(r, (W,) + jnp.shape(r)), root)
-    if not pack:
-        def step(prev, xs):
-            inp, pslot = xs
-            new = vfn(jax.tree.map(lambda p: _take(p, pslot), prev), inp)
-            return new, new
 
-        _, ys = jax.lax.scan(step, carry0, (_by_level(topo, inputs), jnp.asarray(topo.level_parent_slot)))
-        return _unlevel(topo, ys)
-
-    Pc = _Packing.of(carry0, 1)
-    Pi, inp_l = _pack_by_level(topo, inputs)
-
-    def pstep(prev, xs):
+    def step(prev, xs):
         inp, pslot = xs
-        new = vfn(Pc.unpack([_take(p, pslot) for p in prev]), Pi.unpack(inp))
-        new = Pc.pack(new, (W,))
+        new = vfn(jax.tree.map(lambda p: _take(p, pslot), prev), inp)
         return new, new
 
-    _, ys = jax.lax.scan(pstep, Pc.pack(carry0, (W,)), (inp_l, jnp.asarray(topo.level_parent_slot)))
-    return Pc.unpack(_unlevel(topo, ys))
+    _, ys = jax.lax.scan(step, carry0, (_by_level(topo, inputs), jnp.asarray(topo.level_parent_slot)))
+    return _unlevel(topo, ys)
 
 
-def tree_backward(topo, fn, acc, inputs, pack=False):
+def tree_backward(topo, fn, acc, inputs):
     """Leaves-to-root pass with accumulation into parents.
 
     acc: pytree of per-node arrays (leading axis nv), each node's own initial
@@ -333,47 +267,22 @@ def tree_backward(topo, fn, acc, inputs, pack=False):
     where ``acc[k]`` already includes the sum of ``up`` over k's children; ``up``
     must have the structure and shapes of ``acc``.  Returns the per-node
     ``keep`` pytree.
-
-    ``pack=True`` moves the per-node arrays as one array per dtype (one
-    gather per level instead of one per leaf: a smaller program to compile).
-    It is for callers whose inputs are all of one kind under a derivative:
-    a hand-written linear map that mixes its linear argument with
-    constants in ``inputs`` (a tangent rule's H⁻¹ x, say) must keep the
-    default, or reverse mode cannot transpose it.
     """
     _nonempty(topo)
     W = topo.level_width
     vfn = jax.vmap(fn)
+    acc_l = _by_level(topo, acc)
+    carry0 = jax.tree.map(lambda a: jnp.zeros_like(a[0]), acc_l)
 
-    def add_children(a_i, u, cslot):
-        u = jnp.concatenate([u, jnp.zeros_like(u[:1])], axis=0)
-        return a_i + jnp.sum(_take(u, cslot), axis=1)
-
-    if not pack:
-        acc_l = _by_level(topo, acc)
-        carry0 = jax.tree.map(lambda a: jnp.zeros_like(a[0]), acc_l)
-
-        def step(up_below, xs):
-            a, inp, cslot = xs
-            a = jax.tree.map(lambda a_i, u: add_children(a_i, u, cslot), a, up_below)
-            return vfn(a, inp)
-
-        _, ys = jax.lax.scan(step, carry0, (acc_l, _by_level(topo, inputs), jnp.asarray(topo.level_child_slot)),
-                             reverse=True)
-        return _unlevel(topo, ys)
-
-    Pa, acc_l = _pack_by_level(topo, acc)
-    Pi, inp_l = _pack_by_level(topo, inputs)
-    Pk = []   # the packing of ``keep``, known once fn is traced
-
-    def pstep(up_below, xs):
+    def step(up_below, xs):
         a, inp, cslot = xs
-        a = [add_children(a_i, u, cslot) for a_i, u in zip(a, up_below)]
-        up, keep = vfn(Pa.unpack(a), Pi.unpack(inp))
-        if not Pk:
-            Pk.append(_Packing.of(keep, 1))
-        return Pa.pack(up, (W,)), Pk[0].pack(keep, (W,))
+        def add_children(a_i, u):
+            u = jnp.concatenate([u, jnp.zeros_like(u[:1])], axis=0)
+            return a_i + jnp.sum(_take(u, cslot), axis=1)
+        a = jax.tree.map(add_children, a, up_below)
+        up, keep = vfn(a, inp)
+        return up, keep
 
-    _, ys = jax.lax.scan(pstep, [jnp.zeros_like(a[0]) for a in acc_l],
-                         (acc_l, inp_l, jnp.asarray(topo.level_child_slot)), reverse=True)
-    return Pk[0].unpack(_unlevel(topo, ys))
+    _, ys = jax.lax.scan(step, carry0, (acc_l, _by_level(topo, inputs), jnp.asarray(topo.level_child_slot)),
+                         reverse=True)
+    return _unlevel(topo, ys)
