@@ -661,7 +661,7 @@ def _command_xla_flags():
 
     The verifier XLA:CPU runs on every kernel it emits (a check of XLA's own
     code generator) is skipped too, unless XLA_FLAGS set it: 5-15% less
-    compile time (bench/results/compile_cpu.md)."""
+    compile time (bench/results/compile_flags_cpu.md)."""
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_cpu_multi_thread_eigen" not in flags:
         flags = (flags + " --xla_cpu_multi_thread_eigen=false").strip()

@@ -3,7 +3,7 @@ import sys
 
 # Tests are dominated by XLA compile time, not run time: ask the CPU backend for
 # less optimisation (same numerics, faster compiles), and skip the verifier XLA:CPU
-# runs on every kernel it emits (5-15% less compile time, bench/results/compile_cpu.md;
+# runs on every kernel it emits (5-15% less compile time, bench/results/compile_flags_cpu.md;
 # a check of XLA's own code generator, not of ours).  Single-threaded Eigen:
 # XLA:CPU's multithreaded Eigen pool is reported to wedge on vmapped graphs
 # (PyAutoFit#1528; benchmark runs here also hung, all threads in a futex
