@@ -83,11 +83,19 @@ class ConstrainedChartODE(DescriptorODE):
             J, r = jax.jacfwd(lambda z: (self.phi_x(z),) * 2, has_aux=True)(x)
             return r, J
 
-        def it(xd, _):
+        def it(carry, i):
+            # iterations 0..iters-1 are Newton steps; the last one only evaluates Φ and Φ_x at
+            # the result (exact velocity recovery): one traced copy of Φ's Jacobian, not two
+            xd, _, _ = carry
             r, J = val_jac(self._x(y, xd))
-            return xd - jnp.linalg.solve(J[:, self.dep], r), None
-        xd = jax.lax.scan(it, xd0, None, length=iters)[0] if iters else xd0
-        r, J = val_jac(self._x(y, xd))     # Φ and Φ_x at the result: exact velocity recovery
+            step = xd - jnp.linalg.solve(J[:, self.dep], r)
+            return (jnp.where(i < iters, step, xd), r, J), None
+        if iters:
+            r0, J0 = jnp.zeros(m, y.dtype), jnp.zeros((m, self.nv), y.dtype)
+            xd, r, J = jax.lax.scan(it, (xd0, r0, J0), jnp.arange(iters + 1))[0]
+        else:
+            xd = xd0
+            r, J = val_jac(self._x(y, xd))
         res = jnp.max(jnp.abs(r)) if m else jnp.zeros((), y.dtype)
         ok = jnp.isfinite(res) & jnp.all(jnp.isfinite(xd)) & (res <= RECOVERY_TOL * (1.0 + jnp.max(jnp.abs(self.q0))))
         return self._x(y, xd), J, ok
