@@ -70,7 +70,7 @@ if _PROFILE_DIR:
 
 
 # --- the long checks (tests/long_checks.txt): marked `long`, left out of the default run
-# (pyproject's addopts), run by .ci/run after it with `-m long`.
+# (pyproject's addopts), run by .ci/run after it with `-m 'long and not slow'`.
 def _long_checks():
     table = {}
     path = os.path.join(os.path.dirname(__file__), "long_checks.txt")
