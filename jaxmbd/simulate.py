@@ -168,7 +168,12 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
       ``checkpoints`` copies of the loop state (default 100)
       and recomputes the steps between them (online binomial checkpointing,
       Stumm-Walther; ``equinox.internal.while_loop``), so a gradient costs a
-      few forward runs.  "none" is forward-mode differentiable only
+      few forward runs.  The implicit methods' Jacobians take a cheaper
+      pullback there: the cotangent of the n x 2n Jacobian of g is paired
+      with it by n directional derivatives instead of transposing the 2n of
+      the forward Jacobian (``jaxmbd.odes.base.value_and_jacobians``; about
+      1.6x faster gradients through Rosenbrock, bench/results/loop_cost_cpu.md).
+      "none" is forward-mode differentiable only
       (``jax.jvp``, ``jax.jacfwd``; ``jax.grad`` raises).
 
     Mechanisms (models with loop constraints, :class:`jaxmbd.Mechanism`) are
@@ -288,7 +293,13 @@ def _simulate(model, q0, v0, t0, t1, integrator, dt0, rtol, atol, saveat, contro
     def record(q, v):
         return system.record(q, v, keep_states, observe, t0, part0)
 
-    ode0 = system.ode_at(q0, part0)
+    def ode_at(q, part):
+        ode = system.ode_at(q, part)
+        # the checkpointed loop is differentiated in reverse mode only: its Jacobians take the cheaper pullback
+        ode.reverse_only = adjoint == "checkpoint"
+        return ode
+
+    ode0 = ode_at(q0, part0)
     sy0, sv0 = scales(ode0, q0, v0, part0)
     span = jnp.maximum(ts[-1] - t0, 0.0)
     if dt0 is not None:
@@ -321,7 +332,7 @@ def _simulate(model, q0, v0, t0, t1, integrator, dt0, rtol, atol, saveat, contro
 
     def step(s):
         part = s["part"]
-        ode = system.ode_at(s["q"], part)
+        ode = ode_at(s["q"], part)
         target = ts[jnp.minimum(s["k"], n_save - 1)]
         remaining = target - s["t"]
         clipped = s["h"] * (1.0 + 1e-8) >= remaining  # no sliver step from rounding in t

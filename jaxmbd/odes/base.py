@@ -19,17 +19,76 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
+import equinox as eqx
 
 
-def value_and_jacobians(g, y, yd):
-    """(g(y, y'), ∂g/∂y, ∂g/∂y') by one forward-mode pass over [y; y']."""
+def value_and_jacobians(g, y, yd, reverse_only=False):
+    """(g(y, y'), ∂g/∂y, ∂g/∂y') by one forward-mode pass over [y; y'].
+
+    ``reverse_only=True`` (the default loop, ``adjoint="checkpoint"``, which
+    only reverse mode differentiates) gives the same values with a cheaper
+    reverse pass: the cotangent of J = ∂g/∂[y; y'] (n x 2n) enters only as
+    ⟨J̄, J(z)⟩ = Σ_i (J J̄ᵢᵀ)_i, with J̄ᵢ the i-th row of J̄, so its pullback
+    differentiates n directional derivatives of g, not the 2n of the
+    forward Jacobian: the pullback is the gradient of ḡ·g(z) + ⟨J̄, J(z)⟩
+    with ḡ and J̄ held constant, the second term the trace of n JVPs of g
+    along the rows of J̄.  Forward mode through that form raises (a
+    ``jax.custom_vjp``)."""
     nv = y.shape[0]
+    z = jnp.concatenate([y, yd])
 
     def f(z):
-        out = g(z[:nv], z[nv:])
-        return out, out
-    J, g0 = jax.jacfwd(f, has_aux=True)(jnp.concatenate([y, yd]))
+        return g(z[:nv], z[nv:])
+    if reverse_only:
+        g0, J = _value_and_jacobian_rev(f, z)
+    else:
+        g0, J = _value_and_jacobian(f, z)
     return g0, J[:, :nv], J[:, nv:]
+
+
+def _value_and_jacobian(f, z):
+    def twice(z):
+        out = f(z)
+        return out, out
+    J, g0 = jax.jacfwd(twice, has_aux=True)(z)
+    return g0, J
+
+
+def _value_and_jacobian_rev(f, z):
+    """(f(z), ∂f/∂z) with the pullback of :func:`value_and_jacobians`.  Every
+    array f closes over becomes an explicit input of the ``custom_vjp``
+    (floating tracers get cotangents, integer ones and constants none), so no
+    tracer of the forward pass leaks into the reverse one."""
+    fc = eqx.filter_closure_convert(f, z)
+    dyn, static = eqx.partition(fc, eqx.is_array)
+    leaves, tdef = jax.tree_util.tree_flatten(dyn)
+    diff = [isinstance(x, jax.core.Tracer) and jnp.issubdtype(x.dtype, jnp.inexact) for x in leaves]
+
+    def call(z, leaves):
+        return eqx.combine(jax.tree_util.tree_unflatten(tdef, list(leaves)), static)(z)
+
+    @jax.custom_vjp
+    def value_and_jac(z, *leaves):
+        return _value_and_jacobian(lambda z: call(z, leaves), z)
+
+    def fwd(z, *leaves):
+        return value_and_jac(z, *leaves), (z, leaves)
+
+    def bwd(res, cts):
+        z, leaves = res
+        gbar, Jbar = cts
+
+        def pairing(z, dl):
+            it = iter(dl)
+            full = [next(it) if d else x for x, d in zip(leaves, diff)]
+            g0, JW = jax.vmap(lambda w: jax.jvp(lambda z: call(z, full), (z,), (w,)), out_axes=(None, 0))(Jbar)
+            return jnp.vdot(gbar, g0) + jnp.trace(JW)
+        zbar, dbar = jax.grad(pairing, argnums=(0, 1))(z, [x for x, d in zip(leaves, diff) if d])
+        it = iter(dbar)
+        return (zbar, *[next(it) if d else None for d in diff])
+
+    value_and_jac.defvjp(fwd, bwd)
+    return value_and_jac(z, *leaves)
 
 
 class AbstractODE:
@@ -40,13 +99,15 @@ class AbstractODE:
     depends on t).  The Jacobians, dg/dt and the iteration matrix have
     default implementations by forward-mode autodiff of :meth:`g`."""
     time_dependent: bool = False
+    # set by the loop of adjoint="checkpoint" (reverse mode only): see value_and_jacobians
+    reverse_only: bool = False
 
     def g(self, t, y, yd):  # pragma: no cover - interface
         raise NotImplementedError
 
     def g_and_jac(self, t, y, yd):
         """g and its Jacobians J1 = dg/dy, J2 = dg/dy' (forward-mode autodiff)."""
-        return value_and_jacobians(lambda y, yd: self.g(t, y, yd), y, yd)
+        return value_and_jacobians(lambda y, yd: self.g(t, y, yd), y, yd, self.reverse_only)
 
     def g_t(self, t, y, yd):
         """dg/dt (zero unless ``time_dependent``)."""
