@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
-import equinox as eqx
 
 
 def value_and_jacobians(g, y, yd, reverse_only=False):
@@ -27,13 +27,11 @@ def value_and_jacobians(g, y, yd, reverse_only=False):
 
     ``reverse_only=True`` (the default loop, ``adjoint="checkpoint"``, which
     only reverse mode differentiates) gives the same values with a cheaper
-    reverse pass: the cotangent of J = ∂g/∂[y; y'] (n x 2n) enters only as
-    ⟨J̄, J(z)⟩ = Σ_i (J J̄ᵢᵀ)_i, with J̄ᵢ the i-th row of J̄, so its pullback
-    differentiates n directional derivatives of g, not the 2n of the
-    forward Jacobian: the pullback is the gradient of ḡ·g(z) + ⟨J̄, J(z)⟩
-    with ḡ and J̄ held constant, the second term the trace of n JVPs of g
-    along the rows of J̄.  Forward mode through that form raises (a
-    ``jax.custom_vjp``)."""
+    reverse pass: the pullback is the gradient of ḡ·g(z) + ⟨J̄, J(z)⟩ with ḡ
+    and J̄ held constant, and ⟨J̄, J⟩ = Σ_i (J J̄ᵢᵀ)_i is the trace of n JVPs
+    of g along the rows J̄ᵢ of the n x 2n cotangent, not the transpose of
+    the forward Jacobian's 2n columns.  Forward mode through that form
+    raises (a ``jax.custom_vjp``)."""
     nv = y.shape[0]
     z = jnp.concatenate([y, yd])
 
