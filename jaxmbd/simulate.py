@@ -171,8 +171,9 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
       few forward runs.  The implicit methods' Jacobians take a cheaper
       pullback there: the cotangent of the n x 2n Jacobian of g is paired
       with it by n directional derivatives instead of transposing the 2n of
-      the forward Jacobian (``jaxmbd.odes.base.value_and_jacobians``; about
-      1.6x faster gradients through Rosenbrock, bench/results/loop_cost_cpu.md).
+      the forward Jacobian, and by 5 for RosenbrockNystrom4, whose step
+      leaves that cotangent of rank <= 5 whatever n
+      (``jaxmbd.odes.base.value_and_jacobians``; bench/results/loop_cost_cpu.md).
       "none" is forward-mode differentiable only
       (``jax.jvp``, ``jax.jacfwd``; ``jax.grad`` raises).
 

@@ -86,7 +86,7 @@ class _Damped(AbstractODE):
     def g(self, t, y, yd):
         return self.lam * yd
 
-    def g_and_jac(self, t, y, yd):
+    def g_and_jac(self, t, y, yd, cotangent_rank=None):
         n = y.shape[0]
         return self.g(t, y, yd), jnp.zeros((n, n)), self.lam * jnp.eye(n)
 
@@ -357,7 +357,7 @@ def test_sdirk_dense_output():
         def g(self, t, y, yd):  # x'' = -x with x = 1 + y
             return -1.0 - y
 
-        def g_and_jac(self, t, y, yd):
+        def g_and_jac(self, t, y, yd, cotangent_rank=None):
             n = y.shape[0]
             return self.g(t, y, yd), -jnp.eye(n), jnp.zeros((n, n))
 
@@ -500,6 +500,89 @@ def test_reverse_only_jacobian_pullback_equals_reverse_over_forward():
     g = lambda y, yd: jnp.tanh(A @ y) * yd  # noqa: E731
     for a, b in zip(value_and_jacobians(g, y[0], yd[0], True), value_and_jacobians(g, y[0], yd[0])):
         np.testing.assert_array_equal(a, b)
+
+
+def test_low_rank_pullback_equals_the_full_one_and_a_false_bound_is_wrong():
+    """cotangent_rank=k pulls J̄ back with k JVPs: for a cotangent of rank <= k
+    the same cotangents as the n-JVP pullback (point and parameters), and a
+    bound below the cotangent's rank gives a different (wrong) gradient, so
+    the equality is not vacuous."""
+    from jaxmbd.odes.base import value_and_jacobians
+    rng = np.random.default_rng(5)
+    n = 7
+    A = jnp.asarray(rng.normal(size=(n, n)))
+    Lt = jnp.asarray(rng.normal(size=(3, n)))          # J̄ = Ltᵀ (R J) ... has rank <= 3
+    R = jnp.asarray(rng.normal(size=(3, 2 * n)))
+
+    def loss(p, y, yd, rank, reverse_only=True):
+        def g(y, yd):
+            return jnp.tanh(p[0] * A @ y) * (1.0 + p[1] * yd ** 2) + jnp.sin(yd).sum()
+        g0, J1, J2 = value_and_jacobians(g, y, yd, reverse_only, rank)
+        J = jnp.concatenate([J1, J2], 1)
+        return jnp.sum(g0 ** 2) + jnp.sum(jnp.sin(Lt @ J @ R.T))  # J̄ = Ltᵀ C R: rank <= 3
+
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2)), static_argnums=(3, 4))
+    p = jnp.array([0.7, 1.3])
+    y, yd = jnp.asarray(rng.normal(size=n)), jnp.asarray(rng.normal(size=n))
+    full = grad(p, y, yd, None)
+    plain = grad(p, y, yd, None, False)
+    for k in (3, 5):
+        for a, b, c in zip(grad(p, y, yd, k), full, plain):
+            assert float(jnp.max(jnp.abs(b))) > 1e-2
+            np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12)
+            np.testing.assert_allclose(a, c, rtol=1e-11, atol=1e-12)
+    wrong = grad(p, y, yd, 2)
+    assert float(jnp.max(jnp.abs(wrong[1] - full[1]))) > 1e-3 * float(jnp.max(jnp.abs(full[1])))
+
+
+def test_rosenbrock_attempt_uses_its_jacobians_with_a_cotangent_of_rank_at_most_its_bound():
+    """RosenbrockNystrom4 promises (cotangent_rank = 5) that its attempt's
+    outputs depend on J1, J2 so that any cotangent of them pulls back to a J̄
+    of rank <= 5, whatever n: the J̄ of random output cotangents, taken by
+    perturbing the Jacobians the attempt is given, has rank 5 on a 9-DoF
+    chain (σ6 / σ1 at rounding level), and the gradient of a run through the
+    loop with that bound equals the gradient with the full n-JVP pullback."""
+    m = models.stiff_chain(9)
+    n = m.nv
+    v0 = jnp.asarray(np.random.default_rng(2).normal(size=n))
+
+    class Perturbed(ChartODE):
+        def g_and_jac(self, t, y, yd, cotangent_rank=None):
+            g0, J1, J2 = value_and_jacobians(lambda y, yd: self.g(t, y, yd), y, yd)
+            return g0, J1 + self.E1, J2 + self.E2
+
+    from jaxmbd.odes.base import value_and_jacobians
+    method = I.RosenbrockNystrom4()
+    assert method.cotangent_rank == 5 < n
+
+    def outputs(E):
+        ode = Perturbed(m, m.q0)
+        ode.E1, ode.E2 = E[:, :n], E[:, n:]
+        scale = (jnp.ones(n), jnp.ones(n))
+        att = method.attempt(ode, jnp.asarray(0.0), v0, jnp.asarray(2e-3), scale)
+        return jnp.concatenate([att.y, att.yd, att.err_y, att.err_yd])
+    E0 = jnp.zeros((n, 2 * n))
+    out, pull = jax.vjp(outputs, E0)
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        Jbar, = pull(jnp.asarray(rng.normal(size=out.shape)))
+        sv = np.linalg.svd(np.asarray(Jbar), compute_uv=False)
+        assert sv[4] > 1e-8 * sv[0] and sv[5] < 1e-13 * sv[0], sv
+
+    # through the loop: the bound's pullback against the full one (a subclass without the bound)
+    class FullPullback(I.RosenbrockNystrom4):
+        cotangent_rank = None
+
+    q0 = jnp.asarray(m.q0) + 0.05
+
+    def loss(v, method):
+        sol = simulate(m, q0, v, 0.0, 0.02, integrator=method, rtol=1e-7, atol=1e-7)
+        return jnp.sum(sol.qs[-1] ** 2) + jnp.sum(sol.vs[-1] * jnp.arange(n))
+
+    low = jax.jit(jax.grad(lambda v: loss(v, method)))(v0)
+    full = jax.jit(jax.grad(lambda v: loss(v, FullPullback())))(v0)
+    assert float(jnp.max(jnp.abs(full))) > 1e-2
+    np.testing.assert_allclose(low, full, rtol=1e-9, atol=1e-12 * float(jnp.max(jnp.abs(full))))
 
 
 def test_gradient_through_the_loop_with_the_model_as_a_traced_argument():

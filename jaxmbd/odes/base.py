@@ -20,9 +20,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
+import numpy as np
 
 
-def value_and_jacobians(g, y, yd, reverse_only=False):
+def value_and_jacobians(g, y, yd, reverse_only=False, cotangent_rank=None):
     """(g(y, y'), ∂g/∂y, ∂g/∂y') by one forward-mode pass over [y; y'].
 
     ``reverse_only=True`` (the default loop, ``adjoint="checkpoint"``, which
@@ -31,17 +32,33 @@ def value_and_jacobians(g, y, yd, reverse_only=False):
     and J̄ held constant, and ⟨J̄, J⟩ = Σ_i (J J̄ᵢᵀ)_i is the trace of n JVPs
     of g along the rows J̄ᵢ of the n x 2n cotangent, not the transpose of
     the forward Jacobian's 2n columns.  Forward mode through that form
-    raises (a ``jax.custom_vjp``)."""
+    raises (a ``jax.custom_vjp``).
+
+    ``cotangent_rank=k`` (with ``reverse_only``) promises that the caller
+    uses the Jacobians so that their cotangent J̄ has rank at most k: each
+    solve with, or product by, a matrix made from J contributes one
+    rank-one term r̄ bᵀ, and terms that share r̄ merge
+    (:class:`jaxmbd.integrators.RosenbrockNystrom4`: k = 5, whatever n).
+    The pullback then takes k JVPs instead of n: J̄ = Q Qᵀ J̄ with Q an
+    orthonormal basis of the range of J̄ Ω (a fixed 2n x k sketch; the
+    range finder is exact when rank J̄ <= k), and
+    ⟨J̄, J⟩ = Σ_j q_jᵀ J (J̄ᵀ q_j).  A wrong promise gives wrong gradients,
+    so only a caller whose structure a test checks may make it."""
     nv = y.shape[0]
     z = jnp.concatenate([y, yd])
 
     def f(z):
         return g(z[:nv], z[nv:])
     if reverse_only:
-        g0, J = _value_and_jacobian_rev(f, z)
+        g0, J = _value_and_jacobian_rev(f, z, cotangent_rank)
     else:
         g0, J = _value_and_jacobian(f, z)
     return g0, J[:, :nv], J[:, nv:]
+
+
+def _sketch(m, k, dtype):
+    """A fixed m x k Gaussian test matrix for the range finder of the pullback."""
+    return jnp.asarray(np.random.default_rng(20261125).standard_normal((m, k)), dtype)
 
 
 def _value_and_jacobian(f, z):
@@ -52,8 +69,9 @@ def _value_and_jacobian(f, z):
     return g0, J
 
 
-def _value_and_jacobian_rev(f, z):
-    """(f(z), ∂f/∂z) with the pullback of :func:`value_and_jacobians`.  Every
+def _value_and_jacobian_rev(f, z, rank=None):
+    """(f(z), ∂f/∂z) with the pullback of :func:`value_and_jacobians` (k =
+    ``rank`` JVPs when it is below n, else n).  Every
     array f closes over becomes an explicit input of the ``custom_vjp``
     (floating tracers get cotangents, integer ones and constants none), so no
     tracer of the forward pass leaks into the reverse one."""
@@ -75,12 +93,19 @@ def _value_and_jacobian_rev(f, z):
     def bwd(res, cts):
         z, leaves = res
         gbar, Jbar = cts
+        if rank is not None and rank < Jbar.shape[0]:
+            # J̄ = Q B with B = Qᵀ J̄: k tangents (the rows of B), the outputs weighted by Q's columns
+            Q, _ = jnp.linalg.qr(Jbar @ _sketch(Jbar.shape[1], rank, Jbar.dtype))
+            tangents, weights = Q.T @ Jbar, Q.T
+        else:
+            tangents, weights = Jbar, None
 
         def pairing(z, dl):
             it = iter(dl)
             full = [next(it) if d else x for x, d in zip(leaves, diff)]
-            g0, JW = jax.vmap(lambda w: jax.jvp(lambda z: call(z, full), (z,), (w,)), out_axes=(None, 0))(Jbar)
-            return jnp.vdot(gbar, g0) + jnp.trace(JW)
+            g0, JW = jax.vmap(lambda w: jax.jvp(lambda z: call(z, full), (z,), (w,)), out_axes=(None, 0))(tangents)
+            paired = jnp.trace(JW) if weights is None else jnp.vdot(weights, JW)
+            return jnp.vdot(gbar, g0) + paired
         zbar, dbar = jax.grad(pairing, argnums=(0, 1))(z, [x for x, d in zip(leaves, diff) if d])
         it = iter(dbar)
         return (zbar, *[next(it) if d else None for d in diff])
@@ -103,9 +128,10 @@ class AbstractODE:
     def g(self, t, y, yd):  # pragma: no cover - interface
         raise NotImplementedError
 
-    def g_and_jac(self, t, y, yd):
-        """g and its Jacobians J1 = dg/dy, J2 = dg/dy' (forward-mode autodiff)."""
-        return value_and_jacobians(lambda y, yd: self.g(t, y, yd), y, yd, self.reverse_only)
+    def g_and_jac(self, t, y, yd, cotangent_rank=None):
+        """g and its Jacobians J1 = dg/dy, J2 = dg/dy' (forward-mode autodiff);
+        ``cotangent_rank``: see :func:`value_and_jacobians`."""
+        return value_and_jacobians(lambda y, yd: self.g(t, y, yd), y, yd, self.reverse_only, cotangent_rank)
 
     def g_t(self, t, y, yd):
         """dg/dt (zero unless ``time_dependent``)."""
@@ -113,14 +139,16 @@ class AbstractODE:
             return jnp.zeros_like(y)
         return jax.jvp(lambda s: self.g(s, y, yd), (t,), (jnp.ones_like(t),))[1]
 
-    def iteration_matrix(self, t, v0, hg, linear_solver="dense"):
+    def iteration_matrix(self, t, v0, hg, linear_solver="dense", cotangent_rank=None):
         """(g at the step start, the factored iteration matrix for h γ = hg).
         The default is dense (:class:`IterationMatrix`); an ODE that knows its
-        structure may offer more ``linear_solver`` choices."""
+        structure may offer more ``linear_solver`` choices.  ``cotangent_rank``:
+        the caller's bound on the rank of the Jacobians' cotangent (see
+        :func:`value_and_jacobians`)."""
         if linear_solver != "dense":
             raise ValueError(f"linear_solver={linear_solver!r} is not available for {type(self).__name__}; "
                              "use 'dense'")
-        g0, J1, J2 = self.g_and_jac(t, jnp.zeros_like(v0), v0)
+        g0, J1, J2 = self.g_and_jac(t, jnp.zeros_like(v0), v0, cotangent_rank)
         return g0, IterationMatrix.build(J1, J2, hg)
 
     def finish(self, y, yd):  # pragma: no cover - interface

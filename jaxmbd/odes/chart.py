@@ -137,11 +137,11 @@ class ChartODE(AbstractODE):
         q, v = self.config(y), self.velocity(y, yd)
         return self.rotation_terms(y, yd, self.accel(t, q, v))
 
-    def iteration_matrix(self, t, v0, hg, linear_solver="dense"):
+    def iteration_matrix(self, t, v0, hg, linear_solver="dense", cotangent_rank=None):
         """(g at the step start, the iteration matrix for h γ = hg): dense (J1, J2
         by ``jacfwd``, LU of S) or branch-sparse (:class:`SparseIterationMatrix`)."""
         if linear_solver != "sparse":
-            return super().iteration_matrix(t, v0, hg, linear_solver)
+            return super().iteration_matrix(t, v0, hg, linear_solver, cotangent_rank)
         g0 = self.g(t, jnp.zeros_like(v0), v0)
         return g0, SparseIterationMatrix.build(self, t, v0, g0, hg)
 
