@@ -511,7 +511,7 @@ def test_low_rank_pullback_equals_the_full_one_and_a_false_bound_is_wrong():
     rng = np.random.default_rng(5)
     n = 7
     A = jnp.asarray(rng.normal(size=(n, n)))
-    Lt = jnp.asarray(rng.normal(size=(3, n)))          # J̄ = Ltᵀ (R J) ... has rank <= 3
+    Lt = jnp.asarray(rng.normal(size=(3, n)))
     R = jnp.asarray(rng.normal(size=(3, 2 * n)))
 
     def loss(p, y, yd, rank, reverse_only=True):
