@@ -131,16 +131,15 @@ def _above_the_floor(model, q):
     c = _contact_element(model)
     if c is None or model.topo.jtype[0] != "free":
         return q
-    world = np.array([(b1 < 0) != (b2 < 0) for b1, b2 in zip(*_candidate_bodies(c, model))])
-    if not world.any():
+    if not any((c.geom_body[a] < 0) != (c.geom_body[b] < 0) for _, _, rows in c.groups for a, b in rows):
         return q
-    dmin = jax.vmap(lambda qq: jnp.min(jnp.where(world, c.candidates(model, qq)["dist"], jnp.inf)))(q)
+
+    def deepest(qq):
+        cand = c.candidates(model, qq)
+        world = (jnp.asarray(cand["body1"]) < 0) != (jnp.asarray(cand["body2"]) < 0)
+        return jnp.min(jnp.where(world, cand["dist"], jnp.inf))
+    dmin = jax.vmap(deepest)(q)
     return q.at[:, 2].add(jnp.maximum(-dmin, 0.0))
-
-
-def _candidate_bodies(c, model):
-    cand = c.candidates(model, model.q0)
-    return cand["body1"], cand["body2"]
 
 
 def _contact_summary(model, ts, qs, vs):

@@ -97,8 +97,23 @@ def joint_state(model, q, v=None) -> JointState:
 @jax.jit
 def forward_kinematics(model, q, v=None) -> Kinematics:
     """World poses and body-frame spatial velocities of every moving body."""
-    js = joint_state(model, q, v)
+    return _forward(model, joint_state(model, q, v))
 
+
+@jax.jit
+def kinematics_and_axes(model, q):
+    """(the :class:`Kinematics` at q with zero velocities, each DoF's motion axis in world
+    coordinates at the world origin (nv, 6)) from one evaluation of the joints.  With
+    A = ``topo.support`` (n, nv), a body's world twist is A (axes * v) and a body wrench W (n, 6)
+    (world coordinates, moment about the origin) has the generalized force sum(axes * (Aᵀ W), -1):
+    the subtree sums of the RNEA's backward pass, taken at the world origin where they need no
+    transform (Featherstone, Rigid Body Dynamics Algorithms, §5.3)."""
+    js = joint_state(model, q)
+    kin = _forward(model, js)
+    return kin, dof_motion_world(model, kin, js)
+
+
+def _forward(model, js):
     def step(par, inp):
         R_p, p_p, v_p = par
         R_up, p_up, vJ = inp

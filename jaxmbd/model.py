@@ -504,7 +504,7 @@ class ModelBuilder:
         return self
 
     def set_contact_options(self, *, smoothing_velocity=None, filterparent=None, timestep=None,
-                            skip_unsupported=None, body_alias=None) -> "ModelBuilder":
+                            skip_unsupported=None, body_alias=None, capacity=None) -> "ModelBuilder":
         """smoothing_velocity (m/s, default 0.01): the friction law's regularization (explicit
         steps up to about 2 ms stay stable on friction; smaller values creep less and are
         stiffer: an implicit integrator's work); filterparent (default True): MuJoCo's parent filter; timestep: MuJoCo's refsafe rule (a solref time
@@ -512,8 +512,12 @@ class ModelBuilder:
         False: an error): drop candidate pairs whose geom types the narrow phase lacks (listed in
         ``builder.contact_skipped`` after ``build``); body_alias: {body: body} naming bodies that
         count as one for the parent filter and exclusions (the massless chain of a multi-joint MJCF
-        body counts as that body)."""
+        body counts as that body); capacity: the broad phase's capacity per group of pairs of two
+        geom types (None: the default rule of :func:`jaxmbd.forces.contact.capacities`; "all": no
+        broad phase; an int for every group; a dict {(type1, type2): int})."""
         opts = self.__dict__.setdefault("_contact_opts", {})
+        if capacity is not None:
+            opts["capacity"] = capacity
         if body_alias is not None:
             opts["body_alias"] = dict(body_alias)
         if skip_unsupported is not None:

@@ -14,8 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .integrators.base import (BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TIMES, BAD_TOLERANCES, CONSTRAINT_FAILURE,
+                               CONTACT_OVERFLOW,
                                MAX_STEPS, NEWTON_FAILURE, NONFINITE, SPARSE_COUPLING, STATUS_NAMES, STEP_UNDERFLOW,
                                SUCCESS, AbstractIntegrator, Controller, rms)
+from .forces.contact import contact_overflow
 from .systems import system_of
 
 STAT_KEYS = ("accepted", "rejected", "rhs_evals", "jacobian_evals", "lu_factorizations", "newton_iterations")
@@ -220,7 +222,11 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
     ``linear_solver="sparse"``, a force that couples two branches of the tree
     without a force element declaring it (a control coupling them) stops the
     run with status 10 (``SPARSE_COUPLING``) instead of integrating with an
-    inexact iteration matrix; declared couplings are handled exactly.
+    inexact iteration matrix; declared couplings are handled exactly.  A
+    state where the contact broad phase finds more geom pairs within reach
+    than a group's capacity (:func:`jaxmbd.forces.contact.capacities`) is
+    not accepted: the run stops with status 11 (``CONTACT_OVERFLOW``),
+    keeping the last state whose contacts were all evaluated.
 
     Times known at call time are validated before tracing (t1 > t0, saveat
     non-decreasing within [t0, t1], dt0 > 0); Python numbers given for t0,
@@ -322,6 +328,9 @@ def _simulate(model, q0, v0, t0, t1, integrator, dt0, rtol, atol, saveat, contro
     zero = jnp.zeros((), jnp.int32)
     nonfinite0 = ~(jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(v0)) & jnp.isfinite(h0))
     status0 = jnp.where(nonfinite0, NONFINITE, jnp.where(bad_start, CONSTRAINT_FAILURE, SUCCESS))
+    over0 = contact_overflow(system.tree, q0)
+    if over0 is not None:
+        status0 = jnp.where((status0 == SUCCESS) & over0, CONTACT_OVERFLOW, status0)
     status0 = _input_status(system.tree, status0, rtol, atol, t0, t1, dt0)
     bad0 = status0 != SUCCESS
     stats0 = {k: zero for k in STAT_KEYS + system.extra_stats}
@@ -363,6 +372,10 @@ def _simulate(model, q0, v0, t0, t1, integrator, dt0, rtol, atol, saveat, contro
         # an inexact (sparse) iteration matrix stops the run before anything is accepted from it
         inexact = jnp.array(False) if att.exact is None else ~att.exact
         accept = accept & ~inexact
+        over = contact_overflow(system.tree, q1)
+        if over is not None:   # a state whose contacts the broad phase cannot all keep is not accepted
+            over = accept & over
+            accept = accept & ~over
         t_new = jnp.where(clipped, target, s["t"] + h)
         reached = accept & clipped
         k = s["k"]
@@ -376,6 +389,9 @@ def _simulate(model, q0, v0, t0, t1, integrator, dt0, rtol, atol, saveat, contro
         fail_status = jnp.where(~finite, NONFINITE, jnp.where(~att.ok, NEWTON_FAILURE, STEP_UNDERFLOW))
         fail_status = jnp.where(inexact, SPARSE_COUPLING, fail_status)
         failed = underflow | fixed_fail | inexact
+        if over is not None:
+            fail_status = jnp.where(over, CONTACT_OVERFLOW, fail_status)
+            failed = failed | over
         finished = accept & (k_new >= n_save)
         st = s["stats"]
         stats = dict(accepted=st["accepted"] + accept, rejected=st["rejected"] + ~accept,

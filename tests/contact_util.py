@@ -66,3 +66,36 @@ def random_contacts(m, n, seed, spread, center_spread=None):
         out.append([(tuple(c.geom), c.dist, c.pos.copy(), c.frame.reshape(3, 3).copy(), c.includemargin)
                     for c in d.contact[:d.ncon]])
     return tuple(np.array(x) for x in (R1, p1, R2, p2)), out
+
+
+def jacobian_tau(el, model, q, v):
+    """The generalized force of every candidate pair of the Contact element ``el`` by the
+    per-contact Jacobians (an independent route to Contact.evaluate's tau): the bodies' rotation
+    and position Jacobians by forward-mode autodiff of the kinematics, each contact's point
+    Jacobians from them, and tau = Σ Jvᵀ F + Jrᵀ M over the forces evaluate reports."""
+    import jax
+    import jax.numpy as jnp
+    from jaxmbd.kinematics import forward_kinematics, integrate_q
+
+    def poses(x):
+        kin = forward_kinematics(model, integrate_q(model, q, x))
+        return kin.rot, kin.pos
+    (dR, dP), (R, P) = jax.jacfwd(lambda x: (poses(x), poses(x)), has_aux=True)(jnp.zeros(model.nv, q.dtype))
+    A = jnp.einsum("nijk,nlj->nkil", dR, R)                     # R' Rᵀ per direction: skew of ω
+    Jw = jnp.moveaxis(0.5 * jnp.stack([A[..., 2, 1] - A[..., 1, 2], A[..., 0, 2] - A[..., 2, 0],
+                                       A[..., 1, 0] - A[..., 0, 1]], axis=-1), 1, 2)   # (n, 3, nv)
+    out = el.evaluate(model, q, v)
+    nv = model.nv
+    zeros = jnp.zeros((1, 3, nv), q.dtype)
+    JPw, Jww = jnp.concatenate([zeros, dP]), jnp.concatenate([zeros, Jw])
+    Pw = jnp.concatenate([jnp.zeros((1, 3), q.dtype), P])
+    pos = out["pos"]
+
+    def point_jac(i):
+        r = pos - Pw[i]
+        return JPw[i] + jnp.moveaxis(jnp.cross(jnp.moveaxis(Jww[i], 1, 2), r[:, None, :]), 1, 2), Jww[i]
+    i1, i2 = jnp.asarray(out["body1"]) + 1, jnp.asarray(out["body2"]) + 1
+    Jp1, Jr1 = point_jac(i1)
+    Jp2, Jr2 = point_jac(i2)
+    F = out["normal_force"][:, None] * out["normal"] + out["friction_force"]
+    return jnp.einsum("cin,ci->n", Jp2 - Jp1, F) + jnp.einsum("cin,ci->n", Jr2 - Jr1, out["friction_moment"])

@@ -10,7 +10,19 @@ their sizes and every law parameter of every pair (stiffness, exponent,
 damping, onset width, friction, smoothing velocity, margin) are arrays that
 ``vmap`` and ``grad`` reach.
 
-Per candidate contact (the narrow phase gives a fixed number per pair: one
+Broad phase (:meth:`Contact.select`).  Pairs are grouped by their two geom
+types.  A group has a static capacity K (:func:`capacities`: by default all
+its pairs when it has few, else about twice the pairs within reach at ``q0``
+plus headroom): the narrow phase runs on the K pairs whose bounding spheres
+(or sphere and plane) are closest, so shapes stay static under jit, vmap and
+grad and a batch does bounded work, as MJX's and MuJoCo Warp's contact
+capacities do.  While no group has more pairs within reach than its
+capacity, the forces equal the all-pairs evaluation exactly (a pair left out
+cannot touch); a state where one does is reported
+(:meth:`Contact.overflow`, :func:`jaxmbd.simulate`'s status
+``CONTACT_OVERFLOW``), never silently dropped.
+
+The narrow phase gives a fixed number of candidate contacts per pair (one
 for two spheres, eight for a box on a plane, ...), with n the normal from
 geom 1 to geom 2 and dist the signed distance:
 
@@ -22,10 +34,13 @@ geom 1 to geom 2 and dist the signed distance:
   slip velocity (coefficient μ₁), torsion against the relative spin about n
   (μ₂, a length; condim ≥ 4), rolling against the relative angular velocity
   in the tangent plane (μ₃, a length; condim 6), all inside one elliptic cone;
-* the generalized force Jᵀ(F, M) of the equal and opposite wrench, with the
-  bodies' Jacobians at the contact point from forward-mode autodiff of the
-  kinematics (every quantity an exact function of q and v: the iteration
-  matrices and gradients through contact are exact).
+* the generalized force of the equal and opposite wrenches without any
+  contact Jacobian: the bodies' world twists come from the DoFs' world axes
+  (one forward pass), the wrenches are summed per body at the world origin
+  and mapped to joint space by the subtree sums of the RNEA's backward pass
+  (:func:`jaxmbd.kinematics.kinematics_and_axes`; Featherstone, Rigid Body
+  Dynamics Algorithms, §5.3).  Every quantity is an exact function of q and
+  v, so the iteration matrices and gradients through contact are exact.
 
 A contact on the world and one body depends only on the DoFs that move the
 body (its path to the root): the tree's branch pattern, so the sparse
@@ -34,23 +49,19 @@ element declares it (``couplings``) and the sparse matrix adds it exactly."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..contact import geometry as G
-from ..kinematics import forward_kinematics, integrate_q
+from ..kinematics import forward_kinematics, kinematics_and_axes
 from .base import JointElement, dofs_of_bodies, make
 from .law import friction_force, normal_force, normal_potential
 
 FRICTION_DIMS = {1: 0, 3: 1, 4: 2, 6: 3}   # condim -> how many of (slide, torsion, roll) act
-
-
-def _vee_skew(A):
-    """vee of the skew part of (..., 3, 3) A: the ω with [ω]x = (A - Aᵀ)/2."""
-    return 0.5 * jnp.stack([A[..., 2, 1] - A[..., 1, 2], A[..., 0, 2] - A[..., 2, 0],
-                            A[..., 1, 0] - A[..., 0, 1]], axis=-1)
 
 
 class Contact(JointElement):
@@ -58,11 +69,13 @@ class Contact(JointElement):
     ``add_contact_pair`` and ``exclude_contact``; not created directly).
 
     Static: ``geom_names``, ``geom_body`` (moving host index, -1 the world), ``geom_type`` (type
-    names), ``groups`` ((type1, type2, ((g1, g2), ...)), ...), ``geom_mesh`` (a mesh geom's index into
-    the mesh arrays, -1 for the primitives) and ``mesh_nvert`` (each mesh's hull vertex count).  Traced,
-    per geom: ``geom_rot`` (ng, 3, 3) and ``geom_pos`` (ng, 3) on the host, ``geom_size`` (ng, 3); per
-    mesh: ``mesh_verts`` (nm, V, 3), ``mesh_planes`` (nm, F, 4) and ``mesh_edges`` (nm, E, 2, 3) of its
-    convex hull in the geom frame
+    names), ``groups`` ((type1, type2, ((g1, g2), ...)), ...), ``capacity`` (per group: how many of
+    its pairs the narrow phase sees, see :meth:`select`), ``geom_mesh`` (a mesh geom's index into
+    the mesh arrays, -1 for the primitives) and ``mesh_nvert`` (each mesh's hull vertex count).
+    Traced, per geom: ``geom_rot`` (ng, 3, 3) and ``geom_pos`` (ng, 3) on the host, ``geom_size``
+    (ng, 3), ``geom_rbound`` (ng,) the radius of a sphere about the geom's origin that holds it
+    (0 for a plane); per mesh: ``mesh_verts`` (nm, V, 3), ``mesh_planes`` (nm, F, 4) and
+    ``mesh_edges`` (nm, E, 2, 3) of its convex hull in the geom frame
     (:class:`jaxmbd.contact.geometry.Mesh`, padded to the largest; the planes and edges are the
     vertices' hull at build time: scale or move a mesh through all three together); per pair
     (in group order): ``stiffness``, ``exponent``, ``damping``, ``width``, ``viscous``, ``friction`` (np, 3:
@@ -71,11 +84,13 @@ class Contact(JointElement):
     geom_body: tuple = eqx.field(static=True)
     geom_type: tuple = eqx.field(static=True)
     groups: tuple = eqx.field(static=True)
+    capacity: tuple = eqx.field(static=True)
     geom_mesh: tuple = eqx.field(static=True)
     mesh_nvert: tuple = eqx.field(static=True)
     geom_rot: jax.Array
     geom_pos: jax.Array
     geom_size: jax.Array
+    geom_rbound: jax.Array
     mesh_verts: jax.Array
     mesh_planes: jax.Array
     mesh_edges: jax.Array
@@ -115,83 +130,120 @@ class Contact(JointElement):
         return tuple(sorted(out))
 
     # -- geometry ----------------------------------------------------------------------------------
-    def candidates(self, model, q):
-        """Every candidate contact at q: dict of dist (nc,), pos (nc, 3), normal (nc, 3), pair (nc,)
-        (index into the per-pair arrays), body1, body2 (nc,) static host indices."""
-        kin = forward_kinematics(model, q)
-        return self._candidates(kin)
-
-    def _candidates(self, kin):
+    def geom_poses(self, kin):
+        """(R (ng, 3, 3), p (ng, 3)): every geom's world pose from the bodies' (a :class:`Kinematics`)."""
         hosts = np.asarray(self.geom_body, np.int64)
         b = jnp.asarray(np.maximum(hosts, 0))
         world = jnp.asarray(hosts < 0)
         Rb = jnp.where(world[:, None, None], jnp.eye(3, dtype=kin.rot.dtype), kin.rot[b])
         pb = jnp.where(world[:, None], 0.0, kin.pos[b])
-        Rg = Rb @ self.geom_rot
-        pg = pb + jnp.einsum("gij,gj->gi", Rb, self.geom_pos)
-        dist, pos, nrm, pair, b1, b2 = [], [], [], [], [], []
-        start = 0
+        return Rb @ self.geom_rot, pb + jnp.einsum("gij,gj->gi", Rb, self.geom_pos)
+
+    def pair_bounds(self, Rg, pg):
+        """Per group, a lower bound (np_g,) of each pair's signed distance minus its margin: the gap of
+        the geoms' bounding spheres, or of a bounding sphere and a plane.  A pair whose bound is
+        positive has no candidate within its margin, so its force is zero (the narrow phase's
+        candidates are never closer than the geoms themselves)."""
+        out, start = [], 0
+        for t1, _, rows in self.groups:
+            rows = np.asarray(rows, np.int64).reshape(-1, 2)
+            g1, g2 = rows[:, 0], rows[:, 1]
+            r2 = self.geom_rbound[g2]
+            if t1 == "plane":
+                gap = jnp.einsum("ki,ki->k", Rg[g1][:, :, 2], pg[g2] - pg[g1]) - r2
+            else:
+                d = pg[g2] - pg[g1]
+                gap = jnp.sqrt(jnp.sum(d * d, -1) + 1e-300) - self.geom_rbound[g1] - r2
+            out.append(jax.lax.stop_gradient(gap - self.margin[start:start + len(rows)]))
+            start += len(rows)
+        return out
+
+    def select(self, Rg, pg):
+        """The broad phase: per group, the geom pairs the narrow phase sees ((K, 2) geom indices and
+        (K,) pair indices, K = ``capacity``), and whether any group has more pairs within reach
+        (bound ≤ 0, :meth:`pair_bounds`) than its capacity.  A group whose capacity is its pair count
+        is taken whole (static indices, no bound computed); another keeps its K pairs of lowest
+        bound.  While no group overflows, every pair left out has a positive bound and so zero
+        force: the forces equal the all-pairs evaluation, and stay continuous as pairs enter and
+        leave the kept set (a pair enters before its bound reaches zero)."""
+        sel, overflow, start = [], jnp.array(False), 0
+        culled = any(k < len(rows) for (_, _, rows), k in zip(self.groups, self.capacity))
+        bounds = self.pair_bounds(Rg, pg) if culled else [None] * len(self.groups)
+        for (_, _, rows), k, b in zip(self.groups, self.capacity, bounds):
+            rows = np.asarray(rows, np.int64).reshape(-1, 2)
+            n = len(rows)
+            if k >= n:
+                sel.append((rows, np.arange(start, start + n)))
+            else:
+                idx = jax.lax.top_k(-b, k)[1]
+                sel.append((jnp.asarray(rows)[idx], start + idx))
+                overflow = overflow | (jnp.sum(b <= 0) > k)
+            start += n
+        return sel, overflow
+
+    def overflow(self, model, q):
+        """Whether the broad phase at q finds more pairs within reach than a group's capacity
+        (then :func:`jaxmbd.simulate` stops the member with status ``CONTACT_OVERFLOW``)."""
+        if all(k >= len(rows) for (_, _, rows), k in zip(self.groups, self.capacity)):
+            return jnp.array(False)
+        return self.select(*self.geom_poses(forward_kinematics(model, q)))[1]
+
+    def candidates(self, model, q):
+        """The candidate contacts at q of the pairs the broad phase keeps: dict of dist (nc,), pos
+        (nc, 3), normal (nc, 3), pair (nc,) (index into the per-pair arrays), body1, body2 (nc,)
+        host indices (-1 the world)."""
+        return self._candidates(forward_kinematics(model, q))
+
+    def _candidates(self, kin):
+        Rg, pg = self.geom_poses(kin)
+        sel, _ = self.select(Rg, pg)
+        hosts = np.asarray(self.geom_body, np.int64)
         gmesh = np.asarray(self.geom_mesh, np.int64)
         nvert = np.asarray(self.mesh_nvert, np.int64)
         valid = np.arange(self.mesh_verts.shape[1])[None, :] < nvert[:, None]
+        static = all(isinstance(r, np.ndarray) for r, _ in sel)
+        take = (lambda a, i: a[i]) if static else (lambda a, i: jnp.asarray(a)[i])  # noqa: E731
 
         def shape(g, t):     # the geoms' sizes, or their Mesh (batched)
             if t != "mesh":
                 return self.geom_size[g]
-            m = gmesh[g]
-            return G.Mesh(self.mesh_verts[m], self.mesh_planes[m], valid[m], self.mesh_edges[m])
-        for t1, t2, rows in self.groups:
-            rows = np.asarray(rows, np.int64).reshape(-1, 2)
+            m = take(gmesh, g)
+            return G.Mesh(self.mesh_verts[m], self.mesh_planes[m], take(valid, m), self.mesh_edges[m])
+        dist, pos, nrm, pair, b1, b2 = [], [], [], [], [], []
+        for (t1, t2, _), (rows, pidx) in zip(self.groups, sel):
             g1, g2 = rows[:, 0], rows[:, 1]
             c = G.collide_batch(t1, t2, (Rg[g1], pg[g1]), shape(g1, t1), (Rg[g2], pg[g2]), shape(g2, t2))
             n, k = c.dist.shape
             dist.append(c.dist.reshape(-1))
             pos.append(c.pos.reshape(-1, 3))
             nrm.append(c.frame[..., 0, :].reshape(-1, 3))
-            pair.append(np.repeat(np.arange(start, start + n), k))
-            b1.append(np.repeat(hosts[g1], k))
-            b2.append(np.repeat(hosts[g2], k))
-            start += n
+            rep = (lambda x: np.repeat(x, k)) if static else (lambda x: jnp.repeat(jnp.asarray(x), k))  # noqa: E731
+            pair.append(rep(pidx))
+            b1.append(rep(take(hosts, g1)))
+            b2.append(rep(take(hosts, g2)))
+        cat = np.concatenate if static else jnp.concatenate
         return dict(dist=jnp.concatenate(dist), pos=jnp.concatenate(pos), normal=jnp.concatenate(nrm),
-                    pair=np.concatenate(pair), body1=np.concatenate(b1), body2=np.concatenate(b2))
+                    pair=cat(pair), body1=cat(b1), body2=cat(b2))
 
     # -- forces -----------------------------------------------------------------------------------
-    def _kinematics_and_jacobians(self, model, q):
-        """Body rotations, positions and their Jacobians w.r.t. the tangent x at q (forward mode):
-        (R, P, Jw (n, 3, nv): the world angular velocity per unit x, JP (n, 3, nv))."""
-        def poses(x):
-            kin = forward_kinematics(model, integrate_q(model, q, x))
-            return kin.rot, kin.pos
-        x0 = jnp.zeros(model.nv, jnp.result_type(q, float))
-
-        def both(x):
-            out = poses(x)
-            return out, out
-        (dR, dP), (R, P) = jax.jacfwd(both, has_aux=True)(x0)          # (n, 3, 3, nv), (n, 3, nv)
-        Jw = jnp.moveaxis(_vee_skew(jnp.einsum("nijk,nlj->nkil", dR, R)), 1, 2)   # (n, 3, nv)
-        return R, P, Jw, dP
-
     def evaluate(self, model, q, v):
-        """Every candidate contact at (q, v): the candidates of :meth:`candidates` plus ``normal_force``
-        (nc,), ``friction_force`` (nc, 3, world, on geom 2), ``friction_moment`` (nc, 3) and the
-        generalized force ``tau`` (nv,)."""
-        R, P, Jw, JP = self._kinematics_and_jacobians(model, q)
-        c = self._candidates(_Kin(R, P))
-        nv = model.nv
-        zeros = jnp.zeros((1, 3, nv), JP.dtype)
-        JPw, Jww = jnp.concatenate([zeros, JP]), jnp.concatenate([zeros, Jw])   # index 0: the world
-        Pw = jnp.concatenate([jnp.zeros((1, 3), P.dtype), P])
-        i1, i2 = c["body1"] + 1, c["body2"] + 1
-        pos = c["pos"]
+        """Every candidate contact the broad phase keeps at (q, v): the candidates of
+        :meth:`candidates` plus ``normal_force`` (nc,), ``friction_force`` (nc, 3, world, on geom 2),
+        ``friction_moment`` (nc, 3) and the generalized force ``tau`` (nv,).
 
-        def point_jac(i):   # (nc, 3, nv) of the material point of body i at pos; angular (nc, 3, nv)
-            r = pos - Pw[i]
-            Jw_i = Jww[i]
-            return JPw[i] + jnp.moveaxis(jnp.cross(jnp.moveaxis(Jw_i, 1, 2), r[:, None, :]), 1, 2), Jw_i
-        Jp1, Jr1 = point_jac(i1)
-        Jp2, Jr2 = point_jac(i2)
-        Jv, Jr = Jp2 - Jp1, Jr2 - Jr1
-        vrel, wrel = Jv @ v, Jr @ v
+        No contact Jacobian is formed: the bodies' world twists are A (axes * v) and the contact
+        wrenches, summed per body at the world origin, map to joint space as
+        sum(axes * (Aᵀ W), -1) (:func:`jaxmbd.kinematics.kinematics_and_axes`)."""
+        kin, axes = kinematics_and_axes(model, q)
+        c = self._candidates(kin)
+        A = jnp.asarray(model.topo.support, axes.dtype)                  # (n, nv)
+        twist = A @ (axes * v[:, None])                                   # (n, 6): ω, velocity at the origin
+        twist = jnp.concatenate([jnp.zeros((1, 6), twist.dtype), twist])  # index 0: the world
+        i1, i2 = c["body1"] + 1, c["body2"] + 1
+        x = c["pos"]
+        rel = twist[i2] - twist[i1]
+        wrel = rel[:, :3]
+        vrel = rel[:, 3:] + jnp.cross(wrel, x)
         n = c["normal"]
         pr = c["pair"]
         delta = self.margin[pr] - c["dist"]
@@ -207,7 +259,12 @@ class Contact(JointElement):
         f7 = friction_force(fn, u, mu7, self.smoothing[pr])
         F = fn[:, None] * n + f7[:, :3]
         M = f7[:, 3:4] * n + f7[:, 4:]
-        tau = jnp.einsum("cin,ci->n", Jv, F) + jnp.einsum("cin,ci->n", Jr, M)
+        w = jnp.concatenate([jnp.cross(x, F) + M, F], axis=1)                       # on geom 2, about the origin
+        nb = model.topo.n_bodies
+        onehot = (jnp.arange(1, nb + 1)[:, None] == i2[None, :]).astype(w.dtype) \
+            - (jnp.arange(1, nb + 1)[:, None] == i1[None, :]).astype(w.dtype)      # (n, nc)
+        W = onehot @ w                                                               # (n, 6) per body
+        tau = jnp.sum(axes * (A.T @ W), -1)
         return dict(c, normal_force=fn, friction_force=f7[:, :3], friction_moment=M, tau=tau,
                     penetration=delta)
 
@@ -223,15 +280,32 @@ class Contact(JointElement):
                                         self.width[pr]))
 
 
-class _Kin:
-    def __init__(self, rot, pos):
-        self.rot, self.pos = rot, pos
+def bounding_radius(gtype, size, verts=None):
+    """The radius of a sphere about a geom's origin that holds the geom (0 for a plane, which the
+    broad phase treats as a half-space)."""
+    size = np.asarray(size, np.float64)
+    if gtype == "plane":
+        return 0.0
+    if gtype == "sphere":
+        return float(size[0])
+    if gtype == "capsule":
+        return float(size[0] + size[1])
+    if gtype == "cylinder":
+        return float(np.hypot(size[0], size[1]))
+    if gtype == "ellipsoid":
+        return float(np.max(size))
+    if gtype == "box":
+        return float(np.linalg.norm(size))
+    if gtype == "mesh":
+        return float(np.max(np.linalg.norm(np.asarray(verts, np.float64), axis=1)))
+    raise ValueError(f"no bounding radius for geom type {gtype!r}")
 
 
-def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=()):
+def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=(), capacity=None):
     """The bound Contact element from build-time tables (``ModelBuilder``): params: dict of per-pair
     arrays in group order (stiffness, exponent, damping, width, friction (np, 3), smoothing, margin);
-    meshes: the hull vertex array of every mesh geom, in geom order (None for the primitives)."""
+    meshes: the hull vertex array of every mesh geom, in geom order (None for the primitives);
+    capacity: per group, how many pairs the narrow phase sees (None: all)."""
     f = lambda x: jnp.asarray(np.asarray(x, np.float64))  # noqa: E731
     hulls = [G.make_mesh(m, what=f"geom {n!r}") for n, m in zip(names, meshes) if m is not None]
     nv = max([len(h.verts) for h in hulls], default=1)
@@ -239,18 +313,32 @@ def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=()
     ne = max([len(h.edges) for h in hulls], default=1)
     padded = [G.pad_mesh(h, nv, nf, ne) for h in hulls]
     geom_mesh, k = [], 0
-    for m in list(meshes) + [None] * (len(names) - len(meshes)):
+    meshes = list(meshes) + [None] * (len(names) - len(meshes))
+    for m in meshes:
         geom_mesh.append(-1 if m is None else k)
         k += m is not None
+    rbound = [bounding_radius(t, s, m) for t, s, m in zip(types, size, meshes)]
+    if capacity is None:
+        capacity = tuple(len(rows) for _, _, rows in groups)
     return make(Contact, geom_names=tuple(names), geom_body=tuple(int(h) for h in hosts),
-                geom_type=tuple(types), groups=tuple(groups), geom_mesh=tuple(geom_mesh),
-                mesh_nvert=tuple(len(h.verts) for h in hulls),
+                geom_type=tuple(types), groups=tuple(groups), capacity=tuple(int(c) for c in capacity),
+                geom_mesh=tuple(geom_mesh), mesh_nvert=tuple(len(h.verts) for h in hulls),
                 mesh_verts=f(np.stack([p.verts for p in padded]) if padded else np.zeros((0, 1, 3))),
                 mesh_planes=f(np.stack([p.planes for p in padded]) if padded else np.zeros((0, 1, 4))),
                 mesh_edges=f(np.stack([p.edges for p in padded]) if padded else np.zeros((0, 1, 2, 3))),
-                geom_rot=f(rot), geom_pos=f(pos), geom_size=f(size),
+                geom_rot=f(rot), geom_pos=f(pos), geom_size=f(size), geom_rbound=f(rbound),
                 **{k: f(params[k]) for k in ("stiffness", "exponent", "damping", "width", "viscous", "friction",
                                               "smoothing", "margin")})
+
+
+def contact_overflow(tree, q):
+    """Whether the broad phase at q (tree coordinates) overflows a capacity (:meth:`Contact.overflow`);
+    None when the tree has no contacts or no group is culled (nothing to check: no operation added)."""
+    from .base import elements
+    el = [e for e in elements(tree) if isinstance(e, Contact)]
+    if not el or all(k >= len(rows) for (_, _, rows), k in zip(el[0].groups, el[0].capacity)):
+        return None
+    return el[0].overflow(tree, q)
 
 
 def contact_forces(model, q, v):
@@ -411,8 +499,63 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
             rows["margin"].append(margin)
     if not groups:
         return None
-    return build_contact([g["name"] for g in geoms], hosts, [g["type"] for g in geoms],
-                         np.stack([g["R"] for g in geoms]), np.stack([g["p"] for g in geoms]),
-                         np.stack([g["size"] for g in geoms]), groups,
-                         {k: np.asarray(v, float) for k, v in rows.items()},
-                         [g.get("vertices") for g in geoms])
+    el = build_contact([g["name"] for g in geoms], hosts, [g["type"] for g in geoms],
+                       np.stack([g["R"] for g in geoms]), np.stack([g["p"] for g in geoms]),
+                       np.stack([g["size"] for g in geoms]), groups,
+                       {k: np.asarray(v, float) for k, v in rows.items()},
+                       [g.get("vertices") for g in geoms])
+    cap = capacities(el, model, options.get("capacity"))
+    if cap == el.capacity:
+        return el
+    return make(Contact, **dict({f.name: getattr(el, f.name) for f in dataclasses.fields(Contact)}, capacity=cap))
+
+
+CAPACITY_FLOOR = {True: 16, False: 8}   # groups against a plane (closed-form narrow phase), the others
+
+
+def capacities(el, model, spec=None):
+    """Per group of ``el``, the broad phase's capacity (how many of its pairs the narrow phase sees).
+
+    spec None (the default rule): a group keeps all its pairs when it has at most 16 (against a
+    plane) or 8 (any other types); a larger group keeps max(16 or 8, 2 c + 4) pairs, c its pairs
+    within reach (bound ≤ 0, :meth:`Contact.pair_bounds`) at the model's ``q0``, and never more than
+    it has.  "all": every pair (no broad phase).  An int: that many per group (at most its pair
+    count).  A dict {(type1, type2): int} sets the groups it names (MuJoCo's type order, e.g.
+    ("plane", "sphere")); the others follow the default rule."""
+    from ..kinematics import host_kinematics
+    sizes = [len(rows) for _, _, rows in el.groups]
+    if isinstance(spec, str):
+        if spec != "all":
+            raise ValueError(f"contact capacity {spec!r}: expected None, 'all', an int or a dict")
+        return tuple(sizes)
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        if spec < 1:
+            raise ValueError(f"contact capacity must be at least 1, got {spec}")
+        return tuple(min(int(spec), n) for n in sizes)
+    if spec is not None and not isinstance(spec, dict):
+        raise ValueError(f"contact capacity {spec!r}: expected None, 'all', an int or a dict")
+    spec = dict(spec or {})
+    known = {(t1, t2) for t1, t2, _ in el.groups}
+    for key, k in spec.items():
+        if tuple(key) not in known:
+            raise ValueError(f"contact capacity for {key!r}: the model has no {key[0]}-{key[1]} pairs "
+                             f"(its groups: {sorted(known)})")
+        if not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"contact capacity for {key!r} must be an int >= 1, got {k!r}")
+    R, p, _, _ = host_kinematics(model, model.q0)
+    hosts = np.asarray(el.geom_body, np.int64)
+    Rb = np.where((hosts < 0)[:, None, None], np.eye(3), R[np.maximum(hosts, 0)])
+    pb = np.where((hosts < 0)[:, None], 0.0, p[np.maximum(hosts, 0)])
+    Rg = jnp.asarray(Rb @ np.asarray(el.geom_rot))
+    pg = jnp.asarray(pb + np.einsum("gij,gj->gi", Rb, np.asarray(el.geom_pos)))
+    bounds = el.pair_bounds(Rg, pg)
+    out = []
+    for (t1, t2, rows), b in zip(el.groups, bounds):
+        n = len(rows)
+        if (t1, t2) in spec:
+            out.append(min(int(spec[(t1, t2)]), n))
+            continue
+        floor = CAPACITY_FLOOR[t1 == "plane"]
+        within = int(np.sum(np.asarray(b) <= 0))
+        out.append(n if n <= floor else min(n, max(floor, 2 * within + 4)))
+    return tuple(out)

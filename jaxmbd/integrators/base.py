@@ -18,6 +18,8 @@ SUCCESS, MAX_STEPS, STEP_UNDERFLOW, NEWTON_FAILURE, NONFINITE, CONSTRAINT_FAILUR
 BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TOLERANCES, BAD_TIMES = 6, 7, 8, 9
 # the sparse iteration matrix met a coupling between branches that nothing declared (e.g. a control)
 SPARSE_COUPLING = 10
+# the contact broad phase found more geom pairs within reach than a group's capacity
+CONTACT_OVERFLOW = 11
 STATUS_NAMES = {SUCCESS: "success", MAX_STEPS: "max_steps reached", STEP_UNDERFLOW: "step size underflow",
                 NEWTON_FAILURE: "Newton failure", NONFINITE: "non-finite state",
                 CONSTRAINT_FAILURE: "constraint failure (rank-deficient constraint Jacobian or no assembly)",
@@ -27,7 +29,10 @@ STATUS_NAMES = {SUCCESS: "success", MAX_STEPS: "max_steps reached", STEP_UNDERFL
                 BAD_TOLERANCES: "invalid tolerances (rtol, atol must be finite, >= 0 and not both 0)",
                 BAD_TIMES: "invalid times (t1 <= t0, dt0 <= 0, or non-finite)",
                 SPARSE_COUPLING: "linear_solver='sparse': a force couples DoFs on different branches of the tree "
-                                 "that no force element declares (e.g. a control); use linear_solver='dense'"}
+                                 "that no force element declares (e.g. a control); use linear_solver='dense'",
+                CONTACT_OVERFLOW: "contact capacity exceeded: more geom pairs within reach than the broad phase keeps "
+                                  "for their types; raise it (load_mjcf(contact_capacity=...) or "
+                                  "ModelBuilder.set_contact_options(capacity=...))"}
 
 
 class Attempt(NamedTuple):

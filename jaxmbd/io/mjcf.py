@@ -110,7 +110,7 @@ class MJCFImport:
     mesh_geoms: list = field(default_factory=list)
 
 
-def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = True):
+def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = True, contact_capacity=None):
     """Load an MJCF model (a path, or the XML text itself) as a :class:`Model`
     (a :class:`jaxmbd.Mechanism` when it has active connect/weld equality
     constraints).
@@ -119,11 +119,13 @@ def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = Tru
     the subset in a way that would change the dynamics.  Elements jaxmbd does
     not model are listed once in a ``UserWarning`` (``warn=False``: no warning;
     the list is in ``MJCFImport.unsupported``).  ``return_info=True`` returns
-    an :class:`MJCFImport` instead of the bare model.
+    an :class:`MJCFImport` instead of the bare model.  ``contact_capacity``: the contact broad
+    phase's capacities (``ModelBuilder.set_contact_options(capacity=...)``; None: the default rule
+    of :func:`jaxmbd.forces.contact.capacities`, "all": every candidate pair every time).
     """
     root, base, where = C.parse_xml(path_or_xml_string, "MJCF")
     try:
-        info = _Compiler(root, base).run()
+        info = _Compiler(root, base, contact_capacity).run()
     except MJCFError as e:
         raise MJCFError(f"{where}: {e}") from None
     except ValueError as e:  # from the builder: same single path of validation
@@ -156,7 +158,8 @@ def _expand_includes(el, base, depth=0):
 
 
 class _Compiler:
-    def __init__(self, root, base):
+    def __init__(self, root, base, contact_capacity=None):
+        self.contact_capacity = contact_capacity
         if root.tag != "mujoco":
             raise MJCFError(f"root element is <{root.tag}>, expected <mujoco>")
         _expand_includes(root, base)
@@ -571,7 +574,8 @@ class _Compiler:
             self.builder.exclude_contact(b1, b2)
         self.builder.set_contact_options(filterparent=self.filterparent, skip_unsupported=True,
                                          body_alias=self.chain_alias,
-                                         timestep=self.timestep if self.refsafe else None)
+                                         timestep=self.timestep if self.refsafe else None,
+                                         capacity=self.contact_capacity)
         if skipped:
             self.unsupported.append("contacts of " + ", ".join(f"{k} geoms ({n})" for k, n in sorted(skipped.items())))
         if gaps:

@@ -1,0 +1,196 @@
+"""The contact element's structure: the generalized force from body wrenches by the tree's
+subtree sums (no contact Jacobian) equals the per-contact Jacobian route, and the broad phase
+with static capacities gives the all-pairs forces while it does not overflow, reports when it
+does, and stays continuous as pairs enter and leave the kept set."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd
+from jaxmbd import integrators as I
+from jaxmbd.forces.contact import Contact, capacities, contact_overflow
+from contact_util import jacobian_tau
+
+# the closed-form primitives on free, ball, hinge and slide joints (the force after the narrow phase
+# does not depend on the pair's types); geoms on two branches touch each other
+MIXED = """
+<mujoco><option gravity="0 0 -9.81"/>
+<worldbody>
+  <geom name="floor" type="plane" size="0 0 1"/>
+  <body name="base" pos="0 0 0.3"><freejoint/>
+    <geom name="base_box" type="box" size="0.15 0.1 0.05"/>
+    <geom name="base_cap" type="capsule" size="0.04 0.1" pos="0 0 0.08" euler="0 90 0"/>
+    <body name="armA" pos="0.15 0 0"><joint name="ballA" type="ball"/>
+      <geom name="a_sph" type="sphere" size="0.06" pos="0.1 0 -0.05"/>
+      <body name="armA2" pos="0.2 0 0"><joint name="hingeA" type="hinge" axis="0 1 0"/>
+        <geom name="a_box" type="box" size="0.04 0.03 0.05" pos="0.05 0 -0.1"/>
+        <geom name="a_cap" type="capsule" size="0.03 0.05" pos="0.1 0 -0.15"/>
+      </body>
+    </body>
+    <body name="armB" pos="-0.15 0 0"><joint name="hingeB" type="hinge" axis="0 1 0"/>
+      <geom name="b_cap" type="capsule" size="0.03 0.08" pos="-0.05 0 -0.1"/>
+      <body name="armB2" pos="-0.1 0 -0.1"><joint name="slideB" type="slide" axis="0 0 1"/>
+        <geom name="b_box" type="box" size="0.04 0.04 0.04" pos="0 0 -0.1"/>
+      </body>
+    </body>
+  </body>
+  <body name="ball" pos="0.3 0 0.1"><freejoint/><geom name="ball" type="sphere" size="0.1"/></body>
+</worldbody></mujoco>"""
+
+
+def _element(m):
+    return [e for e in m.forces if isinstance(e, Contact)][0]
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    return jaxmbd.load_mjcf(MIXED, warn=False, contact_capacity="all")
+
+
+def _random_states(m, n, seed):
+    """States with many contacts active: the bodies pressed into the floor and into each other."""
+    rng = np.random.default_rng(seed)
+    qs, vs = [], []
+    for _ in range(n):
+        q = np.asarray(m.q0).copy()
+        q[:3] += rng.uniform(-0.05, 0.05, 3) - np.array([0, 0, 0.2])
+        qq = rng.normal(size=4) * np.array([1, 0.2, 0.2, 0.2]) + np.array([3, 0, 0, 0])
+        q[3:7] = qq / np.linalg.norm(qq)
+        q[7:] += rng.normal(size=len(q) - 7) * 0.3
+        qs.append(q)
+        vs.append(rng.normal(size=m.nv))
+    return jnp.asarray(np.array(qs)), jnp.asarray(np.array(vs))
+
+
+def test_the_structural_force_equals_the_per_contact_jacobians(mixed):
+    el = _element(mixed)
+    types = {(a, b) for a, b, _ in el.groups}
+    assert {("plane", "box"), ("plane", "sphere"), ("plane", "capsule"), ("sphere", "sphere"),
+            ("capsule", "box"), ("box", "box"), ("capsule", "capsule")} <= types
+    assert any(ba >= 0 and bb >= 0 for _, _, rows in el.groups for a, b in rows
+               for ba, bb in [(el.geom_body[a], el.geom_body[b])])          # body-to-body pairs
+    qs, vs = _random_states(mixed, 6, 0)
+
+    @jax.jit
+    @jax.vmap
+    def both(q, v):
+        out = el.evaluate(mixed, q, v)
+        return out["tau"], jacobian_tau(el, mixed, q, v), out["normal_force"]
+    new, old, fn = both(qs, vs)
+    assert np.all(np.sum(np.asarray(fn) > 0, axis=1) >= 2) and np.sum(np.asarray(fn) > 0) >= 40
+    scale = np.max(np.abs(np.asarray(old)), axis=1, keepdims=True)
+    assert np.all(scale > 1.0)
+    assert np.all(np.abs(np.asarray(new) - np.asarray(old)) <= 1e-12 * scale)
+
+
+# --- the broad phase -----------------------------------------------------------------------------
+
+def _balls(n, capacity=None):
+    """n free balls (radius 0.1) in a row on a floor: n plane-sphere pairs, n(n-1)/2 sphere-sphere."""
+    bodies = "".join(f'<body name="b{i}" pos="{0.25 * i} 0 0.098"><freejoint/>'
+                     f'<geom name="g{i}" type="sphere" size="0.1"/></body>' for i in range(n))
+    xml = (f'<mujoco><worldbody><geom name="floor" type="plane" size="0 0 1"/>{bodies}</worldbody></mujoco>')
+    return jaxmbd.load_mjcf(xml, warn=False, contact_capacity=capacity)
+
+
+def test_the_default_capacity_follows_the_rule():
+    m = _balls(7)
+    el = _element(m)
+    sizes = {(a, b): len(r) for a, b, r in el.groups}
+    assert sizes == {("plane", "sphere"): 7, ("sphere", "sphere"): 21}
+    cap = dict(zip([(a, b) for a, b, _ in el.groups], el.capacity))
+    # the plane group is small (<= 16): all of it; no two balls touch at q0: max(8, 2 * 0 + 4)
+    assert cap == {("plane", "sphere"): 7, ("sphere", "sphere"): 8}
+    assert capacities(el, m, "all") == tuple(sizes[(a, b)] for a, b, _ in el.groups)
+    assert capacities(el, m, {("sphere", "sphere"): 3}) == (7, 3)
+    with pytest.raises(ValueError, match="no box-box pairs"):
+        capacities(el, m, {("box", "box"): 3})
+    with pytest.raises(ValueError, match="at least 1"):
+        capacities(el, m, 0)
+
+
+def _pile(m, gap, seed=0):
+    """States of the balls: k of them squeezed together around x = 0 (pairs within reach), the others
+    spread apart; gap < 0 overlaps the neighbours."""
+    rng = np.random.default_rng(seed)
+    q = np.asarray(m.q0).reshape(-1, 7).copy()
+    q[:, 0] = np.arange(len(q)) * (0.2 + gap)
+    q[:, 1] = rng.uniform(-1e-3, 1e-3, len(q))
+    return jnp.asarray(q.reshape(-1))
+
+
+def test_within_capacity_the_forces_are_the_all_pairs_forces_and_beyond_it_the_run_stops():
+    m = _balls(7, {("sphere", "sphere"): 8})
+    full = _balls(7, "all")
+    el, el_full = _element(m), _element(full)
+    rng = np.random.default_rng(1)
+    v = jnp.asarray(rng.normal(size=m.nv))
+    tau = jax.jit(lambda q, v: el.evaluate(m, q, v)["tau"])
+    tau_full = jax.jit(lambda q, v: el_full.evaluate(full, q, v)["tau"])
+    over = jax.jit(lambda q: contact_overflow(m, q))
+    # the first 5 balls touch their neighbours (4 pairs within reach), the rest apart
+    q = np.array(_pile(m, 0.3)).reshape(-1, 7)
+    q[:5, 0] = np.arange(5) * 0.19
+    q = jnp.asarray(q.reshape(-1))
+    a, b = tau(q, v), tau_full(q, v)
+    assert not bool(over(q)) and np.max(np.abs(b)) > 1.0
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-12 * np.max(np.abs(b)))
+    # all 7 in a tight cluster: every pair within reach of its bounding sphere, 21 > 8
+    qc = np.array(q).reshape(-1, 7)
+    qc[:, 0] = np.arange(7) * 0.01
+    qc = jnp.asarray(qc.reshape(-1))
+    assert bool(over(qc))
+    sol = jaxmbd.simulate(m, qc, jnp.zeros(m.nv), 0.0, 0.01, integrator=I.RK4(), dt0=1e-3)
+    assert int(sol.status) == I.CONTACT_OVERFLOW
+    assert jaxmbd.status_name(int(sol.status)).startswith("contact capacity exceeded")
+    # within capacity, a run is the all-pairs run
+    s1 = jaxmbd.simulate(m, q, jnp.zeros(m.nv), 0.0, 0.02, integrator=I.RK4(), dt0=1e-3)
+    s2 = jaxmbd.simulate(full, q, jnp.zeros(m.nv), 0.0, 0.02, integrator=I.RK4(), dt0=1e-3)
+    assert int(s1.status) == I.SUCCESS == int(s2.status)
+    np.testing.assert_allclose(np.asarray(s1.qs), np.asarray(s2.qs), rtol=0, atol=1e-12)
+
+
+def test_the_force_is_continuous_as_pairs_enter_and_leave_the_kept_set():
+    """Ball 0 sweeps along the row of the others with capacity 2 for the sphere-sphere pairs: the kept
+    pairs change along the path (checked), the force equals the all-pairs force at every point, and
+    so it is as continuous as the law: its jumps between neighbouring points are bounded by the
+    all-pairs force's."""
+    m = _balls(5, {("sphere", "sphere"): 2})
+    full = _balls(5, "all")
+    el, el_full = _element(m), _element(full)
+    q0 = np.array(_pile(m, 0.6)).reshape(-1, 7)
+    xs = np.linspace(-0.3, 3.3, 721)
+    qs = np.repeat(q0[None], len(xs), 0)
+    qs[:, 0, 0], qs[:, 0, 2] = xs, 0.098 + 0.15          # ball 0 passes over the others, grazing them
+    qs = jnp.asarray(qs.reshape(len(xs), -1))
+    v = jnp.zeros(m.nv).at[0].set(0.3)
+    f = jax.jit(jax.vmap(lambda q: el.evaluate(m, q, v)["tau"]))(qs)
+    g = jax.jit(jax.vmap(lambda q: el_full.evaluate(full, q, v)["tau"]))(qs)
+    Rg_pg = jax.jit(jax.vmap(lambda q: el.geom_poses(jaxmbd.kinematics.forward_kinematics(m, q))))(qs)
+    kept = jax.vmap(lambda R, p: el.select(R, p)[0][1][1])(*Rg_pg)      # the sphere-sphere pair indices
+    changes = np.sum(np.any(np.diff(np.sort(np.asarray(kept), axis=1), axis=0) != 0, axis=1))
+    assert changes >= 3
+    assert not np.any(jax.vmap(lambda q: contact_overflow(m, q))(qs))
+    assert np.max(np.abs(g)) > 1.0                                        # the sweep touches the balls
+    np.testing.assert_allclose(np.asarray(f), np.asarray(g), rtol=0, atol=1e-12 * np.max(np.abs(g)))
+    jumps, jumps_full = np.max(np.abs(np.diff(f, axis=0))), np.max(np.abs(np.diff(g, axis=0)))
+    assert jumps <= jumps_full * (1 + 1e-9)
+
+
+def test_gradients_through_the_broad_phase_equal_the_all_pairs_gradients():
+    m = _balls(6, {("sphere", "sphere"): 3})
+    full = _balls(6, "all")
+    el, el_full = _element(m), _element(full)
+    q = np.array(_pile(m, 0.3)).reshape(-1, 7)
+    q[:3, 0] = np.arange(3) * 0.19
+    q = jnp.asarray(q.reshape(-1))
+    v = jnp.asarray(np.random.default_rng(3).normal(size=m.nv))
+    w = jnp.asarray(np.random.default_rng(4).normal(size=m.nv))
+    loss = lambda e, mm: (lambda q, v: jnp.dot(w, e.evaluate(mm, q, v)["tau"]))  # noqa: E731
+    ga = jax.jit(jax.grad(loss(el, m), argnums=(0, 1)))(q, v)
+    gb = jax.jit(jax.grad(loss(el_full, full), argnums=(0, 1)))(q, v)
+    for a, b in zip(ga, gb):
+        assert np.max(np.abs(b)) > 1.0
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-10 * np.max(np.abs(b)))
