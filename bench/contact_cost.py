@@ -1,0 +1,131 @@
+"""Where a contact scene's time goes, per batch member: the rigid-body forward dynamics
+(ABA) without contacts and limits, the contacts and limits alone (``dynamics.passive_force``),
+the ODE right-hand side with them, and the forward-mode Jacobians of each (2 nv directions, as
+the implicit integrators build them); then the cost of one RosenbrockNystrom4 attempt in
+right-hand-side evaluations (its wall per attempt over a short adaptive run, divided by the
+right-hand side's).
+
+    python bench/contact_cost.py [--batch 64] [--model ant|quadruped_scene]
+
+Writes bench/results/contact_cost_<backend>.md (or prints with --no-write)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+sys.path.insert(0, str(Path(__file__).parent))
+import jaxmbd  # noqa: E402
+from jaxmbd import integrators as I  # noqa: E402
+from jaxmbd.dynamics import forward_dynamics, passive_force  # noqa: E402
+from jaxmbd.odes import ChartODE  # noqa: E402
+from common import machine, per_call, write_result  # noqa: E402
+
+
+def load(name):
+    if name == "ant":
+        import gymnasium
+        path = Path(gymnasium.__file__).parent / "envs/mujoco/assets/ant.xml"
+        return jaxmbd.load_mjcf(str(path), warn=False)
+    from jaxmbd import models
+    return getattr(models, f"load_{name}")()
+
+
+def states(m, batch, seed=0):
+    """Members near the model's q0 with random joint offsets and velocities (contacts active)."""
+    rng = np.random.default_rng(seed)
+    q = np.repeat(np.asarray(m.q0)[None], batch, 0)
+    if m.topo.jtype[0] == "free":
+        q[:, 2] -= 0.02
+        q[:, 7:] += rng.normal(size=(batch, m.nq - 7)) * 0.2
+    v = rng.normal(size=(batch, m.nv)) * 0.3
+    return jnp.asarray(q), jnp.asarray(v)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--model", default="ant")
+    ap.add_argument("--target", type=float, default=0.5)
+    ap.add_argument("--no-write", action="store_true")
+    a = ap.parse_args()
+    m = load(a.model)
+    bare = dataclasses.replace(m, forces=None)
+    q, v = states(m, a.batch)
+    tau = jnp.zeros_like(v)
+    B = a.batch
+
+    def jac(f):   # forward-mode Jacobian in the 2 nv directions of (q's tangent, v), as ChartODE's
+        def g(q, v):
+            ode = ChartODE(m, q)
+            return jax.jacfwd(lambda z: f(ode.config(z[:m.nv]), v + z[m.nv:]))(jnp.zeros(2 * m.nv))
+        return g
+    aba = lambda q, v: forward_dynamics(bare, q, v, tau[0])           # noqa: E731
+    pf = lambda q, v: passive_force(m, q, v)                          # noqa: E731
+    rhs = lambda q, v: ChartODE(m, q).g(0.0, jnp.zeros(m.nv), v)      # noqa: E731
+    rhs_jac = lambda q, v: ChartODE(m, q).g_and_jac(0.0, jnp.zeros(m.nv), v)  # noqa: E731
+    rows = []
+    timings = {}
+    for name, f in [("rigid-body ABA (contacts and limits removed)", aba), ("its Jacobian", jac(aba)),
+                    ("contacts + limits (passive_force)", pf), ("their Jacobian", jac(pf)),
+                    ("ODE right-hand side with contact", rhs), ("its value and Jacobian (g_and_jac)", rhs_jac)]:
+        fb = jax.jit(jax.vmap(f))
+        t0 = time.perf_counter()
+        jax.block_until_ready(fb(q, v))
+        comp = time.perf_counter() - t0
+        t = per_call(lambda: fb(q, v), a.target, 3) / B
+        timings[name] = t
+        rows.append((name, t, comp))
+    base = timings["rigid-body ABA (contacts and limits removed)"]
+    g = timings["ODE right-hand side with contact"]
+
+    # one Rosenbrock attempt, from a short adaptive run of the batch (wall / attempts of the slowest member)
+    integ = I.RosenbrockNystrom4()
+    run = jax.jit(jax.vmap(lambda q0, v0: jaxmbd.simulate(m, q0, v0, 0.0, 0.02, integrator=integ, rtol=1e-4,
+                                                          atol=1e-4, max_steps=100_000)))
+    t0 = time.perf_counter()
+    sol = jax.block_until_ready(run(q, v))
+    comp_ros = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sol = jax.block_until_ready(run(q, v))
+    wall = time.perf_counter() - t0
+    attempts = int(np.max(np.asarray(sol.stats["accepted"]) + np.asarray(sol.stats["rejected"])))
+    per_attempt = wall / attempts / B
+    status = np.bincount(np.asarray(sol.status), minlength=1).tolist()
+
+    lines = [f"# Contact cost per batch member: {a.model}, batch {B}", "",
+             f"`python bench/contact_cost.py --model {a.model} --batch {B}`; float64, "
+             "`--xla_cpu_multi_thread_eigen=false`, XLA's default optimisation level; median of 3 timing loops "
+             f"of about {a.target} s each (per member = per batched call / batch).", "",
+             "| piece | per member (µs) | ratio | first call (s) |", "|---|---|---|---|"]
+    pfv = timings["contacts + limits (passive_force)"]
+    ratio_of = {"its Jacobian": f"{timings['its Jacobian'] / base:.1f}x the ABA",
+                "contacts + limits (passive_force)": f"{pfv / base:.2f}x the ABA",
+                "their Jacobian": f"{timings['their Jacobian'] / pfv:.1f}x their value",
+                "ODE right-hand side with contact": f"{g / base:.2f}x the ABA",
+                "its value and Jacobian (g_and_jac)":
+                    f"{timings['its value and Jacobian (g_and_jac)'] / g:.1f}x the right-hand side"}
+    for name, t, comp in rows:
+        lines.append(f"| {name} | {t * 1e6:.1f} | {ratio_of.get(name, '1')} | {comp:.1f} |")
+    lines += ["", f"RosenbrockNystrom4, rtol = atol = 1e-4, 20 ms from these states: {attempts} attempts of the "
+              f"slowest member, {per_attempt * 1e6:.0f} µs per attempt and member = "
+              f"**{per_attempt / g:.1f} right-hand-side evaluations**; first call {comp_ros:.1f} s; "
+              f"statuses {status}.", ""] + list(machine())
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if not a.no_write:
+        write_result(Path(__file__).parent / "results", f"contact_cost_{a.model}", text)
+
+
+if __name__ == "__main__":
+    main()
