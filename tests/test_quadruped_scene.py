@@ -64,8 +64,9 @@ def test_geoms_and_candidate_pairs_are_mujocos(scene):
     assert mj.ngeom == 61 and colliding.sum() == 26
     names = _geom_names(mj)
     assert sorted(c.geom_names) == sorted(n for n, on in zip(names, colliding) if on)
-    # the visual geoms (group 2) never collide; every collision geom is in group 3 but the floor
-    assert not colliding[mj.geom_group == 2].any() and (colliding == (mj.geom_group != 2)).all()
+    # the visual geoms (group 2) never collide; the colliding ones are the robot's (group 3) and the floor
+    assert (colliding == (mj.geom_group != 2)).all()
+    assert sorted(mj.geom_group[colliding]) == [0] + [3] * 25 and names[0] == "floor"
     theirs = sorted((names[a], names[b]) for a, b in from_mujoco(mj).all_pairs())
     assert sorted(c.pair_list()) == theirs and c.n_pairs == len(theirs) == 267
 
