@@ -5,11 +5,17 @@ returns the same model): link offsets, joint axes and inertia tensors are not
 aligned with the coordinate axes, so no term of the dynamics vanishes by
 accident.  Functions named ``*_builder`` return the :class:`ModelBuilder`
 (useful to add bodies or to export the same mechanism elsewhere).
+
+Model files: ``assets/quadruped_scene.xml`` (:func:`quadruped_scene_path`,
+:func:`load_quadruped_scene`) is a robot scene written the way MuJoCo
+Menagerie writes them, for loading, comparing with MuJoCo and benchmarking
+a real-robot-sized contact problem.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -274,12 +280,40 @@ def spinning_body(inertia=(1.0, 2.0, 3.0), omega=(0.01, 2.0, 0.01), mass=1.0):
     return b.build()
 
 
+ASSETS = Path(__file__).resolve().parent / "assets"
+
+
+def quadruped_scene_path():
+    """Path (str) of ``assets/quadruped_scene.xml``: a go2-class quadruped
+    (12 DoF on a free base, about 15 kg) on a floor plane, written the way
+    MuJoCo Menagerie writes robot files: ``<default>`` classes, visual geoms
+    (group 2, contype/conaffinity 0) beside collision geoms (group 3) on every
+    link, position servos with ctrl and force ranges, limited joints with
+    armature, damping and frictionloss, a ``home`` keyframe, and the scene
+    (floor, light, textures) in a file that includes the robot
+    (``assets/quadruped.xml``), as Menagerie's ``scene.xml`` does.  Primitive
+    geoms stand in for meshes: 61 geoms (26 collide), 267 candidate geom pairs
+    by MuJoCo's rules.  The file's pose (``qpos0``; the hip and knee joints carry
+    a ``ref``) stands with the feet 0.6 mm above the floor; the keyframe
+    ``home`` is the same pose with the feet about 1 cm into it (MuJoCo's soft
+    contacts push it up)."""
+    return str(ASSETS / "quadruped_scene.xml")
+
+
+def load_quadruped_scene(warn=False, **kw):
+    """:func:`jaxmbd.load_mjcf` of :func:`quadruped_scene_path`.  What jaxmbd does
+    not model there (the keyframe, joint frictionloss) is known, so it is not
+    warned about unless ``warn=True``; ``kw`` goes to ``load_mjcf``."""
+    from ..io.mjcf import load_mjcf
+    return load_mjcf(quadruped_scene_path(), warn=warn, **kw)
+
+
 from .mechanisms import (andrews_squeezer, slider_crank, four_bar, cartesian_double_pendulum,  # noqa: E402
                          SQUEEZER, SQUEEZER_Q0, CARTESIAN_PENDULUM)
 from .vehicle import hmmwv14  # noqa: E402
 from .quadruped import quadruped, quadruped_builder  # noqa: E402
 
-__all__ = ["quadruped", "quadruped_builder", "hmmwv14", "andrews_squeezer", "slider_crank", "four_bar", "cartesian_double_pendulum", "stiff_double_pendulum", "stiff_chain", "spinning_body", "humanoid30", "chain", "binary_tree", "grid_tree", "side_branch_chain", "random_tree",
+__all__ = ["quadruped", "quadruped_builder", "quadruped_scene_path", "load_quadruped_scene", "hmmwv14", "andrews_squeezer", "slider_crank", "four_bar", "cartesian_double_pendulum", "stiff_double_pendulum", "stiff_chain", "spinning_body", "humanoid30", "chain", "binary_tree", "grid_tree", "side_branch_chain", "random_tree",
            "pendulum", "double_pendulum", "generic_body", "humanoid30_builder", "chain_builder",
            "binary_tree_builder", "grid_tree_builder", "side_branch_chain_builder",
            "random_tree_builder"]
