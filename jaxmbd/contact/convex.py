@@ -196,6 +196,16 @@ def _closest_in_hull(W, mask):
     return jnp.concatenate(vs)[k], jnp.concatenate(lams)[k], jnp.concatenate(members)[k]
 
 
+def _until_done(iters, body, state, done):
+    """fori_loop(0, iters, body, state) for a body that leaves the state unchanged once done(state):
+    the same result, without the iterations after it is done (a batch runs until its last member
+    is).  The search runs on stop-gradient inputs, so no derivative passes through the loop."""
+    def step(c):
+        i, st = c
+        return i + 1, body(i, st)
+    return jax.lax.while_loop(lambda c: (c[0] < iters) & ~done(c[1]), step, (jnp.zeros((), jnp.int32), state))[1]
+
+
 def _gjk(A, B, v0, iters):
     """GJK on C = B - A from the point v0 of C: the final (v, simplex points
     W (4, 3), their local support points on A and B, weights, mask)."""
@@ -222,7 +232,7 @@ def _gjk(A, B, v0, iters):
         new = (v2, W2, LA2, LB2, lam2, mask2, stop)
         return jax.tree.map(lambda o, n: jnp.where(stop, o, n), st, new[:-1] + (stop,))
     # (the last field, done, is set to stop in both branches)
-    return jax.lax.fori_loop(0, iters, body, state)
+    return _until_done(iters, body, state, lambda st: st[-1])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -346,7 +356,8 @@ def _epa(A, B, W, LA, LB, iters):
     """EPA from the tetrahedron W: the closest face's (normal, distance of
     its plane, vertex indices, vertices, local support points on A and B)."""
     scale = jnp.max(jnp.abs(W)) + jnp.finfo(W.dtype).tiny
-    st = jax.lax.fori_loop(0, iters, lambda it, st: _epa_step(A, B, it, st, scale), _epa_init(W, LA, LB, iters))
+    st = _until_done(iters, lambda it, st: _epa_step(A, B, it, st, scale), _epa_init(W, LA, LB, iters),
+                     lambda st: st[6])
     V, VA, VB, F, fvalid, owner, _, info = st
     n, d, ok = _face_planes(V, F)
     f = jnp.argmin(jnp.where(fvalid & ok, d, jnp.inf))
@@ -387,7 +398,8 @@ def _newton(s, n, s0):
     negative definite, each step halved up to 3 times and taken only if s
     grows (so a polytope's piecewise-linear s, or a kink, leaves n as it is)."""
     def step(_, ns):
-        n, sn = ns
+        n, sn, _ = ns
+        sn_in = sn
         t1, t2 = _tangents(n)
         f = lambda th: s(_safe_unit(n + th[0] * t1 + th[1] * t2, n))
         th0 = jnp.zeros(2, n.dtype)
@@ -404,8 +416,9 @@ def _newton(s, n, s0):
             sm = s(m)
             better = sm > sn
             n, sn = jnp.where(better, m, n), jnp.where(better, sm, sn)
-        return n, sn
-    return jax.lax.fori_loop(0, NEWTON_ITERS, step, (n, s0))[0]
+        return n, sn, ~(sn > sn_in)
+    # a step that does not improve s leaves n as it was, and so would every later one: stop there
+    return _until_done(NEWTON_ITERS, step, (n, s0, jnp.zeros((), bool)), lambda ns: ns[2])[0]
 
 
 def convex(kind1, R1, p1, size1, verts1, kind2, R2, p2, size2, verts2):
