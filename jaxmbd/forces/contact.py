@@ -59,12 +59,15 @@ class Contact(JointElement):
 
     Static: ``geom_names``, ``geom_body`` (moving host index, -1 the world), ``geom_type`` (type
     names), ``groups`` ((type1, type2, ((g1, g2), ...)), ...), ``geom_mesh`` (a mesh geom's index into
-    the mesh arrays, -1 for the primitives) and ``mesh_nvert`` (each mesh's hull vertex count).  Traced,
-    per geom: ``geom_rot`` (ng, 3, 3) and ``geom_pos`` (ng, 3) on the host, ``geom_size`` (ng, 3); per
-    mesh: ``mesh_verts`` (nm, V, 3), ``mesh_planes`` (nm, F, 4) and ``mesh_edges`` (nm, E, 2, 3) of its
-    convex hull in the geom frame
-    (:class:`jaxmbd.contact.geometry.Mesh`, padded to the largest; the planes and edges are the
-    vertices' hull at build time: scale or move a mesh through all three together); per pair
+    the mesh arrays, -1 for the primitives) and ``mesh_nvert``, ``mesh_nplane``, ``mesh_nedge`` (each mesh's hull vertex, plane and edge
+    counts).  Traced, per geom: ``geom_rot`` (ng, 3, 3) and ``geom_pos`` (ng, 3) on the host, ``geom_size``
+    (ng, 3); per mesh: ``mesh_verts`` (nm, V, 3), ``mesh_planes`` (nm, F, 4) and ``mesh_edges`` (nm, E, 2,
+    3) of its collision hull in the geom frame (:class:`jaxmbd.contact.geometry.Mesh`; the planes and
+    edges are the vertices' hull at build time: scale or move a mesh through all three together).  The
+    collision hull has at most ``maxhullvert`` vertices (the geom's, else :data:`MAXHULLVERT_DEFAULT`;
+    the mass properties do not use it).  The arrays are stored padded to the model's largest hull, and
+    each group of pairs gets them cut to its own largest (:meth:`mesh_of`): a group's narrow phase
+    works at the size of its hulls, not the model's; per pair
     (in group order): ``stiffness``, ``exponent``, ``damping``, ``width``, ``viscous``, ``friction`` (np, 3:
     slide, torsion, roll; zero beyond the pair's condim), ``smoothing`` (m/s), ``margin``."""
     geom_names: tuple = eqx.field(static=True)
@@ -73,6 +76,8 @@ class Contact(JointElement):
     groups: tuple = eqx.field(static=True)
     geom_mesh: tuple = eqx.field(static=True)
     mesh_nvert: tuple = eqx.field(static=True)
+    mesh_nplane: tuple = eqx.field(static=True)
+    mesh_nedge: tuple = eqx.field(static=True)
     geom_rot: jax.Array
     geom_pos: jax.Array
     geom_size: jax.Array
@@ -115,6 +120,24 @@ class Contact(JointElement):
         return tuple(sorted(out))
 
     # -- geometry ----------------------------------------------------------------------------------
+    def mesh_of(self, g):
+        """The batched :class:`jaxmbd.contact.geometry.Mesh` of the mesh geoms g: a static index array
+        gets the hulls padded to the largest among them (the stored arrays cut: their padding repeats
+        a hull's first vertex, plane and edge, so the cut keeps every hull whole); a traced one gets
+        them at the stored size."""
+        gmesh = np.asarray(self.geom_mesh, np.int64)
+        nvert = np.asarray(self.mesh_nvert, np.int64)
+        if isinstance(g, jax.Array):
+            m = jnp.asarray(gmesh)[g]
+            valid = jnp.arange(self.mesh_verts.shape[1])[None, :] < jnp.asarray(nvert)[m][:, None]
+            return G.Mesh(self.mesh_verts[m], self.mesh_planes[m], valid, self.mesh_edges[m])
+        m = gmesh[np.asarray(g, np.int64)]
+        nv = int(nvert[m].max(initial=1))
+        nf = int(np.asarray(self.mesh_nplane, np.int64)[m].max(initial=1))
+        ne = int(np.asarray(self.mesh_nedge, np.int64)[m].max(initial=1))
+        valid = np.arange(nv)[None, :] < nvert[m][:, None]
+        return G.Mesh(self.mesh_verts[m, :nv], self.mesh_planes[m, :nf], valid, self.mesh_edges[m, :ne])
+
     def candidates(self, model, q):
         """Every candidate contact at q: dict of dist (nc,), pos (nc, 3), normal (nc, 3), pair (nc,)
         (index into the per-pair arrays), body1, body2 (nc,) static host indices."""
@@ -131,15 +154,11 @@ class Contact(JointElement):
         pg = pb + jnp.einsum("gij,gj->gi", Rb, self.geom_pos)
         dist, pos, nrm, pair, b1, b2 = [], [], [], [], [], []
         start = 0
-        gmesh = np.asarray(self.geom_mesh, np.int64)
-        nvert = np.asarray(self.mesh_nvert, np.int64)
-        valid = np.arange(self.mesh_verts.shape[1])[None, :] < nvert[:, None]
 
         def shape(g, t):     # the geoms' sizes, or their Mesh (batched)
             if t != "mesh":
                 return self.geom_size[g]
-            m = gmesh[g]
-            return G.Mesh(self.mesh_verts[m], self.mesh_planes[m], valid[m], self.mesh_edges[m])
+            return self.mesh_of(g)
         for t1, t2, rows in self.groups:
             rows = np.asarray(rows, np.int64).reshape(-1, 2)
             g1, g2 = rows[:, 0], rows[:, 1]
@@ -228,12 +247,16 @@ class _Kin:
         self.rot, self.pos = rot, pos
 
 
-def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=()):
+def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=(), maxhullvert=()):
     """The bound Contact element from build-time tables (``ModelBuilder``): params: dict of per-pair
     arrays in group order (stiffness, exponent, damping, width, friction (np, 3), smoothing, margin);
-    meshes: the hull vertex array of every mesh geom, in geom order (None for the primitives)."""
+    meshes: the hull vertex array of every mesh geom, in geom order (None for the primitives);
+    maxhullvert: per geom, the collision hull's vertex limit (-1: none; None or missing:
+    :data:`MAXHULLVERT_DEFAULT`; :func:`jaxmbd.contact.geometry.make_mesh`)."""
     f = lambda x: jnp.asarray(np.asarray(x, np.float64))  # noqa: E731
-    hulls = [G.make_mesh(m, what=f"geom {n!r}") for n, m in zip(names, meshes) if m is not None]
+    caps = list(maxhullvert) + [None] * (len(names) - len(maxhullvert))
+    hulls = [G.make_mesh(m, what=f"geom {n!r}", maxhullvert=MAXHULLVERT_DEFAULT if c is None else c)
+             for n, m, c in zip(names, meshes, caps) if m is not None]
     nv = max([len(h.verts) for h in hulls], default=1)
     nf = max([len(h.planes) for h in hulls], default=1)
     ne = max([len(h.edges) for h in hulls], default=1)
@@ -244,7 +267,8 @@ def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=()
         k += m is not None
     return make(Contact, geom_names=tuple(names), geom_body=tuple(int(h) for h in hosts),
                 geom_type=tuple(types), groups=tuple(groups), geom_mesh=tuple(geom_mesh),
-                mesh_nvert=tuple(len(h.verts) for h in hulls),
+                mesh_nvert=tuple(len(h.verts) for h in hulls), mesh_nplane=tuple(len(h.planes) for h in hulls),
+                mesh_nedge=tuple(len(h.edges) for h in hulls),
                 mesh_verts=f(np.stack([p.verts for p in padded]) if padded else np.zeros((0, 1, 3))),
                 mesh_planes=f(np.stack([p.planes for p in padded]) if padded else np.zeros((0, 1, 4))),
                 mesh_edges=f(np.stack([p.edges for p in padded]) if padded else np.zeros((0, 1, 2, 3))),
@@ -283,6 +307,7 @@ def _evaluate(el, tree, q, v):
 GEOM_DEFAULTS = dict(contype=1, conaffinity=1, condim=3, friction=(1.0, 0.005, 0.0001), solref=(0.02, 1.0),
                      solimp=(0.9, 0.95, 0.001, 0.5, 2.0), margin=0.0, priority=0, solmix=1.0)
 PAIR_DEFAULT_FRICTION = (1.0, 0.005, 0.0001)
+MAXHULLVERT_DEFAULT = 64     # the collision hull's vertex limit of a mesh geom that sets none (MuJoCo: no limit)
 SMOOTHING_DEFAULT = 1e-2      # m/s: below it friction is viscous (law.friction_force); explicit steps up to ~2 ms stay stable
 
 
@@ -415,4 +440,4 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
                          np.stack([g["R"] for g in geoms]), np.stack([g["p"] for g in geoms]),
                          np.stack([g["size"] for g in geoms]), groups,
                          {k: np.asarray(v, float) for k, v in rows.items()},
-                         [g.get("vertices") for g in geoms])
+                         [g.get("vertices") for g in geoms], [g.get("maxhullvert") for g in geoms])
