@@ -171,7 +171,7 @@ def test_a_prism_rests_level_on_the_bounded_path():
     table, level and 1 mm deep: SUPPORT_DIRS (8) rim vertices of its bottom
     face carry it, all 1 mm deep, and the normal forces' resultant passes
     through the centre of the face (its moment about the centre is zero:
-    the prism stays level)."""
+    the prism stays level); the contact energy's gradient is finite."""
     ang = 2 * np.pi * np.arange(32) / 32
     rim = np.c_[0.1 * np.cos(ang), 0.1 * np.sin(ang)]
     pts = np.concatenate([np.c_[rim, np.full(32, -0.05)], np.c_[rim, np.full(32, 0.05)]])
@@ -192,6 +192,8 @@ def test_a_prism_rests_level_on_the_bounded_path():
     np.testing.assert_allclose(np.linalg.norm(r, axis=1), 0.1, atol=1e-6)   # rim vertices
     moment = np.sum(fn[:-1][on, None] * r, 0)
     assert np.abs(moment).max() < 1e-9 * fn.sum()
+    g = np.asarray(jax.grad(lambda q: c.energy(model, q))(jnp.array([0.02, -0.01, 0.05 - 1e-3, 1, 0, 0, 0])))
+    assert np.isfinite(g).all() and g[2] < 0                  # the energy falls as the prism rises
 
 
 # --- the memory of a forward-dynamics call ----------------------------------------------------------

@@ -49,12 +49,19 @@ against ellipsoid, cylinder and mesh, and cylinder-box) are in
 :mod:`.convex`: GJK/EPA on support functions with static iteration counts,
 one candidate each (the deepest or closest point pair; a face resting on a
 face gets one point of the patch, not several), except box-mesh and
-mesh-mesh given :class:`Mesh` es: there each polytope's vertices against the
-other (exact penetration inside; as box-box's corners) and a separating-axis
-candidate (exact penetration depth of overlapping polytopes, edge-edge
-contact) replace GJK/EPA, so that a mesh resting on a face stays level
-(see :func:`box_mesh`).  A curved geom (sphere, capsule, ellipsoid, cylinder)
-against a mesh keeps one candidate.  In float64 they equal
+mesh-mesh given :class:`Mesh` es, which get several so that a mesh resting
+on a face stays level (see :func:`box_mesh`).  Small hulls (separating-axis
+work E1 E2 (V1 + V2) within :data:`EXACT_BUDGET`, about 12 vertices a hull)
+take the exact path: each polytope's vertices against the other (exact
+penetration inside; as box-box's corners) and a separating-axis candidate
+(exact penetration depth of overlapping polytopes, edge-edge contact) in
+place of GJK/EPA.  Larger hulls take the bounded path, a fixed number of
+candidates with work and memory O(V1 + V2 + F1 + F2) per pair: GJK/EPA's
+deepest pair, and each hull's support points along its normal and along
+SUPPORT_DIRS directions tilted from it (the corners of a resting face)
+against the other hull.  A curved geom (sphere, capsule, ellipsoid, cylinder)
+against a mesh keeps one candidate (GJK/EPA on the vertices' support
+function, O(V)).  In float64 they equal
 MuJoCo's nativeccd (run at tight tolerances, multiccd off) to 1e-12 in dist
 for the polytope pairs and 1e-9 for curved surfaces, normal 3e-5, pos 7e-6
 (``tests/test_contact_convex.py``); exactly touching a curved surface
@@ -561,8 +568,8 @@ def plane_mesh(R1, p1, s1, R2, p2, mesh):
     return dist, pos, n
 
 
-EXACT_BUDGET = 32_768   # box-mesh, mesh-mesh: the exact path while E1 E2 (V1 + V2) (its separating-axis work) is at most this
-SUPPORT_DIRS = 8        # the bounded path: support points along the normal tilted towards this many directions around it
+EXACT_BUDGET = 32_768   # box-mesh, mesh-mesh: the exact path while its separating-axis work E1 E2 (V1 + V2) <= this
+SUPPORT_DIRS = 8        # the bounded path: support points along the normal tilted towards this many directions
 SUPPORT_TILT = 0.2      # ... by atan(0.2) (11 degrees)
 _BOX_EDGES = [(a, b) for a in range(8) for b in range(a + 1, 8) if bin(a ^ b).count("1") == 1]   # corner pairs
 
@@ -635,9 +642,11 @@ def _support_points(V, d):
     atan(SUPPORT_TILT) towards SUPPORT_DIRS tangent directions evenly spaced
     around it, and whether each is the first of its index (False for a
     repeat).  The tilted supports are the extreme points of the face (or of
-    the patch near the support point) that faces d, spread around it: a
-    polygon whose corners' outward angles all exceed 360 / SUPPORT_DIRS
-    degrees (every polygon of up to 8 corners) has every corner among them.
+    the patch near the support point) that faces d, spread around it: of a
+    face perpendicular to d, a corner whose outward angle (the angle between
+    its two edges' outward normals) exceeds 360 / SUPPORT_DIRS degrees is
+    always among them (every corner of a rectangle or a regular polygon of
+    up to 8 sides); of a regular 8k-gon, every k-th corner.
     O(n) work and memory; d is held constant (the choice is piecewise
     constant)."""
     d = jax.lax.stop_gradient(d)

@@ -59,15 +59,16 @@ class Contact(JointElement):
 
     Static: ``geom_names``, ``geom_body`` (moving host index, -1 the world), ``geom_type`` (type
     names), ``groups`` ((type1, type2, ((g1, g2), ...)), ...), ``geom_mesh`` (a mesh geom's index into
-    the mesh arrays, -1 for the primitives) and ``mesh_nvert``, ``mesh_nplane``, ``mesh_nedge`` (each mesh's hull vertex, plane and edge
-    counts).  Traced, per geom: ``geom_rot`` (ng, 3, 3) and ``geom_pos`` (ng, 3) on the host, ``geom_size``
-    (ng, 3); per mesh: ``mesh_verts`` (nm, V, 3), ``mesh_planes`` (nm, F, 4) and ``mesh_edges`` (nm, E, 2,
-    3) of its collision hull in the geom frame (:class:`jaxmbd.contact.geometry.Mesh`; the planes and
-    edges are the vertices' hull at build time: scale or move a mesh through all three together).  The
-    collision hull has at most ``maxhullvert`` vertices (the geom's, else :data:`MAXHULLVERT_DEFAULT`;
-    the mass properties do not use it).  The arrays are stored padded to the model's largest hull, and
-    each group of pairs gets them cut to its own largest (:meth:`mesh_of`): a group's narrow phase
-    works at the size of its hulls, not the model's; per pair
+    the mesh arrays, -1 for the primitives) and ``mesh_nvert``, ``mesh_nplane``, ``mesh_nedge`` (each
+    mesh's hull vertex, plane and edge counts).  Traced, per geom: ``geom_rot`` (ng, 3, 3) and
+    ``geom_pos`` (ng, 3) on the host, ``geom_size`` (ng, 3); per mesh: ``mesh_verts`` (nm, V, 3),
+    ``mesh_planes`` (nm, F, 4) and ``mesh_edges`` (nm, E, 2, 3) of its collision hull in the geom frame
+    (:class:`jaxmbd.contact.geometry.Mesh`; the planes and edges are the vertices' hull at build time:
+    scale or move a mesh through all three together).  The collision hull has at most ``maxhullvert``
+    vertices (the geom's, else :data:`MAXHULLVERT_DEFAULT`; the mass properties do not use it).  The
+    arrays are stored padded to the model's largest hull, and each group of pairs gets them cut to its
+    own largest (:meth:`mesh_of`): a group's narrow phase works at the size of its hulls, not the
+    model's; per pair
     (in group order): ``stiffness``, ``exponent``, ``damping``, ``width``, ``viscous``, ``friction`` (np, 3:
     slide, torsion, roll; zero beyond the pair's condim), ``smoothing`` (m/s), ``margin``."""
     geom_names: tuple = eqx.field(static=True)

@@ -98,9 +98,10 @@ class MJCFImport:
     ``body``, ``name``, ``mesh``, the geom frame in the body frame (``pos``,
     ``quat`` w x y z), ``hull``, the vertices of the mesh's convex hull in
     that frame (the mesh file's coordinates after ``scale``, ``refpos`` and
-    ``refquat``; MuJoCo re-centres meshes, jaxmbd does not; the full hull,
-    while MuJoCo's collision hull keeps at most ``maxhullvert`` vertices when
-    that is not -1) and ``maxhullvert``.
+    ``refquat``; MuJoCo re-centres meshes, jaxmbd does not; the full hull:
+    a mesh geom collides as at most ``maxhullvert`` of its vertices, by
+    default jaxmbd's :data:`jaxmbd.forces.contact.MAXHULLVERT_DEFAULT`) and
+    ``maxhullvert`` (-1 where the mesh sets none).
     """
 
     model: Model
