@@ -427,7 +427,7 @@ class ModelBuilder:
     def add_geom(self, body, type, size=(), *, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), name=None,
                  contype=1, conaffinity=1, condim=3, friction=(1.0, 0.005, 0.0001), solref=(0.02, 1.0),
                  solimp=(0.9, 0.95, 0.001, 0.5, 2.0), margin=0.0, priority=0, solmix=1.0,
-                 vertices=None) -> "ModelBuilder":
+                 vertices=None, maxhullvert=None) -> "ModelBuilder":
         """A collision geom on ``body`` ("world" for static geometry), in MuJoCo's conventions: ``type``
         plane (normal +z of its frame), sphere (radius), capsule and cylinder (radius, half-length along
         z), box (half-sizes), ellipsoid (semi-axes), or mesh (no size; ``vertices`` (n, 3) in the geom
@@ -438,7 +438,11 @@ class ModelBuilder:
         ``exclude_contact``); a pair's parameters combine its geoms' as MuJoCo does (priority, max of
         condim and friction, solmix-weighted solref/solimp, summed margins) and map to the force law by
         :func:`jaxmbd.forces.law.from_mujoco` (see :mod:`jaxmbd.forces.contact`).  friction: (slide,
-        torsion, roll); condim 1 (frictionless), 3 (sliding), 4 (+ torsion) or 6 (+ rolling)."""
+        torsion, roll); condim 1 (frictionless), 3 (sliding), 4 (+ torsion) or 6 (+ rolling).
+        ``maxhullvert`` (a mesh): the vertex limit of the hull it collides as (MuJoCo's mesh attribute,
+        -1: the full hull; None: :data:`jaxmbd.forces.contact.MAXHULLVERT_DEFAULT`, 64), the hull of
+        a subset of the vertices (:func:`jaxmbd.contact.geometry.make_mesh`); the narrow phase's work
+        on a mesh grows with its hull's size."""
         geoms = self.__dict__.setdefault("_geoms", [])
         gname = name if name is not None else f"geom{len(geoms)}"
         what = f"geom {gname!r}"
@@ -457,6 +461,10 @@ class ModelBuilder:
             if np.size(size):
                 raise ValueError(f"{what}: a mesh takes its vertices, not a size")
             vertices = make_mesh(vertices, what=what).verts      # the hull's vertices (checked)
+            if maxhullvert is not None and int(maxhullvert) != -1 and int(maxhullvert) < 4:
+                raise ValueError(f"{what}: maxhullvert must be -1 (no limit) or at least 4, got {maxhullvert}")
+        elif maxhullvert is not None:
+            raise ValueError(f"{what}: maxhullvert is for meshes, not a {type}")
         need = self.GEOM_SIZES.get(type, 0)
         sz = np.atleast_1d(np.asarray(size, float)) if need else np.zeros(0)
         if sz.shape != (need,) or not np.all(np.isfinite(sz)) or np.any(sz <= 0):
@@ -475,7 +483,8 @@ class ModelBuilder:
                           R=_quat_rot(q), p=_vec(pos, 3, f"{what}: pos"), contype=int(contype),
                           conaffinity=int(conaffinity), condim=int(condim), friction=fr,
                           solref=_vec(solref, 2, f"{what}: solref"), solimp=_vec(solimp, 5, f"{what}: solimp"),
-                          margin=float(margin), priority=int(priority), solmix=float(solmix), vertices=vertices))
+                          margin=float(margin), priority=int(priority), solmix=float(solmix), vertices=vertices,
+                          maxhullvert=None if maxhullvert is None else int(maxhullvert)))
         return self
 
     def add_contact_pair(self, geom1, geom2, *, condim=3, friction=(1.0, 0.005, 0.0001), solref=(0.02, 1.0),

@@ -49,12 +49,19 @@ against ellipsoid, cylinder and mesh, and cylinder-box) are in
 :mod:`.convex`: GJK/EPA on support functions with static iteration counts,
 one candidate each (the deepest or closest point pair; a face resting on a
 face gets one point of the patch, not several), except box-mesh and
-mesh-mesh given :class:`Mesh` es: there each polytope's vertices against the
-other (exact penetration inside; as box-box's corners) and a separating-axis
-candidate (exact penetration depth of overlapping polytopes, edge-edge
-contact) replace GJK/EPA, so that a mesh resting on a face stays level
-(see :func:`box_mesh`).  A curved geom (sphere, capsule, ellipsoid, cylinder)
-against a mesh keeps one candidate.  In float64 they equal
+mesh-mesh given :class:`Mesh` es, which get several so that a mesh resting
+on a face stays level (see :func:`box_mesh`).  Small hulls (separating-axis
+work E1 E2 (V1 + V2) within :data:`EXACT_BUDGET`, about 12 vertices a hull)
+take the exact path: each polytope's vertices against the other (exact
+penetration inside; as box-box's corners) and a separating-axis candidate
+(exact penetration depth of overlapping polytopes, edge-edge contact) in
+place of GJK/EPA.  Larger hulls take the bounded path, a fixed number of
+candidates with work and memory O(V1 + V2 + F1 + F2) per pair: GJK/EPA's
+deepest pair, and each hull's support points along its normal and along
+SUPPORT_DIRS directions tilted from it (the corners of a resting face)
+against the other hull.  A curved geom (sphere, capsule, ellipsoid, cylinder)
+against a mesh keeps one candidate (GJK/EPA on the vertices' support
+function, O(V)).  In float64 they equal
 MuJoCo's nativeccd (run at tight tolerances, multiccd off) to 1e-12 in dist
 for the polytope pairs and 1e-9 for curved surfaces, normal 3e-5, pos 7e-6
 (``tests/test_contact_convex.py``); exactly touching a curved surface
@@ -463,18 +470,48 @@ class Mesh(NamedTuple):
 _FAR = 1e9   # the dist of a padding vertex's candidate: never in contact
 
 
-def make_mesh(vertices, n_verts=None, n_planes=None, what="mesh"):
+def make_mesh(vertices, n_verts=None, n_planes=None, what="mesh", maxhullvert=-1):
     """The :class:`Mesh` of the convex hull of ``vertices`` (n, 3) (NumPy, at
     build time), padded to ``n_verts`` vertices and ``n_planes`` planes when
     given.  Coplanar hull triangles share one plane.  Raises ValueError naming
-    ``what`` when the points have no hull with volume."""
+    ``what`` when the points have no hull with volume.
+
+    ``maxhullvert`` (MuJoCo's mesh attribute; -1: no limit) simplifies the
+    hull to at most that many vertices (at least 4), the hull of a subset of
+    the vertices (inside the full hull): from Qhull's initial simplex
+    (Barber, Dobkin and Huhdanpaa, "The Quickhull algorithm for convex
+    hulls", ACM TOMS 1996), the vertex farthest outside the current hull's
+    face planes is added until there are maxhullvert (greedy farthest-point
+    insertion).  MuJoCo's compiler stops Qhull after maxhullvert - 4 added
+    points (option ``TA``), the farthest point of one face at a time: the
+    same vertex count, a looser hull (2,000 points on an ellipsoid, 64
+    vertices: the farthest point 4.3% of the largest semi-axis outside ours,
+    10.5% outside Qhull's).
+    """
     import numpy as np
     V = np.asarray(vertices, np.float64)
     if V.ndim != 2 or V.shape[1] != 3 or len(V) < 4 or not np.all(np.isfinite(V)):
         raise ValueError(f"{what}: a mesh needs an (n >= 4, 3) array of finite vertices, got shape {V.shape}")
+    maxhullvert = -1 if maxhullvert is None else int(maxhullvert)
+    if maxhullvert != -1 and maxhullvert < 4:
+        raise ValueError(f"{what}: maxhullvert must be -1 (no limit) or at least 4, got {maxhullvert}")
     from scipy.spatial import ConvexHull, QhullError
     try:
         h = ConvexHull(V)
+        if maxhullvert != -1 and len(h.vertices) > maxhullvert:
+            V = V[h.vertices]
+            keep = ConvexHull(V, qhull_options="Qt TA0").vertices          # the initial simplex
+            tol = 1e-12 * np.abs(V).max()
+            while True:
+                h = ConvexHull(V[keep])
+                keep = keep[h.vertices]                                     # (a new vertex may hide one)
+                out = (V @ h.equations[:, :3].T + h.equations[:, 3]).max(1)
+                k = int(np.argmax(out))
+                if len(keep) >= maxhullvert or out[k] <= tol:
+                    break
+                keep = np.append(keep, k)
+            V = V[keep]
+            h = ConvexHull(V)
     except (QhullError, ValueError) as e:
         raise ValueError(f"{what}: the vertices have no convex hull with volume "
                          f"({str(e).strip().splitlines()[0]})") from None
@@ -531,7 +568,9 @@ def plane_mesh(R1, p1, s1, R2, p2, mesh):
     return dist, pos, n
 
 
-SAT_BUDGET = 2_000_000   # mesh-mesh: above E1 E2 (V1 + V2) multiply-adds the deepest pair comes from GJK/EPA
+EXACT_BUDGET = 32_768   # box-mesh, mesh-mesh: the exact path while its separating-axis work E1 E2 (V1 + V2) <= this
+SUPPORT_DIRS = 8        # the bounded path: support points along the normal tilted towards this many directions
+SUPPORT_TILT = 0.2      # ... by atan(0.2) (11 degrees)
 _BOX_EDGES = [(a, b) for a in range(8) for b in range(a + 1, 8) if bin(a ^ b).count("1") == 1]   # corner pairs
 
 
@@ -588,47 +627,104 @@ def _mesh_world(R, p, mesh):
     return p[None] + mesh.verts @ R.T, mesh.planes[:, :3] @ R.T, E[:, 1] - E[:, 0], E
 
 
+def exact_polytopes(n_verts1, n_edges1, n_verts2, n_edges2):
+    """Whether a box-mesh or mesh-mesh pair of hulls with these (padded)
+    vertex and edge counts takes the exact path (every vertex against the
+    other hull, separating axes: E1 E2 (V1 + V2) work and memory, at most
+    :data:`EXACT_BUDGET`) rather than the bounded one (O(V1 + V2):
+    :func:`box_mesh`).  A box has 8 vertices and 12 edges.  Static."""
+    return n_edges1 * n_edges2 * (n_verts1 + n_verts2) <= EXACT_BUDGET
+
+
+def _support_points(V, d):
+    """Indices (SUPPORT_DIRS + 1,) into the points V (n, 3) of their support
+    point along the unit direction d (first) and along d tilted by
+    atan(SUPPORT_TILT) towards SUPPORT_DIRS tangent directions evenly spaced
+    around it, and whether each is the first of its index (False for a
+    repeat).  The tilted supports are the extreme points of the face (or of
+    the patch near the support point) that faces d, spread around it: of a
+    face perpendicular to d, a corner whose outward angle (the angle between
+    its two edges' outward normals) exceeds 360 / SUPPORT_DIRS degrees is
+    always among them (every corner of a rectangle or a regular polygon of
+    up to 8 sides); of a regular 8k-gon, every k-th corner.
+    O(n) work and memory; d is held constant (the choice is piecewise
+    constant)."""
+    d = jax.lax.stop_gradient(d)
+    fr = contact_frame(d)
+    ang = 2 * jnp.pi * jnp.arange(SUPPORT_DIRS) / SUPPORT_DIRS
+    tilted = d[None] + SUPPORT_TILT * (jnp.cos(ang)[:, None] * fr[1][None] + jnp.sin(ang)[:, None] * fr[2][None])
+    dirs = jnp.concatenate([d[None], tilted.astype(d.dtype)])
+    idx = jnp.argmax(V @ dirs.T, axis=0)
+    k = len(dirs)
+    earlier = jnp.asarray([[j < i for j in range(k)] for i in range(k)])
+    first = ~jnp.any((idx[:, None] == idx[None, :]) & earlier, axis=1)
+    return idx, first
+
+
 def box_mesh(R1, p1, s1, R2, p2, mesh):
-    """Box against a convex mesh.  With a :class:`Mesh`: the hull's V vertices
-    against the box (exact signed distance), the box's 8 corners against the
-    hull's planes (exact inside), and the separating-axis candidate (see
+    """Box against a convex mesh.  With a :class:`Mesh`: while
+    :func:`exact_polytopes` holds, the hull's V vertices against the box
+    (exact signed distance), the box's 8 corners against the hull's planes
+    (exact inside), and the separating-axis candidate (see
     :func:`_polytope_pair`): V + 9 candidates, work O(E (V + 8)) for E hull
-    edges.  A bare vertex array: 1 (GJK/EPA)."""
+    edges.  Larger hulls take the bounded path, SUPPORT_DIRS + 10 candidates
+    with work and memory O(V + F): the deepest (or closest) point pair by
+    GJK/EPA (:mod:`.convex`, support function argmax over the vertices) in
+    place of the separating axes, and of the hull's vertices only the
+    SUPPORT_DIRS + 1 of :func:`_support_points` along that pair's normal
+    towards the box (the deepest one and the corners of the face resting on
+    the box, so that it stays level), each against the box (exact), repeats
+    off (dist :data:`_FAR`).  A bare vertex array: 1 (GJK/EPA)."""
     if not isinstance(mesh, Mesh):
         return _BOX_MESH_1(R1, p1, s1, R2, p2, mesh)
-    vw, nw, dw, ew = _mesh_world(R2, p2, mesh)
-    d2, n12 = _point_box(vw, R1, p1, s1)
     c1 = _box_corners(R1, p1, s1)
     d1, nl = _planes_depth(mesh.planes, (c1 - p2[None]) @ R2)
     n21 = nl @ R2.T
-    d_v = jnp.concatenate([jnp.where(mesh.valid, d2, _FAR), d1])
+    if exact_polytopes(8, 12, len(mesh.verts), len(mesh.edges)):
+        vw, nw, dw, ew = _mesh_world(R2, p2, mesh)
+        box_edges = c1[jnp.asarray(_BOX_EDGES)]                        # (12, 2, 3)
+        deep = _sat(c1, R1.T, R1.T, box_edges, vw, nw, dw, ew)
+        keep = mesh.valid
+    else:
+        deep = _BOX_MESH_1(R1, p1, s1, R2, p2, mesh.verts)
+        idx, keep = _support_points(mesh.verts, -(R2.T @ deep[2][0]))
+        vw = p2[None] + mesh.verts[idx] @ R2.T
+    d2, n12 = _point_box(vw, R1, p1, s1)
+    d_v = jnp.concatenate([jnp.where(keep, d2, _FAR), d1])
     pos_v = jnp.concatenate([vw - 0.5 * d2[:, None] * n12, c1 - 0.5 * d1[:, None] * n21])
-    box_edges = c1[jnp.asarray(_BOX_EDGES)]                            # (12, 2, 3)
-    return _polytope_pair(d_v, pos_v, jnp.concatenate([n12, -n21]),
-                          _sat(c1, R1.T, R1.T, box_edges, vw, nw, dw, ew))
+    return _polytope_pair(d_v, pos_v, jnp.concatenate([n12, -n21]), deep)
 
 
 def mesh_mesh(R1, p1, m1, R2, p2, m2):
-    """Two convex meshes.  With :class:`Mesh` es: each hull's vertices against
-    the other's planes and the separating-axis candidate
-    (:func:`_polytope_pair`): V1 + V2 + 1 candidates, work O(E1 E2 (V1 + V2));
-    above :data:`SAT_BUDGET` (large hulls) the deepest pair comes from
-    GJK/EPA instead (the same depth, slower to compile).  Bare vertex arrays:
-    1 (GJK/EPA)."""
+    """Two convex meshes.  With :class:`Mesh` es: while
+    :func:`exact_polytopes` holds, each hull's vertices against the other's
+    planes and the separating-axis candidate (:func:`_polytope_pair`): V1 +
+    V2 + 1 candidates, work O(E1 E2 (V1 + V2)).  Larger hulls take the
+    bounded path, 2 SUPPORT_DIRS + 3 candidates with work and memory O(V1 +
+    V2 + F1 + F2): GJK/EPA's deepest (or closest) point pair in place of the
+    separating axes, and of each hull's vertices the SUPPORT_DIRS + 1 of
+    :func:`_support_points` along that pair's normal towards the other hull,
+    against the other's planes (exact inside it), repeats off.  Bare vertex
+    arrays: 1 (GJK/EPA)."""
     if not (isinstance(m1, Mesh) and isinstance(m2, Mesh)):
         return _MESH_MESH_1(R1, p1, _mesh_verts(m1), R2, p2, _mesh_verts(m2))
-    v1, n1, dir1, e1 = _mesh_world(R1, p1, m1)
-    v2, n2, dir2, e2 = _mesh_world(R2, p2, m2)
+    if exact_polytopes(len(m1.verts), len(m1.edges), len(m2.verts), len(m2.edges)):
+        v1, n1, dir1, e1 = _mesh_world(R1, p1, m1)
+        v2, n2, dir2, e2 = _mesh_world(R2, p2, m2)
+        deep = _sat(v1, n1, dir1, e1, v2, n2, dir2, e2)
+        keep1, keep2 = m1.valid, m2.valid
+    else:
+        deep = _MESH_MESH_1(R1, p1, m1.verts, R2, p2, m2.verts)
+        n = deep[2][0]
+        i1, keep1 = _support_points(m1.verts, R1.T @ n)
+        i2, keep2 = _support_points(m2.verts, -(R2.T @ n))
+        v1, v2 = p1[None] + m1.verts[i1] @ R1.T, p2[None] + m2.verts[i2] @ R2.T
     d2, nl = _planes_depth(m1.planes, (v2 - p1[None]) @ R1)          # mesh 2's vertices in mesh 1
     n12 = nl @ R1.T
     d1, nl = _planes_depth(m2.planes, (v1 - p2[None]) @ R2)
     n21 = nl @ R2.T
-    d_v = jnp.concatenate([jnp.where(m2.valid, d2, _FAR), jnp.where(m1.valid, d1, _FAR)])
+    d_v = jnp.concatenate([jnp.where(keep2, d2, _FAR), jnp.where(keep1, d1, _FAR)])
     pos_v = jnp.concatenate([v2 - 0.5 * d2[:, None] * n12, v1 - 0.5 * d1[:, None] * n21])
-    if len(e1) * len(e2) * (len(v1) + len(v2)) > SAT_BUDGET:        # large hulls: GJK/EPA's deepest pair
-        deep = _MESH_MESH_1(R1, p1, m1.verts, R2, p2, m2.verts)
-    else:
-        deep = _sat(v1, n1, dir1, e1, v2, n2, dir2, e2)
     return _polytope_pair(d_v, pos_v, jnp.concatenate([n12, -n21]), deep)
 
 
@@ -709,9 +805,12 @@ def num_contacts(type1, type2, size1=None, size2=None):
             raise ValueError("a mesh pair's count is its vertex count: pass the vertex array")
         return len(_mesh_verts(m2))
     if key == ("box", "mesh") and isinstance(m2, Mesh):
-        return len(m2.verts) + 9
+        exact = exact_polytopes(8, 12, len(m2.verts), len(m2.edges))
+        return (len(m2.verts) if exact else SUPPORT_DIRS + 1) + 9
     if key == ("mesh", "mesh") and isinstance(m1, Mesh) and isinstance(m2, Mesh):
-        return len(m1.verts) + len(m2.verts) + 1
+        if exact_polytopes(len(m1.verts), len(m1.edges), len(m2.verts), len(m2.edges)):
+            return len(m1.verts) + len(m2.verts) + 1
+        return 2 * SUPPORT_DIRS + 3
     return n
 
 

@@ -71,13 +71,16 @@ class Contact(JointElement):
     Static: ``geom_names``, ``geom_body`` (moving host index, -1 the world), ``geom_type`` (type
     names), ``groups`` ((type1, type2, ((g1, g2), ...)), ...), ``capacity`` (per group: how many of
     its pairs the narrow phase sees, see :meth:`select`), ``geom_mesh`` (a mesh geom's index into
-    the mesh arrays, -1 for the primitives) and ``mesh_nvert`` (each mesh's hull vertex count).
-    Traced, per geom: ``geom_rot`` (ng, 3, 3) and ``geom_pos`` (ng, 3) on the host, ``geom_size``
-    (ng, 3), ``geom_rbound`` (ng,) the radius of a sphere about the geom's origin that holds it
-    (0 for a plane); per mesh: ``mesh_verts`` (nm, V, 3), ``mesh_planes`` (nm, F, 4) and
-    ``mesh_edges`` (nm, E, 2, 3) of its convex hull in the geom frame
-    (:class:`jaxmbd.contact.geometry.Mesh`, padded to the largest; the planes and edges are the
-    vertices' hull at build time: scale or move a mesh through all three together); per pair
+    the mesh arrays, -1 for the primitives) and ``mesh_nvert``, ``mesh_nplane``, ``mesh_nedge`` (each
+    mesh's hull vertex, plane and edge counts).  Traced, per geom: ``geom_rot`` (ng, 3, 3) and
+    ``geom_pos`` (ng, 3) on the host, ``geom_size`` (ng, 3), ``geom_rbound`` (ng,) the radius of a
+    sphere about the geom's origin that holds it (0 for a plane); per mesh: ``mesh_verts`` (nm, V, 3),
+    ``mesh_planes`` (nm, F, 4) and ``mesh_edges`` (nm, E, 2, 3) of its collision hull in the geom frame
+    (:class:`jaxmbd.contact.geometry.Mesh`; the planes and edges are the vertices' hull at build time:
+    scale or move a mesh through all three together).  The collision hull has at most ``maxhullvert``
+    vertices (the geom's, else :data:`MAXHULLVERT_DEFAULT`; the mass properties do not use it).  The
+    arrays are stored padded to the model's largest hull, and each group of pairs gets them cut to its
+    own largest (:meth:`mesh_of`); per pair
     (in group order): ``stiffness``, ``exponent``, ``damping``, ``width``, ``viscous``, ``friction`` (np, 3:
     slide, torsion, roll; zero beyond the pair's condim), ``smoothing`` (m/s), ``margin``."""
     geom_names: tuple = eqx.field(static=True)
@@ -87,6 +90,8 @@ class Contact(JointElement):
     capacity: tuple = eqx.field(static=True)
     geom_mesh: tuple = eqx.field(static=True)
     mesh_nvert: tuple = eqx.field(static=True)
+    mesh_nplane: tuple = eqx.field(static=True)
+    mesh_nedge: tuple = eqx.field(static=True)
     geom_rot: jax.Array
     geom_pos: jax.Array
     geom_size: jax.Array
@@ -130,6 +135,26 @@ class Contact(JointElement):
         return tuple(sorted(out))
 
     # -- geometry ----------------------------------------------------------------------------------
+    def mesh_of(self, g, among=None):
+        """The batched :class:`jaxmbd.contact.geometry.Mesh` of the mesh geoms g (indices, static or
+        traced), padded to the largest hull among the static geom indices ``among`` (default g
+        itself): the stored arrays cut (their padding repeats a hull's first vertex, plane and edge,
+        so the cut keeps every hull whole), so a group's narrow phase works at the size of its own
+        hulls, not the model's largest."""
+        gmesh = np.asarray(self.geom_mesh, np.int64)
+        nvert = np.asarray(self.mesh_nvert, np.int64)
+        ref = gmesh[np.asarray(g if among is None else among, np.int64)]
+        nv = int(nvert[ref].max(initial=1))
+        nf = int(np.asarray(self.mesh_nplane, np.int64)[ref].max(initial=1))
+        ne = int(np.asarray(self.mesh_nedge, np.int64)[ref].max(initial=1))
+        if isinstance(g, jax.Array):
+            m = jnp.asarray(gmesh)[g]
+            valid = jnp.arange(nv)[None, :] < jnp.asarray(nvert)[m][:, None]
+        else:
+            m = gmesh[np.asarray(g, np.int64)]
+            valid = np.arange(nv)[None, :] < nvert[m][:, None]
+        return G.Mesh(self.mesh_verts[m, :nv], self.mesh_planes[m, :nf], valid, self.mesh_edges[m, :ne])
+
     def geom_poses(self, kin):
         """(R (ng, 3, 3), p (ng, 3)): every geom's world pose from the bodies' (a :class:`Kinematics`)."""
         hosts = np.asarray(self.geom_body, np.int64)
@@ -198,21 +223,17 @@ class Contact(JointElement):
         Rg, pg = self.geom_poses(kin)
         sel, _ = self.select(Rg, pg)
         hosts = np.asarray(self.geom_body, np.int64)
-        gmesh = np.asarray(self.geom_mesh, np.int64)
-        nvert = np.asarray(self.mesh_nvert, np.int64)
-        valid = np.arange(self.mesh_verts.shape[1])[None, :] < nvert[:, None]
         static = all(isinstance(r, np.ndarray) for r, _ in sel)
         take = (lambda a, i: a[i]) if static else (lambda a, i: jnp.asarray(a)[i])  # noqa: E731
 
-        def shape(g, t):     # the geoms' sizes, or their Mesh (batched)
-            if t != "mesh":
-                return self.geom_size[g]
-            m = take(gmesh, g)
-            return G.Mesh(self.mesh_verts[m], self.mesh_planes[m], take(valid, m), self.mesh_edges[m])
+        def shape(g, t, among):     # the geoms' sizes, or their Mesh (batched)
+            return self.geom_size[g] if t != "mesh" else self.mesh_of(g, among)
         dist, pos, nrm, pair, b1, b2 = [], [], [], [], [], []
-        for (t1, t2, _), (rows, pidx) in zip(self.groups, sel):
+        for (t1, t2, all_rows), (rows, pidx) in zip(self.groups, sel):
             g1, g2 = rows[:, 0], rows[:, 1]
-            c = G.collide_batch(t1, t2, (Rg[g1], pg[g1]), shape(g1, t1), (Rg[g2], pg[g2]), shape(g2, t2))
+            every = np.asarray(all_rows, np.int64).reshape(-1, 2)
+            c = G.collide_batch(t1, t2, (Rg[g1], pg[g1]), shape(g1, t1, every[:, 0]), (Rg[g2], pg[g2]),
+                                shape(g2, t2, every[:, 1]))
             n, k = c.dist.shape
             dist.append(c.dist.reshape(-1))
             pos.append(c.pos.reshape(-1, 3))
@@ -301,28 +322,35 @@ def bounding_radius(gtype, size, verts=None):
     raise ValueError(f"no bounding radius for geom type {gtype!r}")
 
 
-def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=(), capacity=None):
+def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=(), maxhullvert=(), capacity=None):
     """The bound Contact element from build-time tables (``ModelBuilder``): params: dict of per-pair
     arrays in group order (stiffness, exponent, damping, width, friction (np, 3), smoothing, margin);
     meshes: the hull vertex array of every mesh geom, in geom order (None for the primitives);
-    capacity: per group, how many pairs the narrow phase sees (None: all)."""
+    maxhullvert: per geom, the collision hull's vertex limit (-1: none; None or missing:
+    :data:`MAXHULLVERT_DEFAULT`; :func:`jaxmbd.contact.geometry.make_mesh`); capacity: per group,
+    how many pairs the narrow phase sees (None: all)."""
     f = lambda x: jnp.asarray(np.asarray(x, np.float64))  # noqa: E731
-    hulls = [G.make_mesh(m, what=f"geom {n!r}") for n, m in zip(names, meshes) if m is not None]
+    meshes = list(meshes) + [None] * (len(names) - len(meshes))
+    caps = list(maxhullvert) + [None] * (len(names) - len(maxhullvert))
+    hull_of = {i: G.make_mesh(m, what=f"geom {n!r}", maxhullvert=MAXHULLVERT_DEFAULT if c is None else c)
+               for i, (n, m, c) in enumerate(zip(names, meshes, caps)) if m is not None}
+    hulls = list(hull_of.values())
     nv = max([len(h.verts) for h in hulls], default=1)
     nf = max([len(h.planes) for h in hulls], default=1)
     ne = max([len(h.edges) for h in hulls], default=1)
     padded = [G.pad_mesh(h, nv, nf, ne) for h in hulls]
     geom_mesh, k = [], 0
-    meshes = list(meshes) + [None] * (len(names) - len(meshes))
     for m in meshes:
         geom_mesh.append(-1 if m is None else k)
         k += m is not None
-    rbound = [bounding_radius(t, s, m) for t, s, m in zip(types, size, meshes)]
+    rbound = [bounding_radius(t, s, hull_of[i].verts if i in hull_of else None)
+              for i, (t, s) in enumerate(zip(types, size))]
     if capacity is None:
         capacity = tuple(len(rows) for _, _, rows in groups)
     return make(Contact, geom_names=tuple(names), geom_body=tuple(int(h) for h in hosts),
                 geom_type=tuple(types), groups=tuple(groups), capacity=tuple(int(c) for c in capacity),
                 geom_mesh=tuple(geom_mesh), mesh_nvert=tuple(len(h.verts) for h in hulls),
+                mesh_nplane=tuple(len(h.planes) for h in hulls), mesh_nedge=tuple(len(h.edges) for h in hulls),
                 mesh_verts=f(np.stack([p.verts for p in padded]) if padded else np.zeros((0, 1, 3))),
                 mesh_planes=f(np.stack([p.planes for p in padded]) if padded else np.zeros((0, 1, 4))),
                 mesh_edges=f(np.stack([p.edges for p in padded]) if padded else np.zeros((0, 1, 2, 3))),
@@ -371,6 +399,7 @@ def _evaluate(el, tree, q, v):
 GEOM_DEFAULTS = dict(contype=1, conaffinity=1, condim=3, friction=(1.0, 0.005, 0.0001), solref=(0.02, 1.0),
                      solimp=(0.9, 0.95, 0.001, 0.5, 2.0), margin=0.0, priority=0, solmix=1.0)
 PAIR_DEFAULT_FRICTION = (1.0, 0.005, 0.0001)
+MAXHULLVERT_DEFAULT = 64     # the collision hull's vertex limit of a mesh geom that sets none (MuJoCo: no limit)
 SMOOTHING_DEFAULT = 1e-2      # m/s: below it friction is viscous (law.friction_force); explicit steps up to ~2 ms stay stable
 
 
@@ -503,7 +532,7 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
                        np.stack([g["R"] for g in geoms]), np.stack([g["p"] for g in geoms]),
                        np.stack([g["size"] for g in geoms]), groups,
                        {k: np.asarray(v, float) for k, v in rows.items()},
-                       [g.get("vertices") for g in geoms])
+                       [g.get("vertices") for g in geoms], [g.get("maxhullvert") for g in geoms])
     cap = capacities(el, model, options.get("capacity"))
     if cap == el.capacity:
         return el

@@ -98,9 +98,10 @@ class MJCFImport:
     ``body``, ``name``, ``mesh``, the geom frame in the body frame (``pos``,
     ``quat`` w x y z), ``hull``, the vertices of the mesh's convex hull in
     that frame (the mesh file's coordinates after ``scale``, ``refpos`` and
-    ``refquat``; MuJoCo re-centres meshes, jaxmbd does not; the full hull,
-    while MuJoCo's collision hull keeps at most ``maxhullvert`` vertices when
-    that is not -1) and ``maxhullvert``.
+    ``refquat``; MuJoCo re-centres meshes, jaxmbd does not; the full hull:
+    a mesh geom collides as at most ``maxhullvert`` of its vertices, by
+    default jaxmbd's :data:`jaxmbd.forces.contact.MAXHULLVERT_DEFAULT`) and
+    ``maxhullvert`` (-1 where the mesh sets none).
     """
 
     model: Model
@@ -511,7 +512,7 @@ class _Compiler:
                 else:
                     raise MJCFError(f"<contact>: unknown element <{el.tag}>")
         in_pair = {a[k] for a, _ in pairs for k in ("geom1", "geom2")}
-        skipped, gaps, hullverts = {}, [], []
+        skipped, gaps = {}, []
         used = set()
         for r in recs:
             a, gw = r["a"], r["what"]
@@ -535,8 +536,8 @@ class _Compiler:
                     continue
                 size, pos = np.zeros(3), C.numbers(a.get("pos", "0 0 0"), 3, f"{gw}: pos")
                 R = C.quat_to_rot(self.orientation(a, gw))
-                if C.number(self.meshes[a["mesh"]].get("maxhullvert", "-1"), gw) > 0:
-                    hullverts.append(a["mesh"])
+                hullvert = self.meshes[a["mesh"]].get("maxhullvert")
+                hullvert = None if hullvert is None else int(C.number(hullvert, f"{gw}: maxhullvert"))
             else:
                 kind, size, pos, R = self._geom_shape(a, gw)
             num = lambda key, d: C.numbers(a.get(key, d), None, f"{gw}: {key}")  # noqa: E731
@@ -547,6 +548,7 @@ class _Compiler:
             solref = C.numbers(a.get("solref", "0.02 1"), 2, f"{gw}: solref")
             self.builder.add_geom(
                 self.builder_name[r["body"]], kind, size[:self.builder.GEOM_SIZES.get(kind, 0)], vertices=hull,
+                maxhullvert=hullvert if kind == "mesh" else None,
                 pos=r["p"] + r["R"] @ pos, quat=C.rot_to_quat(r["R"] @ R), name=r["id_name"],
                 contype=int(C.number(a.get("contype", "1"), gw)), conaffinity=int(C.number(a.get("conaffinity", "1"), gw)),
                 condim=int(C.number(a.get("condim", "3"), f"{gw}: condim")), friction=fr, solref=solref,
@@ -580,8 +582,6 @@ class _Compiler:
             self.unsupported.append("contacts of " + ", ".join(f"{k} geoms ({n})" for k, n in sorted(skipped.items())))
         if gaps:
             self.unsupported.append(f"contact gaps ({', '.join(gaps)})")
-        if hullverts:
-            self.unsupported.append(f"mesh maxhullvert (the full convex hull collides: {', '.join(sorted(set(hullverts)))})")
         if self.override:
             self.unsupported.append("<flag override> (contact parameter override)")
 
