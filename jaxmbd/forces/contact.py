@@ -206,6 +206,13 @@ class Contact(JointElement):
             start += n
         return sel, overflow
 
+    def _reachable(self, Rg, pg):
+        """Per group, None when it is taken whole, else whether any of its pairs is within reach."""
+        if not any(k < len(rows) for (_, _, rows), k in zip(self.groups, self.capacity)):
+            return [None] * len(self.groups)
+        return [None if k >= len(rows) else jnp.any(b <= 0)
+                for (_, _, rows), k, b in zip(self.groups, self.capacity, self.pair_bounds(Rg, pg))]
+
     def overflow(self, model, q):
         """Whether the broad phase at q finds more pairs within reach than a group's capacity
         (then :func:`jaxmbd.simulate` stops the member with status ``CONTACT_OVERFLOW``)."""
@@ -216,7 +223,9 @@ class Contact(JointElement):
     def candidates(self, model, q):
         """The candidate contacts at q of the pairs the broad phase keeps: dict of dist (nc,), pos
         (nc, 3), normal (nc, 3), pair (nc,) (index into the per-pair arrays), body1, body2 (nc,)
-        host indices (-1 the world)."""
+        host indices (-1 the world).  A culled group none of whose pairs is within reach
+        (:meth:`pair_bounds`) skips its narrow phase: its candidates report dist 1e9 (never in
+        contact; their force is zero either way)."""
         return self._candidates(forward_kinematics(model, q))
 
     def _candidates(self, kin):
@@ -229,11 +238,15 @@ class Contact(JointElement):
         def shape(g, t, among):     # the geoms' sizes, or their Mesh (batched)
             return self.geom_size[g] if t != "mesh" else self.mesh_of(g, among)
         dist, pos, nrm, pair, b1, b2 = [], [], [], [], [], []
-        for (t1, t2, all_rows), (rows, pidx) in zip(self.groups, sel):
+        for (t1, t2, all_rows), (rows, pidx), reach in zip(self.groups, sel, self._reachable(Rg, pg)):
             g1, g2 = rows[:, 0], rows[:, 1]
             every = np.asarray(all_rows, np.int64).reshape(-1, 2)
-            c = G.collide_batch(t1, t2, (Rg[g1], pg[g1]), shape(g1, t1, every[:, 0]), (Rg[g2], pg[g2]),
-                                shape(g2, t2, every[:, 1]))
+            args = ((Rg[g1], pg[g1]), shape(g1, t1, every[:, 0]), (Rg[g2], pg[g2]), shape(g2, t2, every[:, 1]))
+            narrow = lambda a, t1=t1, t2=t2: G.collide_batch(t1, t2, *a)  # noqa: E731
+            if reach is None:
+                c = narrow(args)
+            else:   # a culled group none of whose pairs is within reach: no narrow phase (skipped unless batched)
+                c = jax.lax.cond(reach, narrow, lambda a: _far(jax.eval_shape(narrow, a)), args)
             n, k = c.dist.shape
             dist.append(c.dist.reshape(-1))
             pos.append(c.pos.reshape(-1, 3))
@@ -299,6 +312,14 @@ class Contact(JointElement):
         pr = c["pair"]
         return jnp.sum(normal_potential(self.margin[pr] - c["dist"], self.stiffness[pr], self.exponent[pr],
                                         self.width[pr]))
+
+
+def _far(shapes):
+    """Candidates that never touch, of the shapes of a narrow phase's result: dist
+    :data:`jaxmbd.contact.geometry._FAR`, the frame the identity."""
+    d, p, f = shapes
+    return G.Contacts(jnp.full(d.shape, G._FAR, d.dtype), jnp.zeros(p.shape, p.dtype),
+                      jnp.broadcast_to(jnp.eye(3, dtype=f.dtype), f.shape))
 
 
 def bounding_radius(gtype, size, verts=None):
