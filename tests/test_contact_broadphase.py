@@ -105,6 +105,13 @@ def test_the_default_capacity_follows_the_rule():
     assert cap == {("plane", "sphere"): 7, ("sphere", "sphere"): 8}
     assert capacities(el, m, "all") == tuple(sizes[(a, b)] for a, b, _ in el.groups)
     assert capacities(el, m, {("sphere", "sphere"): 3}) == (7, 3)
+    # a box-box pair has 33 candidates: the floor keeps 64 // 33 -> 2 pairs; a pair within reach adds 2
+    boxes = "".join(f'<body name="x{i}" pos="{0.5 * i} 0 1"><freejoint/><geom name="x{i}" type="box" '
+                    f'size="0.1 0.1 0.1"/></body>' for i in range(5))
+    boxes += '<body name="x5" pos="0.05 0.05 1.15"><freejoint/><geom name="x5" type="box" size="0.1 0.1 0.1"/></body>'
+    mb = jaxmbd.load_mjcf(f"<mujoco><worldbody>{boxes}</worldbody></mujoco>", warn=False)
+    eb = _element(mb)
+    assert [(a, b, len(r)) for a, b, r in eb.groups] == [("box", "box", 15)] and eb.capacity == (4,)
     with pytest.raises(ValueError, match="no box-box pairs"):
         capacities(el, m, {("box", "box"): 3})
     with pytest.raises(ValueError, match="at least 1"):

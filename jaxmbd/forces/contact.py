@@ -561,15 +561,16 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
 
 
 CAPACITY_FLOOR = {True: 16, False: 8}   # groups against a plane (closed-form narrow phase), the others
+CANDIDATE_BUDGET = 64                    # a group's floor keeps at most about this many candidate contacts
 
 
 def capacities(el, model, spec=None):
     """Per group of ``el``, the broad phase's capacity (how many of its pairs the narrow phase sees).
 
     spec None (the default rule): a group keeps all its pairs when it has at most 16 (against a
-    plane) or 8 (any other types); a larger group keeps max(16 or 8, 2 c + 4) pairs, c its pairs
-    within reach (bound ≤ 0, :meth:`Contact.pair_bounds`) at the model's ``q0``, and never more than
-    it has.  "all": every pair (no broad phase).  An int: that many per group (at most its pair
+    plane) or 8 (any other types) and at most 64 candidate contacts (a box-box pair has 33: a floor
+    of 2); a larger group keeps that floor plus 2 c pairs, c its pairs within reach (bound ≤ 0,
+    :meth:`Contact.pair_bounds`) at the model's ``q0``, and never more than it has.  "all": every pair (no broad phase).  An int: that many per group (at most its pair
     count).  A dict {(type1, type2): int} sets the groups it names (MuJoCo's type order, e.g.
     ("plane", "sphere")); the others follow the default rule."""
     from ..kinematics import host_kinematics
@@ -605,7 +606,17 @@ def capacities(el, model, spec=None):
         if (t1, t2) in spec:
             out.append(min(int(spec[(t1, t2)]), n))
             continue
-        floor = CAPACITY_FLOOR[t1 == "plane"]
+        floor = min(CAPACITY_FLOOR[t1 == "plane"], max(2, CANDIDATE_BUDGET // _per_pair(el, t1, t2, rows[0])))
         within = int(np.sum(np.asarray(b) <= 0))
-        out.append(n if n <= floor else min(n, max(floor, 2 * within + 4)))
+        out.append(n if n <= floor else min(n, floor + 2 * within))
     return tuple(out)
+
+
+def _per_pair(el, t1, t2, row):
+    """The narrow phase's candidate count for a pair of these types (the pair ``row`` for a mesh's)."""
+    def size(g, t):
+        if t != "mesh":
+            return None
+        mesh = el.mesh_of(np.array([g]))
+        return G.Mesh(*(np.asarray(x)[0] for x in mesh))
+    return G.num_contacts(t1, t2, size(row[0], t1), size(row[1], t2))
