@@ -74,7 +74,8 @@ class Contact(JointElement):
     the mesh arrays, -1 for the primitives) and ``mesh_nvert``, ``mesh_nplane``, ``mesh_nedge`` (each
     mesh's hull vertex, plane and edge counts).  Traced, per geom: ``geom_rot`` (ng, 3, 3) and
     ``geom_pos`` (ng, 3) on the host, ``geom_size`` (ng, 3), ``geom_rbound`` (ng,) the radius of a
-    sphere about the geom's origin that holds it (0 for a plane); per mesh: ``mesh_verts`` (nm, V, 3),
+    sphere about the geom's origin that holds it (0 for a plane), ``geom_half`` (ng, 3) the half
+    extents of a box about the geom's origin, along its axes, that holds it; per mesh: ``mesh_verts`` (nm, V, 3),
     ``mesh_planes`` (nm, F, 4) and ``mesh_edges`` (nm, E, 2, 3) of its collision hull in the geom frame
     (:class:`jaxmbd.contact.geometry.Mesh`; the planes and edges are the vertices' hull at build time:
     scale or move a mesh through all three together).  The collision hull has at most ``maxhullvert``
@@ -96,6 +97,7 @@ class Contact(JointElement):
     geom_pos: jax.Array
     geom_size: jax.Array
     geom_rbound: jax.Array
+    geom_half: jax.Array
     mesh_verts: jax.Array
     mesh_planes: jax.Array
     mesh_edges: jax.Array
@@ -165,20 +167,26 @@ class Contact(JointElement):
         return Rb @ self.geom_rot, pb + jnp.einsum("gij,gj->gi", Rb, self.geom_pos)
 
     def pair_bounds(self, Rg, pg):
-        """Per group, a lower bound (np_g,) of each pair's signed distance minus its margin: the gap of
-        the geoms' bounding spheres, or of a bounding sphere and a plane.  A pair whose bound is
-        positive has no candidate within its margin, so its force is zero (the narrow phase's
-        candidates are never closer than the geoms themselves)."""
+        """Per group, a lower bound (np_g,) of each pair's signed distance minus its margin: the larger
+        of the gaps of the geoms' bounding spheres and of their bounding boxes (a separating-axis test
+        over the boxes' 15 axes), or against a plane the gap of the bounding box.  The projections of
+        two convex sets on any unit axis are at most their signed distance apart (its negative, the
+        penetration depth, is the least overlap over all axes), so a pair whose bound is positive has
+        no candidate within its margin and its force is zero (the narrow phase's candidates are never
+        closer than the geoms themselves)."""
         out, start = [], 0
         for t1, _, rows in self.groups:
             rows = np.asarray(rows, np.int64).reshape(-1, 2)
             g1, g2 = rows[:, 0], rows[:, 1]
-            r2 = self.geom_rbound[g2]
+            R2, e2 = Rg[g2], self.geom_half[g2]
             if t1 == "plane":
-                gap = jnp.einsum("ki,ki->k", Rg[g1][:, :, 2], pg[g2] - pg[g1]) - r2
+                n = Rg[g1][:, :, 2]
+                reach = jnp.sum(e2 * jnp.abs(jnp.einsum("ki,kij->kj", n, R2)), -1)
+                gap = jnp.einsum("ki,ki->k", n, pg[g2] - pg[g1]) - reach
             else:
                 d = pg[g2] - pg[g1]
-                gap = jnp.sqrt(jnp.sum(d * d, -1) + 1e-300) - self.geom_rbound[g1] - r2
+                sphere = jnp.sqrt(jnp.sum(d * d, -1) + 1e-300) - self.geom_rbound[g1] - self.geom_rbound[g2]
+                gap = jnp.maximum(sphere, _box_gap(Rg[g1], self.geom_half[g1], R2, e2, d))
             out.append(jax.lax.stop_gradient(gap - self.margin[start:start + len(rows)]))
             start += len(rows)
         return out
@@ -314,12 +322,43 @@ class Contact(JointElement):
                                         self.width[pr]))
 
 
+def _box_gap(R1, e1, R2, e2, d):
+    """(k,) the largest gap between the projections of two boxes (rotations R (k, 3, 3) with their axes
+    as columns, half extents e (k, 3), centres d = p2 - p1 apart) on their 15 separating axes: a lower
+    bound of the boxes' signed distance (axes of near-parallel edges, whose cross product vanishes, are
+    left out)."""
+    cross = jnp.cross(jnp.swapaxes(R1, 1, 2)[:, :, None, :], jnp.swapaxes(R2, 1, 2)[:, None, :, :]).reshape(-1, 9, 3)
+    norm = jnp.sqrt(jnp.sum(cross * cross, -1))
+    ok = norm > 1e-6
+    cross = cross / jnp.where(ok, norm, 1.0)[..., None]
+    axes = jnp.concatenate([jnp.swapaxes(R1, 1, 2), jnp.swapaxes(R2, 1, 2), cross], axis=1)      # (k, 15, 3)
+    reach = (jnp.sum(e1[:, None, :] * jnp.abs(jnp.einsum("kai,kij->kaj", axes, R1)), -1)
+             + jnp.sum(e2[:, None, :] * jnp.abs(jnp.einsum("kai,kij->kaj", axes, R2)), -1))
+    gap = jnp.abs(jnp.einsum("kai,ki->ka", axes, d)) - reach
+    valid = jnp.concatenate([jnp.ones(ok.shape[:1] + (6,), bool), ok], axis=1)
+    return jnp.max(jnp.where(valid, gap, -jnp.inf), axis=1)
+
+
 def _far(shapes):
     """Candidates that never touch, of the shapes of a narrow phase's result: dist
     :data:`jaxmbd.contact.geometry._FAR`, the frame the identity."""
     d, p, f = shapes
     return G.Contacts(jnp.full(d.shape, G._FAR, d.dtype), jnp.zeros(p.shape, p.dtype),
                       jnp.broadcast_to(jnp.eye(3, dtype=f.dtype), f.shape))
+
+
+def bounding_half_extents(gtype, size, verts=None):
+    """The half extents of a box about a geom's origin, along the geom's axes, that holds the geom
+    (zeros for a plane, whose bound is the half-space test)."""
+    size = np.asarray(size, np.float64)
+    r, h = size[0], size[1]
+    table = {"plane": (0.0, 0.0, 0.0), "sphere": (r, r, r), "capsule": (r, r, h + r), "cylinder": (r, r, h),
+             "ellipsoid": tuple(size), "box": tuple(size)}
+    if gtype == "mesh":
+        return np.max(np.abs(np.asarray(verts, np.float64)), axis=0)
+    if gtype not in table:
+        raise ValueError(f"no bounding box for geom type {gtype!r}")
+    return np.asarray(table[gtype], np.float64)
 
 
 def bounding_radius(gtype, size, verts=None):
@@ -366,6 +405,8 @@ def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=()
         k += m is not None
     rbound = [bounding_radius(t, s, hull_of[i].verts if i in hull_of else None)
               for i, (t, s) in enumerate(zip(types, size))]
+    half = [bounding_half_extents(t, s, hull_of[i].verts if i in hull_of else None)
+            for i, (t, s) in enumerate(zip(types, size))]
     if capacity is None:
         capacity = tuple(len(rows) for _, _, rows in groups)
     return make(Contact, geom_names=tuple(names), geom_body=tuple(int(h) for h in hosts),
@@ -376,6 +417,7 @@ def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=()
                 mesh_planes=f(np.stack([p.planes for p in padded]) if padded else np.zeros((0, 1, 4))),
                 mesh_edges=f(np.stack([p.edges for p in padded]) if padded else np.zeros((0, 1, 2, 3))),
                 geom_rot=f(rot), geom_pos=f(pos), geom_size=f(size), geom_rbound=f(rbound),
+                geom_half=f(np.reshape(half, (-1, 3))),
                 **{k: f(params[k]) for k in ("stiffness", "exponent", "damping", "width", "viscous", "friction",
                                               "smoothing", "margin")})
 
