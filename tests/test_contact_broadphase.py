@@ -233,3 +233,42 @@ def test_the_bounds_never_exceed_a_pair_s_distance(mixed):
     spheres = np.concatenate(loose.pair_bounds(*el.geom_poses(kin)))
     nonplane = np.concatenate([np.full(len(r), a != "plane") for a, _, r in el.groups])
     assert np.any(tight[nonplane] > spheres[nonplane] + 1e-3)
+
+
+GJK_SCENE = """
+<mujoco><worldbody>
+  <body name="a" pos="0 0 0"><freejoint/><geom name="cyl" type="cylinder" size="0.1 0.15"/></body>
+  <body name="b" pos="0.15 0 0.1"><freejoint/><geom name="sph" type="sphere" size="0.08"/></body>
+  <body name="c" pos="-0.1 0.1 0"><freejoint/><geom name="cap" type="capsule" size="0.05 0.1"/></body>
+  <body name="d" pos="0 -0.2 0.05"><freejoint/><geom name="box" type="box" size="0.1 0.08 0.06"/></body>
+</worldbody></mujoco>"""
+
+
+def test_the_gjk_pairs_of_every_type_share_one_narrow_phase_with_the_per_type_results():
+    """The GJK/EPA pairs of several type pairs (sphere-cylinder, capsule-cylinder, cylinder-box) run as
+    one batch with the types traced: the candidates equal each pair's own narrow phase."""
+    from jaxmbd.contact import geometry as G
+    m = jaxmbd.load_mjcf(GJK_SCENE, warn=False)
+    el = _element(m)
+    assert {("sphere", "cylinder"), ("capsule", "cylinder"), ("cylinder", "box")} <= {(a, b) for a, b, _ in el.groups}
+    rng = np.random.default_rng(7)
+    q = np.array(m.q0).reshape(-1, 7)
+    q[:, :3] += rng.uniform(-0.03, 0.03, (4, 3))
+    qq = rng.normal(size=(4, 4))
+    q[:, 3:] = qq / np.linalg.norm(qq, axis=1, keepdims=True)
+    q = jnp.asarray(q.reshape(-1))
+    kin = jaxmbd.kinematics.forward_kinematics(m, q)
+    c = jax.jit(lambda q: el.candidates(m, q))(q)
+    Rg, pg = el.geom_poses(kin)
+    pairs = [(a, b) for _, _, rows in el.groups for a, b in rows]
+    types = [(t1, t2) for t1, t2, rows in el.groups for _ in rows]
+    checked = 0
+    for i, ((a, b), (t1, t2)) in enumerate(zip(pairs, types)):
+        if "cylinder" not in (t1, t2):
+            continue
+        ref = G.collide(t1, t2, (Rg[a], pg[a]), el.geom_size[a], (Rg[b], pg[b]), el.geom_size[b])
+        k = int(np.flatnonzero(np.asarray(c["pair"]) == i)[0])
+        np.testing.assert_allclose(float(c["dist"][k]), float(ref.dist[0]), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(c["normal"][k]), np.asarray(ref.frame[0, 0]), rtol=0, atol=1e-12)
+        checked += 1
+    assert checked == 3 and np.min(np.asarray(c["dist"])) < 0

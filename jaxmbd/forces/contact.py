@@ -57,6 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..contact import geometry as G
+from ..contact.convex import KINDS as _KINDS, convex as _convex
 from ..kinematics import forward_kinematics, kinematics_and_axes
 from .base import JointElement, dofs_of_bodies, make
 from .law import friction_force, normal_force, normal_potential
@@ -245,16 +246,29 @@ class Contact(JointElement):
 
         def shape(g, t, among):     # the geoms' sizes, or their Mesh (batched)
             return self.geom_size[g] if t != "mesh" else self.mesh_of(g, among)
-        dist, pos, nrm, pair, b1, b2 = [], [], [], [], [], []
+        units, merged = [], []    # (narrow phase, its arguments, g1, g2, pair indices, reach)
         for (t1, t2, all_rows), (rows, pidx), reach in zip(self.groups, sel, self._reachable(Rg, pg)):
             g1, g2 = rows[:, 0], rows[:, 1]
+            if (t1, t2) in _CONVEX_PRIMITIVES:
+                merged.append((t1, t2, g1, g2, pidx, reach))
+                continue
             every = np.asarray(all_rows, np.int64).reshape(-1, 2)
             args = ((Rg[g1], pg[g1]), shape(g1, t1, every[:, 0]), (Rg[g2], pg[g2]), shape(g2, t2, every[:, 1]))
-            narrow = lambda a, t1=t1, t2=t2: G.collide_batch(t1, t2, *a)  # noqa: E731
+            units.append((lambda a, t1=t1, t2=t2: G.collide_batch(t1, t2, *a), args, g1, g2, pidx, reach))
+        if merged:     # the GJK/EPA pairs of every type in one narrow phase (the types traced: one program)
+            cat_ = np.concatenate if static else (lambda xs: jnp.concatenate([jnp.asarray(x) for x in xs]))
+            g1, g2, pidx = (cat_([m[i] for m in merged]) for i in (2, 3, 4))
+            k1, k2 = (np.concatenate([np.full(len(m[2]), _KINDS[m[i]], np.int32) for m in merged]) for i in (0, 1))
+            reaches = [m[5] for m in merged]
+            reach = None if any(r is None for r in reaches) else jnp.any(jnp.stack(reaches))
+            args = (k1, Rg[g1], pg[g1], self.geom_size[g1], k2, Rg[g2], pg[g2], self.geom_size[g2])
+            units.append((_convex_batch, args, g1, g2, pidx, reach))
+        dist, pos, nrm, pair, b1, b2 = [], [], [], [], [], []
+        for narrow, args, g1, g2, pidx, reach in units:
             if reach is None:
                 c = narrow(args)
             else:   # a culled group none of whose pairs is within reach: no narrow phase (skipped unless batched)
-                c = jax.lax.cond(reach, narrow, lambda a: _far(jax.eval_shape(narrow, a)), args)
+                c = jax.lax.cond(reach, narrow, lambda a, f=narrow: _far(jax.eval_shape(f, a)), args)
             n, k = c.dist.shape
             dist.append(c.dist.reshape(-1))
             pos.append(c.pos.reshape(-1, 3))
@@ -320,6 +334,19 @@ class Contact(JointElement):
         pr = c["pair"]
         return jnp.sum(normal_potential(self.margin[pr] - c["dist"], self.stiffness[pr], self.exponent[pr],
                                         self.width[pr]))
+
+
+_CONVEX_PRIMITIVES = {k for k in G._CONVEX if "mesh" not in k}   # the primitive pairs of the generic GJK/EPA
+
+
+def _convex_batch(args):
+    """The GJK/EPA narrow phase (:func:`jaxmbd.contact.convex.convex`) of pairs of any primitive types
+    (mjtGeom codes k1, k2 per pair, traced): Contacts with one candidate per pair."""
+    k1, R1, p1, s1, k2, R2, p2, s2 = args
+    z = jnp.zeros((1, 3), p1.dtype)
+    d, pos, n = jax.vmap(lambda *x: _convex(x[0], x[1], x[2], x[3], z, x[4], x[5], x[6], x[7], z))(
+        jnp.asarray(k1), R1, p1, s1, jnp.asarray(k2), R2, p2, s2)
+    return G.Contacts(d[:, None], pos[:, None], jax.vmap(G.contact_frame)(n)[:, None])
 
 
 def _box_gap(R1, e1, R2, e2, d):
