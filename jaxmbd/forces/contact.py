@@ -192,40 +192,41 @@ class Contact(JointElement):
             start += len(rows)
         return out
 
+    @property
+    def culled(self):
+        """Whether any group keeps fewer pairs than it has (a broad phase runs)."""
+        return any(k < len(rows) for (_, _, rows), k in zip(self.groups, self.capacity))
+
     def select(self, Rg, pg):
         """The broad phase: per group, the geom pairs the narrow phase sees ((K, 2) geom indices and
-        (K,) pair indices, K = ``capacity``), and whether any group has more pairs within reach
-        (bound ≤ 0, :meth:`pair_bounds`) than its capacity.  A group whose capacity is its pair count
-        is taken whole (static indices, no bound computed); another keeps its K pairs of lowest
-        bound.  While no group overflows, every pair left out has a positive bound and so zero
-        force: the forces equal the all-pairs evaluation, and stay continuous as pairs enter and
-        leave the kept set (a pair enters before its bound reaches zero)."""
-        sel, overflow, start = [], jnp.array(False), 0
-        culled = any(k < len(rows) for (_, _, rows), k in zip(self.groups, self.capacity))
-        bounds = self.pair_bounds(Rg, pg) if culled else [None] * len(self.groups)
+        (K,) pair indices, K = ``capacity``); whether any group has more pairs within reach (bound
+        ≤ 0, :meth:`pair_bounds`) than its capacity; and per group whether any pair is within reach
+        (None for a group taken whole).  A group whose capacity is its pair count is taken whole
+        (static indices, no bound computed); another keeps its K pairs of lowest bound.  While no
+        group overflows, every pair left out has a positive bound and so zero force: the forces
+        equal the all-pairs evaluation, and stay continuous as pairs enter and leave the kept set
+        (a pair enters before its bound reaches zero)."""
+        sel, reach, overflow, start = [], [], jnp.array(False), 0
+        bounds = self.pair_bounds(Rg, pg) if self.culled else [None] * len(self.groups)
         for (_, _, rows), k, b in zip(self.groups, self.capacity, bounds):
             rows = np.asarray(rows, np.int64).reshape(-1, 2)
             n = len(rows)
             if k >= n:
                 sel.append((rows, np.arange(start, start + n)))
+                reach.append(None)
             else:
                 idx = jax.lax.top_k(-b, k)[1]
                 sel.append((jnp.asarray(rows)[idx], start + idx))
-                overflow = overflow | (jnp.sum(b <= 0) > k)
+                within = b <= 0
+                overflow = overflow | (jnp.sum(within) > k)
+                reach.append(jnp.any(within))
             start += n
-        return sel, overflow
-
-    def _reachable(self, Rg, pg):
-        """Per group, None when it is taken whole, else whether any of its pairs is within reach."""
-        if not any(k < len(rows) for (_, _, rows), k in zip(self.groups, self.capacity)):
-            return [None] * len(self.groups)
-        return [None if k >= len(rows) else jnp.any(b <= 0)
-                for (_, _, rows), k, b in zip(self.groups, self.capacity, self.pair_bounds(Rg, pg))]
+        return sel, overflow, reach
 
     def overflow(self, model, q):
         """Whether the broad phase at q finds more pairs within reach than a group's capacity
         (then :func:`jaxmbd.simulate` stops the member with status ``CONTACT_OVERFLOW``)."""
-        if all(k >= len(rows) for (_, _, rows), k in zip(self.groups, self.capacity)):
+        if not self.culled:
             return jnp.array(False)
         return self.select(*self.geom_poses(forward_kinematics(model, q)))[1]
 
@@ -239,7 +240,7 @@ class Contact(JointElement):
 
     def _candidates(self, kin):
         Rg, pg = self.geom_poses(kin)
-        sel, _ = self.select(Rg, pg)
+        sel, _, reachable = self.select(Rg, pg)
         hosts = np.asarray(self.geom_body, np.int64)
         static = all(isinstance(r, np.ndarray) for r, _ in sel)
         take = (lambda a, i: a[i]) if static else (lambda a, i: jnp.asarray(a)[i])  # noqa: E731
@@ -247,7 +248,7 @@ class Contact(JointElement):
         def shape(g, t, among):     # the geoms' sizes, or their Mesh (batched)
             return self.geom_size[g] if t != "mesh" else self.mesh_of(g, among)
         units, merged = [], []    # (narrow phase, its arguments, g1, g2, pair indices, reach)
-        for (t1, t2, all_rows), (rows, pidx), reach in zip(self.groups, sel, self._reachable(Rg, pg)):
+        for (t1, t2, all_rows), (rows, pidx), reach in zip(self.groups, sel, reachable):
             g1, g2 = rows[:, 0], rows[:, 1]
             if (t1, t2) in _CONVEX_PRIMITIVES:
                 merged.append((t1, t2, g1, g2, pidx, reach))
@@ -454,7 +455,7 @@ def contact_overflow(tree, q):
     None when the tree has no contacts or no group is culled (nothing to check: no operation added)."""
     from .base import elements
     el = [e for e in elements(tree) if isinstance(e, Contact)]
-    if not el or all(k >= len(rows) for (_, _, rows), k in zip(el[0].groups, el[0].capacity)):
+    if not el or not el[0].culled:
         return None
     return el[0].overflow(tree, q)
 
