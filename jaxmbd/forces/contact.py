@@ -242,8 +242,7 @@ class Contact(JointElement):
         Rg, pg = self.geom_poses(kin)
         sel, _, reachable = self.select(Rg, pg)
         hosts = np.asarray(self.geom_body, np.int64)
-        static = all(isinstance(r, np.ndarray) for r, _ in sel)
-        take = (lambda a, i: a[i]) if static else (lambda a, i: jnp.asarray(a)[i])  # noqa: E731
+        xp = jnp if self.culled else np     # without a broad phase every index stays static
 
         def shape(g, t, among):     # the geoms' sizes, or their Mesh (batched)
             return self.geom_size[g] if t != "mesh" else self.mesh_of(g, among)
@@ -257,8 +256,7 @@ class Contact(JointElement):
             args = ((Rg[g1], pg[g1]), shape(g1, t1, every[:, 0]), (Rg[g2], pg[g2]), shape(g2, t2, every[:, 1]))
             units.append((lambda a, t1=t1, t2=t2: G.collide_batch(t1, t2, *a), args, g1, g2, pidx, reach))
         if merged:     # the GJK/EPA pairs of every type in one narrow phase (the types traced: one program)
-            cat_ = np.concatenate if static else (lambda xs: jnp.concatenate([jnp.asarray(x) for x in xs]))
-            g1, g2, pidx = (cat_([m[i] for m in merged]) for i in (2, 3, 4))
+            g1, g2, pidx = (xp.concatenate([xp.asarray(m[i]) for m in merged]) for i in (2, 3, 4))
             k1, k2 = (np.concatenate([np.full(len(m[2]), _KINDS[m[i]], np.int32) for m in merged]) for i in (0, 1))
             reaches = [m[5] for m in merged]
             reach = None if any(r is None for r in reaches) else jnp.any(jnp.stack(reaches))
@@ -274,11 +272,11 @@ class Contact(JointElement):
             dist.append(c.dist.reshape(-1))
             pos.append(c.pos.reshape(-1, 3))
             nrm.append(c.frame[..., 0, :].reshape(-1, 3))
-            rep = (lambda x: np.repeat(x, k)) if static else (lambda x: jnp.repeat(jnp.asarray(x), k))  # noqa: E731
+            rep = lambda x: xp.repeat(xp.asarray(x), k)  # noqa: E731
             pair.append(rep(pidx))
-            b1.append(rep(take(hosts, g1)))
-            b2.append(rep(take(hosts, g2)))
-        cat = np.concatenate if static else jnp.concatenate
+            b1.append(rep(xp.asarray(hosts)[g1]))
+            b2.append(rep(xp.asarray(hosts)[g2]))
+        cat = xp.concatenate
         return dict(dist=jnp.concatenate(dist), pos=jnp.concatenate(pos), normal=jnp.concatenate(nrm),
                     pair=cat(pair), body1=cat(b1), body2=cat(b2))
 
