@@ -19,6 +19,7 @@ import jax.scipy.linalg as jsl
 from . import aba_unrolled, cost, ltdl
 from .aba import aba
 from .crba import mass_matrix, mass_matrix_compact
+from .forces import soft
 from .forces.base import generalized_force as element_forces, potential as element_potential
 from .kinematics import _check, forward_kinematics
 from .rnea import rnea
@@ -141,6 +142,21 @@ def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="
     _check(model, q, v)
     if tau.shape != (model.nv,):
         raise ValueError(f"tau has shape {tau.shape}, expected ({model.nv},)")
+    a = _free_dynamics(model, q, v, tau, f_ext, method, factorization)
+    if not soft.has_rows(model):
+        return a
+    return soft_stage(model, q, v, a)[0].a
+
+
+def soft_stage(model, q, v, a_free):
+    """(:class:`jaxmbd.forces.soft.Solution`, rows) of the model's soft-constraint rows (contacts, joint
+    limits and friction loss from MuJoCo's solref/solimp) at (q, v) for the accelerations a_free
+    without them, with H factored densely (Cholesky)."""
+    c = jsl.cho_factor(mass_matrix(model, q))
+    return soft.dynamics(model, q, v, a_free, lambda X: jsl.cho_solve(c, X))
+
+
+def _free_dynamics(model, q, v, tau, f_ext, method, factorization):
     if method == "aba":
         return aba(model, q, v, tau + passive_force(model, q, v), f_ext)
     if method == "aba_unrolled":

@@ -410,16 +410,30 @@ class ModelBuilder:
             raise ValueError(f"joint force: body {joint!r} is not defined")
         return self.add_force(JointForce(joint, value))
 
-    def add_joint_limit(self, joint, lower, upper, *, stiffness, damping=0.0, exponent=1.0,
-                        width=0.0, viscous=0.0) -> "ModelBuilder":
+    def add_joint_limit(self, joint, lower, upper, *, stiffness=None, damping=0.0, exponent=1.0,
+                        width=0.0, viscous=0.0, solref=None, solimp=None) -> "ModelBuilder":
         """A compliant stop at each end of a hinge or slide joint's range
-        (:class:`jaxmbd.forces.JointLimit`; the law of :mod:`jaxmbd.forces.law`);
-        joints are named by their body."""
+        (:class:`jaxmbd.forces.JointLimit`); joints are named by their body.  Without ``stiffness``:
+        MuJoCo's soft constraint with ``solref``/``solimp`` (:mod:`jaxmbd.forces.soft`; defaults
+        MuJoCo's); with it, the penalty law of :mod:`jaxmbd.forces.law` (stiffness, damping, exponent,
+        width, viscous)."""
         from .forces import JointLimit
         if joint not in self._names:
             raise ValueError(f"joint limit: body {joint!r} is not defined")
+        if stiffness is None:
+            return self.add_force(JointLimit(joint, lower, upper, solref=solref, solimp=solimp))
         return self.add_force(JointLimit(joint, lower, upper, stiffness=stiffness, damping=damping,
-                                         exponent=exponent, width=width, viscous=viscous))
+                                         exponent=exponent, width=width, viscous=viscous, solref=solref,
+                                         solimp=solimp))
+
+    def add_friction_loss(self, joint, loss, *, solref=None, solimp=None) -> "ModelBuilder":
+        """Dry friction of at most ``loss`` (N m or N) on each DoF of a joint (MuJoCo's
+        ``frictionloss``; :class:`jaxmbd.forces.FrictionLoss`, a soft-constraint row per DoF);
+        joints are named by their body."""
+        from .forces import FrictionLoss
+        if joint not in self._names:
+            raise ValueError(f"friction loss: body {joint!r} is not defined")
+        return self.add_force(FrictionLoss(joint, loss, solref=solref, solimp=solimp))
 
     # -- collision geometry and contact (jaxmbd.forces.contact) --------------------------------------
     GEOM_SIZES = {"plane": 0, "sphere": 1, "capsule": 2, "cylinder": 2, "box": 3, "ellipsoid": 3}
@@ -513,7 +527,8 @@ class ModelBuilder:
         return self
 
     def set_contact_options(self, *, smoothing_velocity=None, filterparent=None, timestep=None,
-                            skip_unsupported=None, body_alias=None, capacity=None) -> "ModelBuilder":
+                            skip_unsupported=None, body_alias=None, capacity=None, impratio=None,
+                            rows=None) -> "ModelBuilder":
         """smoothing_velocity (m/s, default 0.01): the friction law's regularization (explicit
         steps up to about 2 ms stay stable on friction; smaller values creep less and are
         stiffer: an implicit integrator's work); filterparent (default True): MuJoCo's parent filter; timestep: MuJoCo's refsafe rule (a solref time
@@ -523,8 +538,20 @@ class ModelBuilder:
         count as one for the parent filter and exclusions (the massless chain of a multi-joint MJCF
         body counts as that body); capacity: the broad phase's capacity per group of pairs of two
         geom types (None: the default rule of :func:`jaxmbd.forces.contact.capacities`; "all": no
-        broad phase; an int for every group; a dict {(type1, type2): int})."""
+        broad phase; an int for every group; a dict {(type1, type2): int}); impratio (default 1):
+        MuJoCo's ratio of frictional to normal impedance (the soft law's frictional rows have the
+        normal row's regularizer divided by it); rows: how many candidate contacts (the deepest)
+        enter the soft law's solve (default :data:`jaxmbd.forces.contact.SOFT_ROWS_DEFAULT`, 16;
+        more within their margin at once stops a run with ``CONTACT_OVERFLOW``)."""
         opts = self.__dict__.setdefault("_contact_opts", {})
+        if impratio is not None:
+            if not impratio > 0:
+                raise ValueError(f"contact impratio must be positive, got {impratio}")
+            opts["impratio"] = float(impratio)
+        if rows is not None:
+            if not (isinstance(rows, (int, np.integer)) and rows >= 1):
+                raise ValueError(f"contact rows must be an int >= 1, got {rows!r}")
+            opts["rows"] = int(rows)
         if capacity is not None:
             opts["capacity"] = capacity
         if body_alias is not None:
@@ -855,7 +882,7 @@ class ModelBuilder:
             model = resolve_dampratios(model, self._actuators)
         if getattr(self, "_geoms", None):
             model = self._with_contact(model, order, eff, index)
-        return model
+        return _fill_invweights(model)
 
     def _with_contact(self, model, order, eff, index):
         """The model with its Contact element (jaxmbd.forces.contact.make_contact)."""
@@ -900,3 +927,25 @@ class ModelBuilder:
         if v0.shape != (topo.nv,) or not np.all(np.isfinite(v0)):
             raise ValueError(f"initial v0: expected {topo.nv} finite numbers, got shape {v0.shape}")
         return v0
+
+
+def _fill_invweights(model):
+    """The model with every soft joint row's unset ``invweight`` (NaN) set to MuJoCo's
+    ``dof_invweight0``: (H⁻¹)_ii at the model's q0."""
+    from .forces.base import elements
+    els = elements(model)
+    todo = [i for i, e in enumerate(els) if getattr(e, "has_soft", False) and hasattr(e, "invweight")
+            and hasattr(e, "dofs") and np.isnan(np.asarray(e.invweight)).any()]
+    if not todo:
+        return model
+    from .forces.base import make
+    from .forces.contact import inverse_weights
+    dof_iw = np.asarray(inverse_weights(model, model.q0)[1])
+    new = list(els)
+    for i in todo:
+        e = els[i]
+        iw = np.asarray(e.invweight, np.float64)
+        iw = np.where(np.isnan(iw), dof_iw[np.asarray(e.dofs, np.int64)], iw)
+        new[i] = make(type(e), **dict({f.name: getattr(e, f.name) for f in dataclasses.fields(e)},
+                                      invweight=jnp.asarray(iw)))
+    return dataclasses.replace(model, forces=tuple(new))

@@ -14,7 +14,8 @@ element                        file                                   builder he
 :class:`RotationalSpringDamper` ``rotational_spring.py``              ``add_rotational_spring``
 :class:`Tire`                  ``tire.py`` (+ ``add_road_bump``)      ``add_tire``
 :class:`LinearBushing`         ``bushing.py``                         ``add_force(LinearBushing(...))``
-:class:`JointLimit`            ``joint_limit.py`` (law: ``law.py``)   ``add_joint_limit``
+:class:`JointLimit`            ``joint_limit.py`` (``soft.py``, ``law.py``) ``add_joint_limit``
+:class:`FrictionLoss`          ``friction_loss.py`` (``soft.py``)     ``add_friction_loss``
 :class:`Contact`               ``contact.py`` (geometry: ``contact/``) ``add_geom``, ``add_contact_pair``
 =============================  =====================================  ==============================
 
@@ -44,6 +45,8 @@ from .bushing import LinearBushing
 from .coordinate_spring import CoordinateSpringDamper
 from .joint_force import JointForce
 from .joint_limit import JointLimit
+from .friction_loss import FrictionLoss
+from . import soft  # noqa: F401
 from .joint_limit import joint_limit_penetrations as _joint_limit_penetrations
 from .contact import Contact, contact_forces
 from . import law  # noqa: F401
@@ -84,4 +87,4 @@ def has_forces(model) -> bool:
 
 __all__ = ["Actuators", "ForceElement", "PoseElement", "JointElement", "BuildContext", "generalized_force", "potential",
            "couplings", "elements", "PointSpringDamper", "CoordinateSpringDamper", "JointForce",
-           "RotationalSpringDamper", "Tire", "LinearBushing", "JointLimit", "joint_limit_penetrations", "law", "Contact", "contact_forces", "road_height", "tire_forces", "spring_lengths", "has_forces", "without"]
+           "RotationalSpringDamper", "Tire", "LinearBushing", "JointLimit", "FrictionLoss", "soft", "joint_limit_penetrations", "law", "Contact", "contact_forces", "road_height", "tire_forces", "spring_lengths", "has_forces", "without"]

@@ -63,6 +63,7 @@ from .base import JointElement, dofs_of_bodies, make
 from .law import friction_force, normal_force, normal_potential
 
 FRICTION_DIMS = {1: 0, 3: 1, 4: 2, 6: 3}   # condim -> how many of (slide, torsion, roll) act
+FRICTION_ROWS = {1: 0, 3: 2, 4: 3, 6: 5}   # condim -> the soft law's frictional rows per contact
 
 
 class Contact(JointElement):
@@ -110,6 +111,14 @@ class Contact(JointElement):
     friction: jax.Array
     smoothing: jax.Array
     margin: jax.Array
+    law: str = eqx.field(static=True)          # "penalty", "soft" or "mixed": which pairs use :mod:`.soft`
+    rows: int = eqx.field(static=True)         # soft law: how many candidates enter the solve (deepest first)
+    fdim: int = eqx.field(static=True)         # soft law: frictional rows per contact (0, 2, 3 or 5)
+    soft: jax.Array = None                     # (np,) 1 where the pair follows the soft law
+    solref: jax.Array = None                   # (np, 2)
+    solimp: jax.Array = None                   # (np, 5)
+    invweight: jax.Array = None                # (np,): the two bodies' translational body_invweight0, summed
+    impratio: jax.Array = None                 # (): frictional over normal impedance (MuJoCo's impratio)
 
     def bind(self, ctx):   # built bound (ModelBuilder._contact_element)
         return self
@@ -305,6 +314,8 @@ class Contact(JointElement):
         vn = jnp.sum(n * vrel, -1)
         fn = normal_force(delta, -vn, self.stiffness[pr], self.exponent[pr], self.damping[pr], self.width[pr],
                           self.viscous[pr])
+        if self.law == "mixed":      # the soft pairs' forces come from jaxmbd.forces.soft
+            fn = jnp.where(self.soft[pr] > 0, 0.0, fn)
         slip = vrel - vn[:, None] * n
         wn = jnp.sum(n * wrel, -1)
         roll = wrel - wn[:, None] * n
@@ -324,15 +335,95 @@ class Contact(JointElement):
                     penetration=delta)
 
     def force(self, model, q, v):
+        """The penalty pairs' generalized force (zero where every pair follows the soft law: those
+        forces are the constraint stage's, :mod:`jaxmbd.forces.soft`)."""
+        if self.law == "soft":
+            return jnp.zeros(model.nv, jnp.result_type(q, v, float))
         return self.evaluate(model, q, v)["tau"]
 
     def energy(self, model, q, m=None):
-        """The elastic energy of every candidate contact (law.normal_potential of its penetration): the
-        normal force's potential, since the penetration is a function of q alone."""
+        """The elastic energy of every penalty contact (law.normal_potential of its penetration): the
+        normal force's potential, since the penetration is a function of q alone.  The soft law's
+        forces depend on the accelerations and have no potential (zero here)."""
+        if self.law == "soft":
+            return jnp.zeros((), jnp.result_type(q, float))
         c = self.candidates(model, q)
         pr = c["pair"]
-        return jnp.sum(normal_potential(self.margin[pr] - c["dist"], self.stiffness[pr], self.exponent[pr],
-                                        self.width[pr]))
+        e = normal_potential(self.margin[pr] - c["dist"], self.stiffness[pr], self.exponent[pr], self.width[pr])
+        if self.law == "mixed":
+            e = jnp.where(self.soft[pr] > 0, 0.0, e)
+        return jnp.sum(e)
+
+    # -- the soft law's rows (jaxmbd.forces.soft) ---------------------------------------------------
+    @property
+    def has_soft(self):
+        return self.law != "penalty"
+
+    def soft_candidates(self, kin):
+        """The candidates that enter the soft solve: the ``rows`` deepest of the soft pairs' candidates
+        (all of them when there are fewer), as a dict like :meth:`candidates` plus ``index`` (their
+        positions among all candidates), ``penetration`` and ``overflow`` (more candidates within
+        their margin than ``rows``).  A candidate left out is never within its margin while there is
+        no overflow, so the forces are those of all candidates."""
+        c = self._candidates(kin)
+        pr = c["pair"]
+        delta = self.margin[pr] - c["dist"]
+        if self.law == "mixed":
+            delta = jnp.where(self.soft[pr] > 0, delta, -G._FAR)
+        nc = delta.shape[0]
+        k = min(self.rows, nc)
+        if k < nc:
+            idx = jax.lax.top_k(jax.lax.stop_gradient(delta), k)[1]
+            overflow = jnp.sum(delta > 0) > k
+        else:
+            idx = np.arange(nc)
+            overflow = jnp.array(False)
+        out = {key: jnp.asarray(val)[idx] for key, val in c.items()}
+        return dict(out, index=idx, penetration=delta[idx], overflow=overflow)
+
+    def soft_rows(self, model, q, v, kin, axes):
+        """(NormalRows, FrictionRows, candidates) of the soft pairs' contacts at (q, v)
+        (:mod:`jaxmbd.forces.soft`): per kept candidate one normal row n·(v₂ - v₁) at the contact point,
+        and ``fdim`` frictional rows (two sliding, one torsional, two rolling; a row beyond the pair's
+        condim has μ = 0 and stays off).  Rows are formed from the DoFs' world axes: the point
+        velocity of a body's DoF j is vⱼ + ωⱼ × x on the DoFs that move it."""
+        from . import soft as S
+        c = self.soft_candidates(kin)
+        x, n, pr = c["pos"], c["normal"], c["pair"]
+        k = x.shape[0]
+        sup = jnp.asarray(np.concatenate([np.zeros((1, model.nv)), np.asarray(model.topo.support, float)]),
+                          axes.dtype)
+        P = sup[c["body2"] + 1] - sup[c["body1"] + 1]                        # (k, nv): ±1 on the moving DoFs
+        w, v0 = axes[:, :3], axes[:, 3:]
+
+        def lin(u):
+            return P * (u @ v0.T + jnp.cross(x, u) @ w.T)
+
+        def ang(u):
+            return P * (u @ w.T)
+        Jn = lin(n)
+        solref, solimp, iw = self.solref[pr], self.solimp[pr], self.invweight[pr]
+        N = S.NormalRows(Jn, -c["penetration"], Jn @ v, solref, solimp, iw)
+        fd = self.fdim
+        if fd == 0:
+            return N, S.FrictionRows(*(jnp.zeros((0, model.nv)),) + (jnp.zeros(0),) * 5, np.zeros(0, np.int64),
+                                     jnp.zeros(0), np.zeros(0, np.int64)), c
+        frame = jax.vmap(G.contact_frame)(n)
+        t1, t2 = frame[:, 1], frame[:, 2]
+        mu = self.friction[pr]
+        dirs = [(lin(t1), mu[:, 0]), (lin(t2), mu[:, 0]), (ang(n), mu[:, 1]), (ang(t1), mu[:, 2]),
+                (ang(t2), mu[:, 2])][:fd]
+        JT = jnp.stack([d[0] for d in dirs], 1).reshape(k * fd, model.nv)          # contact-major
+        muT = jnp.stack([d[1] for d in dirs], 1).reshape(-1)
+        d = S.impedance(jnp.abs(N.r), solimp)
+        _, B = S.ref_coefficients(solref, solimp)
+        Rn = jnp.maximum((1.0 - d) / d * N.invweight, S.MINVAL)
+        mu0 = jnp.repeat(mu[:, :1], fd, 1).reshape(-1)
+        RT = jnp.repeat(Rn / self.impratio, fd) * (mu0 / jnp.where(muT > 0, muT, 1.0)) ** 2
+        on = jnp.repeat(S.activation(-N.r, S.onset_width(solref, solimp)), fd) * (muT > 0)
+        T = S.FrictionRows(JT, JT @ v, jnp.repeat(B, fd), RT, on, muT, np.repeat(np.arange(k), fd),
+                           jnp.zeros(k * fd, JT.dtype), np.repeat(np.arange(k), fd))
+        return N, T, c
 
 
 _CONVEX_PRIMITIVES = {k for k in G._CONVEX if "mesh" not in k}   # the primitive pairs of the generic GJK/EPA
@@ -445,7 +536,27 @@ def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=()
                 geom_rot=f(rot), geom_pos=f(pos), geom_size=f(size), geom_rbound=f(rbound),
                 geom_half=f(np.reshape(half, (-1, 3))),
                 **{k: f(params[k]) for k in ("stiffness", "exponent", "damping", "width", "viscous", "friction",
-                                              "smoothing", "margin")})
+                                              "smoothing", "margin")},
+                **_soft_fields(params))
+
+
+SOFT_ROWS_DEFAULT = 16     # the soft law's candidate contacts in the solve (the deepest), by default
+
+
+def _soft_fields(params):
+    """The soft-law fields of a Contact from build-time per-pair arrays (params: ``soft`` (np,) flags,
+    ``solref`` (np, 2), ``solimp`` (np, 5), ``invweight`` (np,), ``condim`` (np,), optional ``impratio``
+    and ``rows``; all missing: every pair a penalty pair)."""
+    f = lambda x: jnp.asarray(np.asarray(x, np.float64))  # noqa: E731
+    n = len(np.asarray(params["margin"]))
+    soft = np.asarray(params.get("soft", np.zeros(n)), float)
+    law = "penalty" if not soft.any() else ("soft" if soft.all() else "mixed")
+    condim = np.asarray(params.get("condim", np.full(n, 3)), np.int64)
+    fdim = int(max([FRICTION_ROWS[int(c)] for c, s in zip(condim, soft) if s] or [0]))
+    return dict(law=law, rows=int(params.get("rows") or SOFT_ROWS_DEFAULT), fdim=fdim, soft=f(soft),
+                solref=f(params.get("solref", np.tile(GEOM_DEFAULTS["solref"], (n, 1)))).reshape(n, 2),
+                solimp=f(params.get("solimp", np.tile(GEOM_DEFAULTS["solimp"], (n, 1)))).reshape(n, 5),
+                invweight=f(params.get("invweight", np.ones(n))), impratio=f(params.get("impratio", 1.0)))
 
 
 def contact_overflow(tree, q):
@@ -577,7 +688,7 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
     iw = np.zeros(len(model.topo.names) + 1)
     iw[1:] = np.asarray(inverse_weights(model, model.q0)[0])
     rows = {k: [] for k in ("stiffness", "exponent", "damping", "width", "viscous", "friction", "smoothing",
-                            "margin")}
+                            "margin", "soft", "solref", "solimp", "invweight", "condim")}
     groups = []
     for key, idx in ps.groups.items():
         groups.append((key[0], key[1], tuple((int(a), int(b)) for a, b in idx)))
@@ -615,12 +726,18 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
             rows["friction"].append(fr)
             rows["smoothing"].append(options.get("smoothing", SMOOTHING_DEFAULT))
             rows["margin"].append(margin)
+            rows["soft"].append(0.0 if "stiffness" in law else 1.0)
+            rows["solref"].append(np.asarray(solref, float))
+            rows["solimp"].append(np.asarray(par["solimp"], float))
+            rows["invweight"].append(max(iw[hosts[a] + 1] + iw[hosts[b] + 1], 1e-300))
+            rows["condim"].append(int(par["condim"]))
     if not groups:
         return None
     el = build_contact([g["name"] for g in geoms], hosts, [g["type"] for g in geoms],
                        np.stack([g["R"] for g in geoms]), np.stack([g["p"] for g in geoms]),
                        np.stack([g["size"] for g in geoms]), groups,
-                       {k: np.asarray(v, float) for k, v in rows.items()},
+                       dict({k: np.asarray(v, float) for k, v in rows.items()}, impratio=options.get("impratio", 1.0),
+                            rows=options.get("rows")),
                        [g.get("vertices") for g in geoms], [g.get("maxhullvert") for g in geoms])
     cap = capacities(el, model, options.get("capacity"))
     if cap == el.capacity:

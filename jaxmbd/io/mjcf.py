@@ -27,20 +27,24 @@ mass or density, or outside ``inertiagrouprange``, are skipped.  Then
 ``boundmass``/``boundinertia`` and ``settotalmass``.  ``<joint
 springdamper>`` sets stiffness and damping as MuJoCo's compiler does.
 
-Joint limits: a limited hinge or slide joint (``limited``, or ``range`` with
-``autolimits``) gets a compliant stop at each end of its range
-(:class:`jaxmbd.forces.JointLimit`), with ``solreflimit``/``solimplimit``
-mapped by :func:`jaxmbd.forces.law.from_mujoco` at the joint's effective mass
-at qpos0 (MuJoCo's ``refsafe`` rule applied: a time constant below twice the
-timestep is raised to it; ``<flag limit="disable">`` turns them off).
-Ball-joint limits and limit margins are not modelled.
+Contacts, joint limits and joint friction loss are MuJoCo's soft constraints
+(:mod:`jaxmbd.forces.soft`) with the file's ``solref``/``solimp``: a limited
+hinge or slide joint (``limited``, or ``range`` with ``autolimits``) gets
+:class:`jaxmbd.forces.JointLimit` with ``solreflimit``/``solimplimit``, a
+joint with ``frictionloss`` gets :class:`jaxmbd.forces.FrictionLoss` with
+``solreffriction``/``solimpfriction``, both with the DoF's ``dof_invweight0``
+at qpos0; ``<option impratio>`` scales the contacts' frictional rows (MuJoCo's
+``refsafe`` rule applied: a time constant below twice the timestep is raised
+to it; ``<flag limit="disable">``, ``frictionloss="disable"`` and
+``constraint="disable"`` turn them off).  Ball-joint limits and limit
+margins are not modelled.
 
 Actuators: see :mod:`jaxmbd.io.mjcf_actuator` (motor, position, velocity,
 damper and general actuators on joints; the others keep their ctrl slot,
 exert no force and are listed in the warning).
 
 Not modelled (listed once in a warning, never dropped silently):
-tendons, sensors, ball-joint limits, frictionloss, fluid forces,
+tendons, sensors, ball-joint limits, fluid forces,
 gravity compensation, mocap bodies, keyframes, and equality constraints other
 than ``connect``/``weld`` (returned in ``MJCFImport.equality``).  ``connect``
 and ``weld`` between bodies or sites become loop constraints (``point`` and
@@ -417,6 +421,9 @@ class _Compiler:
         self.filterparent = flags.get("filterparent") != "disable"
         self.override = flags.get("override") == "enable"
         self.timestep = C.number(opt.get("timestep", "0.002"), "<option timestep>")
+        self.impratio = C.number(opt.get("impratio", "1"), "<option impratio>")
+        if not self.impratio > 0:
+            raise MJCFError(f"<option impratio> must be positive, got {self.impratio}")
         self.collision_geoms = 0
         for tag, label in NOT_MODELLED.items():
             n = sum(len(list(el)) for el in root.findall(tag))
@@ -469,8 +476,11 @@ class _Compiler:
             self._apply_limits()
         if self.mesh_notes:
             self.unsupported.append(f"mesh files ({'; '.join(sorted(self.mesh_notes))})")
-        if self.frictionloss:
-            self.unsupported.append(f"joint frictionloss ({', '.join(self.frictionloss)})")
+        if self.frictionloss and flags.get("frictionloss") != "disable" and flags.get("constraint") != "disable":
+            body_of = {kw.get("joint_name"): kw["name"] for kw in self._planned}
+            for d in self.frictionloss:
+                self.builder.add_friction_loss(body_of[d["joint"]], d["loss"], solref=self._solref(d["solref"]),
+                                               solimp=d["solimp"])
         self.unsupported.extend(_actuators.read(self, opt, flags))   # MJCFError from ValueError in load_mjcf
         self.builder.set_initial_state(q0=np.concatenate(self.q0) if self.q0 else np.zeros(0))
         model = self.builder.build()
@@ -577,7 +587,7 @@ class _Compiler:
         self.builder.set_contact_options(filterparent=self.filterparent, skip_unsupported=True,
                                          body_alias=self.chain_alias,
                                          timestep=self.timestep if self.refsafe else None,
-                                         capacity=self.contact_capacity)
+                                         capacity=self.contact_capacity, impratio=self.impratio)
         if skipped:
             self.unsupported.append("contacts of " + ", ".join(f"{k} geoms ({n})" for k, n in sorted(skipped.items())))
         if gaps:
@@ -626,10 +636,9 @@ class _Compiler:
         return [1.0 / dof_iw[int(model.joint_dof_adr[names.index(j)])] for j in joints]
 
     def _apply_limits(self):
-        """Limited hinge and slide joints get a :class:`jaxmbd.forces.JointLimit` with the law's
-        mapping of solreflimit/solimplimit (:func:`jaxmbd.forces.law.from_mujoco`) at the joint's
-        effective mass at qpos0; ball-joint limits and limit margins stay in the warning."""
-        from ..forces.law import from_mujoco
+        """Limited hinge and slide joints get a :class:`jaxmbd.forces.JointLimit`: MuJoCo's soft
+        constraint with solreflimit/solimplimit (:mod:`jaxmbd.forces.soft`), its Â the DoF's
+        dof_invweight0 at qpos0; ball-joint limits and limit margins stay in the warning."""
         scalar = [d for d in self.limited if d["kind"] in ("hinge", "slide")]
         other = [d["joint"] for d in self.limited if d["kind"] not in ("hinge", "slide")]
         if other:
@@ -639,12 +648,10 @@ class _Compiler:
             self.unsupported.append(f"joint limit margins ({', '.join(margins)})")
         if not scalar:
             return
-        masses = self._effective_masses([d["joint"] for d in scalar])
         body_of = {kw.get("joint_name"): kw["name"] for kw in self._planned}
-        for d, m in zip(scalar, masses):
-            k, p, c, w, b = from_mujoco(self._solref(d["solref"]), d["solimp"], m)
-            self.builder.add_joint_limit(body_of[d["joint"]], d["lower"], d["upper"], stiffness=k, damping=c,
-                                         exponent=p, width=w, viscous=b)
+        for d in scalar:
+            self.builder.add_joint_limit(body_of[d["joint"]], d["lower"], d["upper"],
+                                         solref=self._solref(d["solref"]), solimp=d["solimp"])
 
     def _read_equality(self):
         out = []
@@ -942,7 +949,12 @@ class _Compiler:
             kw["anchor"] = C.numbers(a.get("pos", "0 0 0"), 3, f"{jwhat}: pos")
         kw["ref"] = ref
         if num("frictionloss"):
-            self.frictionloss.append(jwhat.split(" (")[0])
+            if num("frictionloss") < 0:
+                raise MJCFError(f"{jwhat}: frictionloss must be >= 0, got {num('frictionloss')}")
+            self.frictionloss.append(dict(joint=jwhat.split("'")[1], loss=num("frictionloss"),
+                                          solref=C.numbers(a.get("solreffriction", "0.02 1"), 2,
+                                                           f"{jwhat}: solreffriction"),
+                                          solimp=self._solimp(a.get("solimpfriction"), f"{jwhat}: solimpfriction")))
         rng = a.get("range")
         limited = a.get("limited", "auto")
         if limited not in ("true", "false", "auto"):

@@ -1,0 +1,287 @@
+"""MuJoCo's soft constraints for contacts, joint limits and joint friction
+loss, as an explicit function of the state.
+
+Each contact (normal direction), each joint limit and each frictional
+direction is a *row*: a Jacobian row J (so J v is the row's velocity and
+Jᵀ f its generalized force) and, for unilateral rows, a signed distance r
+(negative when violated).  MuJoCo (Todorov, "Convex and analytically-
+invertible dynamics with contacts and constraints", ICRA 2014; the MuJoCo
+documentation, Computation: Soft constraints) gives each row
+
+* a reference acceleration ``aref = -B J v - K d(r) r`` with, for
+  ``solref = (τ, ζ)``, K = 1 / (dmax τ ζ)², B = 2 / (dmax τ), and for the
+  direct form ``solref = (-k, -b)``, K = k / dmax², B = b / dmax;
+* an impedance d(r) in (0, 1) rising from ``dmin`` at r = 0 to ``dmax``
+  at |r| ≥ ``width`` along solimp's curve (midpoint, power:
+  :func:`impedance`);
+* a regularizer R = (1 - d) / d · Â, Â the row's approximate inverse
+  effective mass at the reference configuration (``body_invweight0``,
+  ``dof_invweight0``; frictional rows of a contact: R_normal / impratio,
+  scaled by (μ_slide / μ_j)² for torsion and rolling),
+
+and its force solves (A + R) f = aref - a₀ on the rows that are active,
+with A = J H⁻¹ Jᵀ and a₀ = J a_free the rows' acceleration without them,
+so that J a = a₀ + A f = (1 - d) a₀ + d aref for a single row: the
+violation is driven back at a bounded reference acceleration, and the
+force scales with the load (the effective mass), not with the depth.  At
+rest (J a = 0) a row is a linear spring: f = K d² r / ((1 - d) Â), MuJoCo's
+resting penetration.
+
+MuJoCo solves the complementarity problem (normal forces ≥ 0, frictional
+forces in their cones, friction loss within ±loss) by convex optimization.
+Here it is solved by a fixed number of block sweeps (:data:`SWEEPS`), each
+smooth, so that the forces are a differentiable function of (q, v) and of
+every parameter:
+
+1. normal rows (contacts, limits): f_N = max₀((S A + R)⁻¹ S b) with S the
+   rows' activation (0 while the row is separated, rising over a tenth of
+   its resting depth under 1 g, :func:`onset_width`: MuJoCo switches rows
+   on at r = 0) and max₀ a C¹ ramp; in the
+   next sweep, rows whose force would pull are switched off, so the others
+   carry the load;
+2. frictional rows (contact friction, joint friction loss), with the
+   normal forces applied: the same solve, then each cone scaled smoothly
+   onto its limit (a contact's: Σ (f_j/μ_j)² ≤ f_N²; a joint's friction
+   loss: |f| ≤ loss): f ← f · L / (L⁴ + g⁴)^¼, g the cone norm of f.
+
+Where this differs from MuJoCo: the complementarity is approximate (two
+sweeps of a block projection instead of MuJoCo's solver), rows fade in
+over a tenth of their resting depth instead of switching on, friction cones are elliptic
+for every contact (MuJoCo's default pyramidal cone has other regularizers),
+near the cone's edge the smooth scaling gives a little less than the full
+static friction, and the row acceleration J a ignores J̇ v as MuJoCo does.
+The normal forces of :func:`jaxmbd.forces.contact_forces` come from the
+same solve."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .law import ramp
+
+SWEEPS = 2              # block sweeps (normal rows, then frictional rows) per evaluation
+SAT_POWER = 4.0         # the cone scaling's smoothness: f L / (L^p + g^p)^(1/p)
+ONSET_FRACTION = 0.1    # a row fades in over this fraction of its resting depth under ONSET_G
+ONSET_G = 9.81          # m/s² (rad/s²)
+EPS_ACC = 1e-3          # m/s² (rad/s²): the width of a normal force's ramp at 0, times the row's mass
+MINIMP, MAXIMP = 1e-4, 0.9999     # MuJoCo's clamp of dmin and dmax
+MINVAL = 1e-15                      # MuJoCo's mjMINVAL
+
+
+def impedance(x, solimp):
+    """d(x) for |r| = x ≥ 0 and solimp (..., 5) = (dmin, dmax, width, midpoint, power): MuJoCo's
+    curve (dmin at 0, dmax from the width on, the two power-law halves meeting at the midpoint)."""
+    dmin = jnp.clip(solimp[..., 0], MINIMP, MAXIMP)
+    dmax = jnp.clip(solimp[..., 1], MINIMP, MAXIMP)
+    width, mid, power = solimp[..., 2], jnp.clip(solimp[..., 3], 1e-4, 1 - 1e-4), jnp.maximum(solimp[..., 4], 1.0)
+    flat = (dmin == dmax) | (width <= MINVAL)
+    u = jnp.clip(x / jnp.where(flat, 1.0, width), 0.0, 1.0)
+    lo = u ** power / mid ** (power - 1.0)
+    hi = 1.0 - (1.0 - u) ** power / (1.0 - mid) ** (power - 1.0)
+    y = jnp.where(u <= mid, lo, hi)
+    return jnp.where(flat, 0.5 * (dmin + dmax), dmin + y * (dmax - dmin))
+
+
+def ref_coefficients(solref, solimp):
+    """(K, B) of the reference acceleration for solref (..., 2) and solimp (..., 5) (standard form for
+    a positive time constant, direct form otherwise)."""
+    dmax = jnp.clip(solimp[..., 1], MINIMP, MAXIMP)
+    tc, dr = solref[..., 0], solref[..., 1]
+    std = tc > 0
+    tcs, drs = jnp.where(std, tc, 1.0), jnp.where(std, dr, 1.0)
+    K = jnp.where(std, 1.0 / (dmax * tcs * drs) ** 2, -tc / dmax ** 2)
+    B = jnp.where(std, 2.0 / (dmax * tcs), -dr / dmax)
+    return K, B
+
+
+def activation(delta, width):
+    """0 for δ ≤ 0, the C¹ smoothstep over (0, width), 1 beyond (width 0: a step)."""
+    w = jnp.where(width > 0, width, 1.0)
+    u = jnp.clip(delta / w, 0.0, 1.0)
+    smooth = u * u * (3.0 - 2.0 * u)
+    return jnp.where(width > 0, smooth, (delta > 0).astype(delta.dtype))
+
+
+def _unit_step(x):
+    u = jnp.clip(x, 0.0, 1.0)
+    return u * u * (3.0 - 2.0 * u)
+
+
+class NormalRows(NamedTuple):
+    """Unilateral rows: J (k, nv), r (k,) signed distance (< 0 violated), vel (k,) = J v, solref (k, 2),
+    solimp (k, 5), invweight (k,) (Â), width (k,) (the activation's)."""
+    J: jax.Array
+    r: jax.Array
+    vel: jax.Array
+    solref: jax.Array
+    solimp: jax.Array
+    invweight: jax.Array
+
+
+class FrictionRows(NamedTuple):
+    """Frictional rows: J (k, nv), vel (k,), B (k,), R (k,), on (k,) their activation, mu (k,) their
+    cone weights (the limit is L = f_N[normal] or ``loss``), normal (k,) index of the normal row whose
+    force bounds them (-1: none), loss (k,), cone (static (k,) int: rows of one cone share it)."""
+    J: jax.Array
+    vel: jax.Array
+    B: jax.Array
+    R: jax.Array
+    on: jax.Array
+    mu: jax.Array
+    normal: np.ndarray
+    loss: jax.Array
+    cone: np.ndarray
+
+
+def onset_width(solref, solimp):
+    """The violation over which a row fades in: a tenth of its resting depth under 1 g of load,
+    ONSET_FRACTION g (1 - dmax) / (dmax² K), and never more than solimp's width, so a row at rest
+    is fully on and rests at MuJoCo's depth."""
+    K, _ = ref_coefficients(solref, solimp)
+    dmax = jnp.clip(solimp[..., 1], MINIMP, MAXIMP)
+    rest = ONSET_G * (1.0 - dmax) / (dmax * dmax * jnp.maximum(K, MINVAL))
+    return jnp.minimum(solimp[..., 2], ONSET_FRACTION * rest)
+
+
+def normal_parameters(rows):
+    """(aref, R, activation, d) of normal rows."""
+    delta = -rows.r
+    d = impedance(jnp.abs(rows.r), rows.solimp)
+    K, B = ref_coefficients(rows.solref, rows.solimp)
+    aref = -B * rows.vel - K * d * rows.r
+    R = jnp.maximum((1.0 - d) / d * rows.invweight, MINVAL)
+    return aref, R, activation(delta, onset_width(rows.solref, rows.solimp)), d
+
+
+def _solve(A, R, s, b):
+    """f = (S A + R)⁻¹ S b (S = diag(s)): the rows with s = 0 get f = 0 and no say in the others."""
+    M = s[:, None] * A + jnp.diag(R)
+    return jnp.linalg.solve(M, s * b)
+
+
+def _cone_scale(f, rows, fN):
+    """Each cone's forces scaled smoothly onto their limit."""
+    nc = int(rows.cone.max()) + 1 if len(rows.cone) else 0
+    has_n = rows.normal >= 0
+    L = jnp.where(jnp.asarray(has_n), fN[np.maximum(rows.normal, 0)] if fN.shape[0] else 0.0, rows.loss)
+    mu = jnp.where(rows.mu > 0, rows.mu, 1.0)
+    g2 = jax.ops.segment_sum((f / mu) ** 2, jnp.asarray(rows.cone), nc)[rows.cone]
+    p = SAT_POWER
+    den = (L ** p + g2 ** (p / 2) + 1e-300) ** (1.0 / p)
+    return jnp.where(rows.mu > 0, f * L / den, 0.0)
+
+
+class Solution(NamedTuple):
+    """The stage's result: accelerations a, normal forces fN (kN,), frictional forces fT (kT,) and the
+    generalized constraint force tau (nv,)."""
+    a: jax.Array
+    fN: jax.Array
+    fT: jax.Array
+    tau: jax.Array
+
+
+def solve(N, T, a_free, respond):
+    """The accelerations with the rows' forces (module docstring).  N: NormalRows, T: FrictionRows
+    (either may have no rows); a_free: the accelerations without them; respond(X) = the acceleration
+    response to generalized forces X (nv, m) (H⁻¹ X for a tree)."""
+    dt = a_free.dtype
+    J = jnp.concatenate([N.J, T.J], axis=0)
+    Y = respond(J.T)                                  # (nv, kN + kT)
+    A = J @ Y
+    kN = N.J.shape[0]
+    a0 = J @ a_free
+    aN, R_N, sN, _ = normal_parameters(N)
+    eps = EPS_ACC / jnp.maximum(N.invweight, MINVAL)
+    arefT = -T.B * T.vel
+    fN = jnp.zeros(kN, dt)
+    fT = jnp.zeros(T.J.shape[0], dt)
+    onN = sN
+    for sweep in range(SWEEPS):
+        if kN:
+            b = aN - a0[:kN] - A[:kN, kN:] @ fT
+            raw = _solve(A[:kN, :kN], R_N, onN, b)
+            fN = ramp(raw, eps)
+            onN = sN * _unit_step(raw / eps)
+        if T.J.shape[0]:
+            b = arefT - a0[kN:] - A[kN:, :kN] @ fN
+            fT = _cone_scale(_solve(A[kN:, kN:], T.R, T.on, b), T, fN)
+    f = jnp.concatenate([fN, fT])
+    return Solution(a_free + Y @ f, fN, fT, J.T @ f)
+
+
+SOLREF_DEFAULT = (0.02, 1.0)
+SOLIMP_DEFAULT = (0.9, 0.95, 0.001, 0.5, 2.0)
+
+
+def check_solref(solref, what):
+    """solref as a (2,) float array, or a ValueError naming ``what``: fewer numbers take MuJoCo's
+    defaults for the rest; (τ > 0, ζ > 0) is the standard form, (-k ≤ 0, -b ≤ 0) the direct one, and
+    mixed signs mean nothing."""
+    a = np.atleast_1d(np.asarray(solref, np.float64)).reshape(-1)
+    if a.size == 0 or a.size > 2 or not np.all(np.isfinite(a)):
+        raise ValueError(f"{what}: solref takes 1 or 2 finite numbers, got {solref!r}")
+    a = np.concatenate([a, SOLREF_DEFAULT[a.size:]])
+    if a[0] > 0 and a[1] <= 0:
+        raise ValueError(f"{what}: solref ({a[0]:g}, {a[1]:g}): a positive time constant needs a positive "
+                         "damping ratio")
+    if a[0] <= 0 and a[1] > 0:
+        raise ValueError(f"{what}: solref ({a[0]:g}, {a[1]:g}): the direct form (-stiffness, -damping) needs "
+                         "both numbers <= 0; mixed signs mean nothing")
+    return a
+
+
+def check_solimp(solimp, what):
+    """solimp as a (5,) float array, or a ValueError naming ``what``: fewer numbers take MuJoCo's
+    defaults for the rest; 0 ≤ dmin, dmax ≤ 1, width ≥ 0, 0 ≤ midpoint ≤ 1, power ≥ 1."""
+    a = np.atleast_1d(np.asarray(solimp, np.float64)).reshape(-1)
+    if a.size == 0 or a.size > 5 or not np.all(np.isfinite(a)):
+        raise ValueError(f"{what}: solimp takes 1 to 5 finite numbers, got {solimp!r}")
+    a = np.concatenate([a, SOLIMP_DEFAULT[a.size:]])
+    dmin, dmax, width, mid, power = a
+    bad = [name for name, ok in (("dmin in [0, 1]", 0 <= dmin <= 1), ("dmax in [0, 1]", 0 <= dmax <= 1),
+                                 ("width >= 0", width >= 0), ("midpoint in [0, 1]", 0 <= mid <= 1),
+                                 ("power >= 1", power >= 1)) if not ok]
+    if bad:
+        raise ValueError(f"{what}: solimp {tuple(float(x) for x in a)} needs {', '.join(bad)}")
+    return a
+
+
+def has_rows(model):
+    """Whether any force element of the model has soft rows (static)."""
+    from .base import elements
+    return any(getattr(e, "has_soft", False) for e in elements(model))
+
+
+def rows(model, q, v):
+    """(NormalRows, FrictionRows, per-element extras) of every soft element of the model at (q, v),
+    concatenated (frictional rows' normal and cone indices offset)."""
+    from ..kinematics import kinematics_and_axes
+    from .base import elements
+    kin, axes = kinematics_and_axes(model, q)
+    Ns, Ts, extras, n0, c0 = [], [], [], 0, 0
+    for e in elements(model):
+        if not getattr(e, "has_soft", False):
+            continue
+        N, T, extra = e.soft_rows(model, q, v, kin, axes)
+        normal = np.where(T.normal >= 0, T.normal + n0, -1)
+        cone = T.cone + c0
+        Ns.append(N)
+        Ts.append(T._replace(normal=normal, cone=cone))
+        extras.append((e, n0, N.J.shape[0], extra))
+        n0 += N.J.shape[0]
+        c0 += int(T.cone.max()) + 1 if len(T.cone) else 0
+    cat = lambda xs: jnp.concatenate(xs) if isinstance(xs[0], jax.Array) else np.concatenate(xs)  # noqa: E731
+    N = NormalRows(*(cat([getattr(n, f) for n in Ns]) for f in NormalRows._fields))
+    T = FrictionRows(*(cat([getattr(t, f) for t in Ts]) for f in FrictionRows._fields))
+    return N, T, extras
+
+
+def dynamics(model, q, v, a_free, respond):
+    """The model's accelerations with its soft rows (a :class:`Solution`; :func:`solve`)."""
+    N, T, extras = rows(model, q, v)
+    sol = solve(N, T, a_free, respond)
+    return sol, (N, T, extras)

@@ -1,0 +1,194 @@
+"""MuJoCo's soft constraints (jaxmbd.forces.soft) for contacts, joint limits
+and joint friction loss, against MuJoCo's own forward dynamics at states
+where its solution has every row active and inside its cone (so it solves
+the same linear system), and against closed forms."""
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+import jaxmbd
+from jaxmbd.forces import soft
+
+jax.config.update("jax_enable_x64", True)
+
+
+def _both(xml):
+    return jaxmbd.load_mjcf(xml, warn=False), mujoco.MjModel.from_xml_string(xml)
+
+
+def _mj_qacc(mj, q, v, ctrl=None):
+    d = mujoco.MjData(mj)
+    d.qpos[:], d.qvel[:] = q, v
+    if ctrl is not None:
+        d.ctrl[:] = ctrl
+    mujoco.mj_forward(mj, d)
+    return d
+
+
+def _ours(m, q, v):
+    return np.asarray(jaxmbd.forward_dynamics(m, jnp.asarray(q), jnp.asarray(v), jnp.zeros(m.nv)))
+
+
+BALL = """<mujoco><option timestep="0.001"/>
+  <worldbody><geom name="floor" type="plane" size="5 5 .1" condim="1"/>
+    <body name="ball" pos="0 0 1"><freejoint/>
+      <geom name="ball" type="sphere" size="0.1" mass="2" condim="1" solref="{solref}" solimp="{solimp}"/>
+    </body></worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize("solref, solimp", [("0.02 1", "0.9 0.95 0.001 0.5 2"),
+                                            ("0.01 0.5", "0.8 0.99 0.02 0.3 3"),
+                                            ("-5000 -40", "0.9 0.95 0.001 0.5 2")])
+def test_one_contact_row_is_mujocos(solref, solimp):
+    """A frictionless ball 4 mm in its floor, moving: jaxmbd's accelerations equal MuJoCo's (its
+    force (A + R)⁻¹(aref - a₀) on the impedance curve, standard and direct solref)."""
+    m, mj = _both(BALL.format(solref=solref, solimp=solimp))
+    q = np.array([0.01, 0, 0.096, 1, 0, 0, 0])
+    for vz in (-0.3, 0.0, 0.05):
+        v = np.array([0.2, 0, vz, 0.1, 0.3, 0])
+        d = _mj_qacc(mj, q, v)
+        assert d.ncon == 1 and d.efc_force[0] > 0
+        np.testing.assert_allclose(_ours(m, q, v), d.qacc, rtol=1e-9, atol=1e-9)
+
+
+BOX = """<mujoco><option timestep="0.001"/>
+  <worldbody><geom name="floor" type="plane" size="5 5 .1" condim="1"/>
+    <body name="box" pos="0 0 1"><freejoint/>
+      <geom name="box" type="box" size="0.2 0.15 0.1" mass="3" condim="1"/>
+    </body></worldbody></mujoco>"""
+
+
+def test_a_box_on_four_corners_is_mujocos():
+    """A flat box 2 mm in its floor: four coupled rows (A = J H⁻¹ Jᵀ of rank 3, the regularizer
+    decides the split), all pushing: the accelerations equal MuJoCo's."""
+    m, mj = _both(BOX)
+    q = np.array([0, 0, 0.098, 1, 0, 0, 0])
+    v = np.array([0, 0, -0.1, 0.05, 0.02, 0])
+    d = _mj_qacc(mj, q, v)
+    assert d.ncon == 4 and np.all(d.efc_force > 0)
+    np.testing.assert_allclose(_ours(m, q, v), d.qacc, rtol=1e-9, atol=1e-9)
+
+
+def test_a_pulling_row_is_switched_off():
+    """The box tipped onto one edge and spinning away from the floor on the other: MuJoCo's solution
+    leaves the lifting corners without force; so do jaxmbd's sweeps (accelerations to 1e-6)."""
+    m, mj = _both(BOX)
+    th = 0.01      # the +x edge 4.5 mm deep, the -x edge 0.5 mm, lifting at 0.4 m/s
+    zc = 0.1 * np.cos(th) + 0.2 * np.sin(th) - 0.0045
+    q = np.array([0, 0, zc, np.cos(th / 2), 0, np.sin(th / 2), 0])
+    v = np.array([0, 0, 0, 0, 2.0, 0])
+    d = _mj_qacc(mj, q, v)
+    f = d.efc_force
+    assert d.ncon >= 3 and np.any(f <= 1e-12) and np.any(f > 0)
+    np.testing.assert_allclose(_ours(m, q, v), d.qacc, rtol=1e-6, atol=1e-6)
+
+
+HINGE = """<mujoco><option timestep="0.001"/>
+  <worldbody><body name="arm"><joint name="hinge" type="hinge" axis="0 1 0" range="-30 30"
+     solreflimit="{solref}" {extra}/>
+    <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03" mass="1"/></body></worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize("solref", ["0.02 1", "0.05 0.3"])
+def test_a_joint_limit_row_is_mujocos(solref):
+    """A hinge 0.05 rad past its upper stop, moving either way: MuJoCo's accelerations."""
+    m, mj = _both(HINGE.format(solref=solref, extra=""))
+    for qd in (-1.0, 0.0, 0.7):
+        q, v = np.array([np.radians(30) + 0.05]), np.array([qd])
+        d = _mj_qacc(mj, q, v)
+        assert d.nefc == 1 and d.efc_force[0] > 0
+        np.testing.assert_allclose(_ours(m, q, v), d.qacc, rtol=1e-9, atol=1e-9)
+
+
+def test_friction_loss_below_its_bound_is_mujocos():
+    """A horizontal arm with frictionloss above its gravity torque: MuJoCo's friction row is inside
+    its bound, so its force is (A + R)⁻¹(aref - a₀); jaxmbd's smooth bound changes it by
+    (1 + x⁴)^(-1/4) - 1 < 1e-3 relative for x = |f|/loss below 0.2."""
+    xml = HINGE.format(solref="0.02 1", extra='frictionloss="20"')
+    m, mj = _both(xml)
+    for qd in (0.0, 0.3):
+        q, v = np.array([0.0]), np.array([qd])
+        d = _mj_qacc(mj, q, v)
+        assert abs(d.efc_force[0]) < 0.2 * 20
+        np.testing.assert_allclose(_ours(m, q, v), d.qacc, rtol=1e-3, atol=1e-4)
+
+
+def test_friction_loss_saturates_at_its_bound():
+    """Far past it (a fast joint), the friction loss is the bound: a ≈ (τ_gravity - loss)/I."""
+    xml = HINGE.format(solref="0.02 1", extra='frictionloss="0.5"')
+    m, mj = _both(xml)
+    q, v = np.array([0.0]), np.array([20.0])
+    d = _mj_qacc(mj, q, v)
+    assert abs(abs(d.efc_force[0]) - 0.5) < 1e-12
+    np.testing.assert_allclose(_ours(m, q, v), d.qacc, rtol=1e-6)
+
+
+def test_impedance_is_mujocos_curve():
+    """d(x) at the curve's ends, midpoint and power (MuJoCo's documented formula), dmin/dmax clamped."""
+    si = jnp.array([0.8, 0.99, 0.02, 0.3, 3.0])
+    x = jnp.array([0.0, 0.006, 0.01, 0.02, 0.5])
+    u = np.asarray(x) / 0.02
+    y = np.where(u <= 0.3, u ** 3 / 0.3 ** 2, 1 - (1 - u) ** 3 / 0.7 ** 2)
+    np.testing.assert_allclose(soft.impedance(x, si), 0.8 + np.minimum(y, 1) * 0.19, rtol=1e-14)
+    assert float(soft.impedance(jnp.array(0.0), jnp.array([0.0, 1.0, 0.01, 0.5, 2]))) == soft.MINIMP
+
+
+def _imp(x, dmin=0.9, dmax=0.95, width=0.001, mid=0.5, power=2.0):
+    u = min(x / width, 1.0)
+    y = u ** power / mid ** (power - 1) if u <= mid else 1 - (1 - u) ** power / (1 - mid) ** (power - 1)
+    return dmin + y * (dmax - dmin)
+
+
+def test_rest_penetration_closed_form():
+    """At rest a row is the spring f = K d(δ)² δ / ((1 - d(δ)) Â), K = 1/(dmax τ ζ)²: a ball sinks the
+    δ with (1 - d) g = d² K δ (0.367 mm at MuJoCo's defaults, on the impedance curve), reached by the
+    soft law's own dynamics from a drop (Rosenbrock, 1 s); MuJoCo's ball rests there too."""
+    from scipy.optimize import brentq
+    m, mj = _both(BALL.format(solref="0.02 1", solimp="0.9 0.95 0.001 0.5 2"))
+    q0 = jnp.array([0, 0, 0.12, 1, 0, 0, 0.0])
+    sol = jaxmbd.simulate(m, q0, jnp.zeros(6), 0.0, 1.0, integrator=jaxmbd.integrators.RosenbrockNystrom4(),
+                          rtol=1e-7, atol=1e-7)
+    assert int(sol.status) == 0
+    K = 1.0 / (0.95 * 0.02) ** 2
+    closed = brentq(lambda x: (1 - _imp(x)) * 9.81 - _imp(x) ** 2 * K * x, 1e-7, 1e-2, xtol=1e-14)
+    np.testing.assert_allclose(0.1 - float(sol.qs[-1, 2]), closed, rtol=1e-4)
+    d = mujoco.MjData(mj)
+    d.qpos[:] = np.asarray(q0)
+    for _ in range(2000):
+        mujoco.mj_step(mj, d)
+    np.testing.assert_allclose(0.1 - d.qpos[2], closed, rtol=1e-3)
+
+
+def test_grad_through_the_soft_rows():
+    """d a / d(solref time constant) of the ball in its floor: jax.grad equals a central difference."""
+    xml = BALL.format(solref="0.02 1", solimp="0.9 0.95 0.001 0.5 2")
+    m, _ = _both(xml)
+    el = [e for e in m.forces if isinstance(e, jaxmbd.forces.Contact)][0]
+    q = jnp.array([0.01, 0, 0.096, 1, 0, 0, 0])
+    v = jnp.array([0.2, 0, -0.3, 0.1, 0.3, 0])
+
+    def az(tc):
+        mm = jax.tree_util.tree_map(lambda x: x, m)
+        new = el.solref.at[:, 0].set(tc)
+        mm = jaxmbd.forces.without(m, jaxmbd.forces.Contact)
+        import dataclasses
+        from jaxmbd.forces.base import make
+        e2 = make(type(el), **dict({f.name: getattr(el, f.name) for f in dataclasses.fields(el)}, solref=new))
+        mm = dataclasses.replace(mm, forces=(mm.forces or ()) + (e2,))
+        return jaxmbd.forward_dynamics(mm, q, v, jnp.zeros(6))[2]
+    g = jax.grad(az)(0.02)
+    h = 1e-6
+    fd = (az(0.02 + h) - az(0.02 - h)) / (2 * h)
+    assert np.isfinite(g) and abs(g) > 1
+    np.testing.assert_allclose(g, fd, rtol=1e-6)
+
+
+def test_bad_solref_and_solimp_are_named():
+    with pytest.raises(ValueError, match="joint limit on 'arm'.*solref"):
+        jaxmbd.forces.JointLimit("arm", -1, 1, solref=(-0.02, 1.0))
+    with pytest.raises(ValueError, match="solimp.*dmax"):
+        soft.check_solimp((0.9, 1.5, 0.001), "x")
+    np.testing.assert_array_equal(soft.check_solref(0.01, "x"), [0.01, 1.0])
