@@ -92,25 +92,19 @@ LIMITED = """<mujoco><option timestep="0.002"/>
 </worldbody></mujoco>"""
 
 
-def test_mjcf_limits_map_solreflimit_at_the_effective_mass_of_mujoco():
-    """Each limited hinge/slide joint gets a stop with k = K/((1 - dmax)
-    invweight) (K = 1/(τζ)², MuJoCo's dof_invweight0 as the oracle for
-    1/(H⁻¹)_ii at qpos0: MuJoCo's resting penetration), viscous damping
-    m (2/τ)/sqrt(1 - dmax) (its damping ratio), the solimp width as onset; refsafe
-    raises τ = 0.001 to twice the timestep; an unlimited joint has none."""
+def test_mjcf_limits_are_soft_rows_with_mujocos_parameters():
+    """Each limited hinge/slide joint gets a soft-constraint row (jaxmbd.forces.soft) with its
+    solreflimit (refsafe raises τ = 0.001 to twice the timestep), its solimplimit (MuJoCo's defaults
+    for the missing numbers) and MuJoCo's dof_invweight0 as Â; an unlimited joint has none."""
     info = jaxmbd.load_mjcf(LIMITED, return_info=True, warn=False)
     m = info.model
     mj = mujoco.MjModel.from_xml_string(LIMITED)
     lim, = [e for e in m.forces if isinstance(e, JointLimit)]
-    assert lim.dofs == (0, 1, 3)
-    for row, (dof, tc, dr, dmax, width) in enumerate([(0, 0.03, 0.8, 0.95, 0.001), (1, 0.004, 1.0, 0.9, 0.01),
-                                                        (3, 0.03, 0.8, 0.95, 0.001)]):
-        np.testing.assert_allclose(lim.stiffness[row], 1.0 / (tc * dr) ** 2 / (1 - dmax) / mj.dof_invweight0[dof],
-                                   rtol=1e-10)
-        meff = 1.0 / mj.dof_invweight0[dof]
-        np.testing.assert_allclose(lim.viscous[row], meff * 2.0 / tc / np.sqrt(1 - dmax), rtol=1e-10)
-        assert float(lim.damping[row]) == 0.0
-        np.testing.assert_allclose(lim.width[row], width, rtol=0)
+    assert lim.dofs == (0, 1, 3) and lim.law == "soft"
+    np.testing.assert_allclose(lim.invweight, mj.dof_invweight0[[0, 1, 3]], rtol=1e-10)
+    np.testing.assert_allclose(lim.solref, mj.jnt_solref[[0, 1, 3]] * [[1, 1], [0, 1], [1, 1]] + [[0, 0], [0.004, 0],
+                                                                                                  [0, 0]], rtol=1e-14)
+    np.testing.assert_allclose(lim.solimp, mj.jnt_solimp[[0, 1, 3]], rtol=1e-14)
     np.testing.assert_allclose(lim.lower, mj.jnt_range[[0, 1, 3], 0], rtol=1e-14)
     np.testing.assert_allclose(lim.upper, mj.jnt_range[[0, 1, 3], 1], rtol=1e-14)
 
