@@ -37,8 +37,12 @@ def _geom_names(mj):
 def test_loads_with_only_the_expected_warning(scene):
     info, messages, _ = scene
     assert len(messages) == 1
-    assert info.unsupported == ["keyframes (1)", "joint frictionloss (" + ", ".join(
-        f"joint '{leg}_{j}_joint'" for leg in FEET for j in ("hip", "thigh", "calf")) + ")"]
+    assert info.unsupported == [
+        "<option impratio='100'> (jaxmbd's friction law has no impedance ratio)",
+        "<option cone='elliptic'> (jaxmbd's friction is its own regularized cone whatever the option)",
+        "joint frictionloss (" + ", ".join(
+            f"joint '{leg}_{j}_joint'" for leg in FEET for j in ("hip", "thigh", "calf")) + ")"]
+    assert list(info.model.keyframes) == ["home"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")      # the built-in loader knows what is dropped: no warning
         m = jaxmbd.models.load_quadruped_scene()
