@@ -49,3 +49,42 @@ def axis_frame(ax, what):
     x = t - z * (t @ z)
     x /= np.linalg.norm(x)
     return np.stack([x, np.cross(z, x), z], axis=1)
+
+
+
+def solref(x, what):
+    """MuJoCo's ``solref`` of a compliant law (contact or joint limit) as 2 float64 numbers, checked;
+    ``what`` names the element and the attribute.
+
+    Both numbers positive: the standard form (time constant, damping ratio).  The first negative and
+    the second non-positive: the direct form (-stiffness, -damping).  Anything else is refused:
+    mixed signs (MuJoCo reads ``-0.02 1`` as a stiffness of 0.02 with a negative damping), a damping
+    ratio <= 0 (MuJoCo's stiffness is then infinite)."""
+    a = vec(x, 2, what)
+    tc, dr = float(a[0]), float(a[1])
+    head = f"{what} = '{tc:g} {dr:g}'"
+    if tc > 0:
+        if dr <= 0:
+            raise ValueError(f"{head}: in the standard form (time constant, damping ratio) the damping ratio "
+                             "must be positive")
+    elif dr > 0:
+        raise ValueError(f"{head}: mixed signs; give the standard form (time constant > 0, damping ratio > 0) "
+                         "or the direct form (-stiffness < 0, -damping <= 0)")
+    return a
+
+
+def solimp(x, what):
+    """MuJoCo's ``solimp`` (dmin, dmax, width, midpoint, power) as 5 float64 numbers, checked;
+    ``what`` names the element and the attribute.  dmin, dmax and midpoint must lie in [0, 1]
+    (MuJoCo clips them to [1e-4, 0.9999] where it uses them), width >= 0, power >= 1."""
+    a = vec(x, 5, what)
+    dmin, dmax, width, mid, power = (float(v) for v in a)
+    head = f"{what} = '{' '.join(f'{v:g}' for v in a)}'"
+    for label, v in (("dmin", dmin), ("dmax", dmax), ("midpoint", mid)):
+        if not 0.0 <= v <= 1.0:
+            raise ValueError(f"{head}: {label} {v:g} is outside [0, 1]")
+    if width < 0:
+        raise ValueError(f"{head}: width {width:g} is negative")
+    if power < 1:
+        raise ValueError(f"{head}: power {power:g} is below 1")
+    return a

@@ -5,7 +5,8 @@
   jaxmbd bench [MODEL] --batch N ...                               RK4 rollout throughput (steps/s)
 
 MODEL is a built-in model's name or an MJCF (.xml) or URDF (.urdf) file
-(``--floating-base`` puts a URDF robot on a free joint).  ``jaxmbd`` alone
+(``--floating-base`` puts a URDF robot on a free joint; ``--keyframe NAME``
+starts every member from a keyframe of an MJCF file).  ``jaxmbd`` alone
 runs ``jaxmbd simulate`` with its defaults: the built-in quadruped
 (:func:`jaxmbd.models.quadruped`: 12 position servos holding its legs
 straight, a floor) dropped from 64 randomized states, 2 s, RK4 at 1 ms; the
@@ -88,26 +89,33 @@ def _load_model(name, floating_base=False):
                      "or an MJCF (.xml) / URDF (.urdf) file")
 
 
-def _initial_states(model, batch, seed, scale):
-    """Randomized initial states around the model's own: q0 ⊕ scale·N(0, 1), v = scale·N(0, 1)."""
+def _initial_states(model, batch, seed, scale, start=None):
+    """Randomized initial states around the model's own (q0, v0), or around ``start`` = (q, v) (a
+    keyframe's): q ⊕ scale·N(0, 1), v + scale·N(0, 1).  Members of a contact scene start out of
+    contact (:func:`_above_the_floor`) unless they start from ``start``; scale 0 with ``start``:
+    every member starts at ``start`` exactly (a mechanism's projected onto its constraints)."""
     import jax
     import jax.numpy as jnp
 
     import jaxmbd
+    qc, vc = (model.q0, model.v0) if start is None else start
     rng = np.random.default_rng(seed)
     dq = scale * rng.standard_normal((batch, model.nv))
-    v = scale * rng.standard_normal((batch, model.nv)) + np.asarray(model.v0)
+    v = scale * rng.standard_normal((batch, model.nv)) + np.asarray(vc)
+    if start is not None and scale == 0 and not isinstance(model, jaxmbd.Mechanism):
+        return np.tile(np.asarray(qc, np.float64), (batch, 1)), v
     if isinstance(model, jaxmbd.Mechanism):
         # perturb in the tree, then project onto the constraints (jaxmbd.assemble)
-        tq0 = model.to_tree(jnp.asarray(model.q0))
+        tq0 = model.to_tree(jnp.asarray(qc))
         q = jax.vmap(lambda d: model.from_tree(jaxmbd.integrate_q(model.tree, tq0, model.to_tree(d))))(jnp.asarray(dq))
         q, v, info = jax.vmap(lambda qq, vv: jaxmbd.assemble(model, qq, vv))(q, jnp.asarray(v))
         if not np.all(np.asarray(info["residual"]) < 1e-9):
             raise UsageError("could not assemble the randomized initial states (try a smaller --init-scale)")
     else:
-        q0 = jnp.asarray(model.q0)
+        q0 = jnp.asarray(qc)
         q = jax.vmap(lambda d: jaxmbd.integrate_q(model, q0, d))(jnp.asarray(dq))
-        q = _above_the_floor(model, q)
+        if start is None:
+            q = _above_the_floor(model, q)
     q, v = np.asarray(q), np.asarray(v)
     if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
         raise UsageError("non-finite initial state (check --init-scale)")
@@ -170,7 +178,7 @@ def _contact_summary(model, ts, qs, vs):
 # --- simulate -------------------------------------------------------------------------------
 
 SETTINGS = ("model", "floating_base", "batch", "t1", "integrator", "rtol", "atol", "dt0", "saves", "chunks", "seed",
-            "init_scale", "max_steps", "ctrl")
+            "init_scale", "max_steps", "ctrl", "keyframe")
 CHUNK_KEYS = ("ts", "qs", "vs", "q_end", "v_end", "status", "accepted", "rejected")
 
 
@@ -351,6 +359,15 @@ def _progress(done, total, t, t1, steps, elapsed, tty):
     sys.stderr.flush()
 
 
+def _keyframe(model, name, label):
+    """The model's keyframe ``name`` (:attr:`jaxmbd.Model.keyframes`), or a UsageError listing them."""
+    keys = getattr(model, "keyframes", {})
+    if name not in keys:
+        raise UsageError(f"--keyframe {name!r}: {label} has no keyframe of that name (its keyframes: "
+                         f"{', '.join(keys)})" if keys else f"--keyframe {name!r}: {label} has no keyframes")
+    return keys[name]
+
+
 def cmd_simulate(a):
     _check_simulate_args(a)
     png, parts = _check_outputs(a)
@@ -363,8 +380,9 @@ def cmd_simulate(a):
     from jaxmbd.integrators.base import STATUS_NAMES
 
     model = _load_model(a.model, a.floating_base)
+    key = None if a.keyframe is None else _keyframe(model, a.keyframe, a.model)
     if a.init_scale is None:      # a contact scene starts near its own posture (a robot lands on its feet)
-        a.init_scale = 0.1 if _contact_element(model) is not None else 0.3
+        a.init_scale = 0.0 if key is not None else 0.1 if _contact_element(model) is not None else 0.3
     nu = getattr(model, "nu", 0)
     if a.ctrl is not None:
         if nu == 0:
@@ -372,6 +390,10 @@ def cmd_simulate(a):
         if len(a.ctrl) not in (1, nu) or not all(math.isfinite(x) for x in a.ctrl):
             raise UsageError(f"--ctrl needs 1 or {nu} finite numbers (the model's actuators), got {len(a.ctrl)}")
         a.ctrl = [float(x) for x in (a.ctrl * nu if len(a.ctrl) == 1 else a.ctrl)]
+    ctrl_note = "0" if a.ctrl is None else f"{a.ctrl[0]:g}" if len(set(a.ctrl)) == 1 else "given"
+    if key is not None and a.ctrl is None and nu:
+        a.ctrl = [float(x) for x in key.ctrl]
+        ctrl_note = f"of keyframe {a.keyframe!r}"
     method = getattr(integrators, INTEGRATORS[a.integrator])()
     out = a.out
     settings = _settings(a, model)
@@ -384,7 +406,8 @@ def cmd_simulate(a):
         with np.load(os.path.join(parts, f"chunk_{done_chunks - 1:05d}.npz")) as last:
             q, v, status = last["q_end"], last["v_end"], last["status"]
     else:
-        q, v = _initial_states(model, a.batch, a.seed, a.init_scale)
+        q, v = _initial_states(model, a.batch, a.seed, a.init_scale,
+                               None if key is None else (key.qpos, key.qvel))
         status = np.zeros(a.batch, np.int32)
     if a.resume:
         print(f"resuming at chunk {done_chunks}/{a.chunks} (t = {ts_all[done_chunks * per - 1] if done_chunks else 0.0:.4g})")
@@ -399,8 +422,8 @@ def cmd_simulate(a):
     print(f"jaxmbd {jaxmbd.__version__}: {a.model} ({model.summary()})")
     print(f"{a.batch} members, t1 = {a.t1}, {INTEGRATORS[a.integrator]}, rtol = {a.rtol}, atol = {a.atol}"
           + (f", dt0 = {a.dt0}" if a.dt0 else "") + f", {n_save} save points in {a.chunks} chunks"
-          + (f"; {nu} actuators, ctrl " + ("0" if a.ctrl is None else
-                                           f"{a.ctrl[0]:g}" if len(set(a.ctrl)) == 1 else "given") if nu else ""))
+          + (f"; {nu} actuators, ctrl {ctrl_note}" if nu else "")
+          + (f"; from keyframe {a.keyframe!r}" if key is not None else ""))
     kw = dict(integrator=method, rtol=jnp.asarray(a.rtol), atol=jnp.asarray(a.atol), max_steps=a.max_steps,
               adjoint="none")
     if a.ctrl is not None:
@@ -623,10 +646,15 @@ def _parser():
     s.add_argument("--max-steps", type=int, default=100_000, help="step attempts per member and chunk")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--init-scale", type=float, default=None,
-                   help="spread of the random initial states (default 0.3; 0.1 for a scene with contacts)")
+                   help="spread of the random initial states (default 0.3; 0.1 for a scene with contacts; "
+                        "0 with --keyframe)")
     s.add_argument("--ctrl", type=float, nargs="+", default=None,
                    help="constant inputs of the model's actuators: one number for all or one per actuator "
                         "(default: every input 0, as MuJoCo starts)")
+    s.add_argument("--keyframe", default=None, metavar="NAME",
+                   help="start every member from this keyframe of the model file (its qpos and qvel; its ctrl as "
+                        "the constant inputs unless --ctrl is given; the run starts at t = 0 whatever its time); "
+                        "--init-scale then defaults to 0")
     s.add_argument("--out", default="jaxmbd_run.npz")
     s.add_argument("--resume", action="store_true", help="continue an interrupted run with the same settings")
     s.add_argument("--overwrite", action="store_true",

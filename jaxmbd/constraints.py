@@ -121,6 +121,16 @@ class Mechanism(eqx.Module):
         return self.tree.n_bodies
 
     @property
+    def keyframes(self) -> dict:
+        """The tree's keyframes (:attr:`jaxmbd.Model.keyframes`) with qpos and qvel in the
+        mechanism's coordinate order."""
+        kf = self.tree.keyframes
+        if self.perm is None:
+            return kf
+        p = np.asarray(self.perm)
+        return {n: k._replace(qpos=k.qpos[p], qvel=k.qvel[p]) for n, k in kf.items()}
+
+    @property
     def body_names(self) -> tuple:
         return self.tree.body_names
 

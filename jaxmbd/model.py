@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import equinox as eqx
 import jax
@@ -12,14 +12,34 @@ import numpy as np
 
 from . import joints
 from .checks import axis_frame as _axis_frame, quat_rot as _quat_rot, scalar as _scalar, vec as _vec
+from .checks import solimp as _solimp, solref as _solref
 from .topology import Topology
+
+
+class Keyframe(NamedTuple):
+    """One stored state of a model (an MJCF ``<key>``), in MuJoCo's layout: ``qpos`` (nq,), ``qvel``
+    (nv,), ``ctrl`` (nu,) and ``act`` (na: MuJoCo's activation states, which jaxmbd does not model),
+    read-only float64 arrays, and ``time``."""
+    time: float
+    qpos: np.ndarray
+    qvel: np.ndarray
+    ctrl: np.ndarray
+    act: np.ndarray
+
+
+def _keyframe(time, qpos, qvel, ctrl, act):
+    def arr(x):
+        a = np.array(x, np.float64)
+        a.setflags(write=False)
+        return a
+    return Keyframe(float(time), arr(qpos), arr(qvel), arr(ctrl), arr(act))
 
 
 class Model(eqx.Module):
     """A kinematic tree.
 
-    ``topo`` and ``frame_names``/``frame_body`` are static and hashable; every
-    other field is a JAX array (traced), so ``jax.vmap`` over stacked models and
+    ``topo``, ``frame_names``/``frame_body``, ``joint_names`` and ``keyframe_data``
+    are static and hashable; every other field is a JAX array (traced), so ``jax.vmap`` over stacked models and
     ``jax.grad`` with respect to any physical parameter work.
 
     Per body i (n bodies, regular numbering ``parent[i] < i``):
@@ -34,6 +54,7 @@ class Model(eqx.Module):
     moving body ``frame_body[f]`` at pose (frame_rot[f], frame_pos[f]).
     ``forces``: the force elements; ``actuators``: the actuators, whose input
     is the control vector ``ctrl`` (nu,) (:func:`jaxmbd.actuator_force`).
+    ``keyframes``: named stored states (:class:`Keyframe`; an MJCF file's ``<key>``s), static.
     """
 
     topo: Topology = eqx.field(static=True)
@@ -59,10 +80,18 @@ class Model(eqx.Module):
     joint_names: tuple = eqx.field(static=True, default=None)  # one per moving body's joint
     forces: tuple = None  # the force elements (jaxmbd.forces), merged per class, or None (none)
     actuators: object = None  # jaxmbd.forces.Actuators (inputs: ctrl), or None (none)
+    # ((name, time, qpos, qvel, ctrl, act), ...) as tuples of floats (hashable): see ``keyframes``
+    keyframe_data: tuple = eqx.field(static=True, default=())
 
     @property
     def nq(self) -> int:
         return self.topo.nq
+
+    @property
+    def keyframes(self) -> dict:
+        """name -> :class:`Keyframe`, in the order the keys were given (an MJCF file's ``<key>``
+        elements: ``list(model.keyframes.values())[i]`` is MuJoCo's key ``i``); {} when none."""
+        return {k[0]: _keyframe(*k[1:]) for k in self.keyframe_data}
 
     @property
     def nv(self) -> int:
@@ -451,7 +480,8 @@ class ModelBuilder:
         contact within a body or between a body and its parent, ``add_contact_pair`` and
         ``exclude_contact``); a pair's parameters combine its geoms' as MuJoCo does (priority, max of
         condim and friction, solmix-weighted solref/solimp, summed margins) and map to the force law by
-        :func:`jaxmbd.forces.law.from_mujoco` (see :mod:`jaxmbd.forces.contact`).  friction: (slide,
+        :func:`jaxmbd.forces.law.from_mujoco` (see :mod:`jaxmbd.forces.contact`); ``solref`` and ``solimp``
+        are checked by :func:`jaxmbd.checks.solref` and :func:`jaxmbd.checks.solimp`.  friction: (slide,
         torsion, roll); condim 1 (frictionless), 3 (sliding), 4 (+ torsion) or 6 (+ rolling).
         ``maxhullvert`` (a mesh): the vertex limit of the hull it collides as (MuJoCo's mesh attribute,
         -1: the full hull; None: :data:`jaxmbd.forces.contact.MAXHULLVERT_DEFAULT`, 64), the hull of
@@ -496,7 +526,7 @@ class ModelBuilder:
         geoms.append(dict(name=gname, body=body, type=type, size=np.pad(sz, (0, 3 - need)),
                           R=_quat_rot(q), p=_vec(pos, 3, f"{what}: pos"), contype=int(contype),
                           conaffinity=int(conaffinity), condim=int(condim), friction=fr,
-                          solref=_vec(solref, 2, f"{what}: solref"), solimp=_vec(solimp, 5, f"{what}: solimp"),
+                          solref=_solref(solref, f"{what}: solref"), solimp=_solimp(solimp, f"{what}: solimp"),
                           margin=float(margin), priority=int(priority), solmix=float(solmix), vertices=vertices,
                           maxhullvert=None if maxhullvert is None else int(maxhullvert)))
         return self
@@ -507,7 +537,8 @@ class ModelBuilder:
         """An explicit contact pair (MuJoCo's ``<pair>``: it collides whatever the geoms' bitmasks and
         exclusions, with these parameters instead of the geoms' mix).  ``stiffness`` (N/m^p),
         ``damping`` (s/m, Hunt-Crossley), ``exponent`` p, ``width`` (m), ``viscous`` (N s/m) set the
-        law directly instead of the solref mapping (:mod:`jaxmbd.forces.law`)."""
+        law directly instead of the solref mapping (:mod:`jaxmbd.forces.law`); ``solref`` and ``solimp``
+        are checked as :meth:`add_geom`'s."""
         what = f"contact pair {geom1!r}-{geom2!r}"
         for key, val, ok in (("stiffness", stiffness, lambda x: x > 0), ("damping", damping, lambda x: x >= 0),
                              ("exponent", exponent, lambda x: x >= 1), ("width", width, lambda x: x >= 0),
@@ -516,8 +547,8 @@ class ModelBuilder:
                 raise ValueError(f"{what}: {key} {val!r} is out of range")
         fr = _friction_condim(friction, condim, what)
         self.__dict__.setdefault("_pairs", []).append(dict(
-            geom1=geom1, geom2=geom2, condim=condim, friction=fr, solref=_vec(solref, 2, f"{what}: solref"),
-            solimp=_vec(solimp, 5, f"{what}: solimp"), margin=float(margin), stiffness=stiffness,
+            geom1=geom1, geom2=geom2, condim=condim, friction=fr, solref=_solref(solref, f"{what}: solref"),
+            solimp=_solimp(solimp, f"{what}: solimp"), margin=float(margin), stiffness=stiffness,
             damping=damping, exponent=exponent, width=width, viscous=viscous))
         return self
 

@@ -441,3 +441,32 @@ def test_an_mjcf_scene_runs_with_its_floor_limits_and_actuators(tmp_path, capsys
         assert msg in one_line_error(capsys)
     assert main(small("pendulum", tmp_path / "p.npz", "--ctrl", "1")) == 2
     assert "has no actuators" in one_line_error(capsys)
+
+
+def test_keyframe_starts_every_member_from_it(tmp_path, capsys):
+    """--keyframe NAME: every member starts at the keyframe's qpos and qvel, its ctrl held as the
+    inputs (the result equals jaxmbd.rollout from that state with that ctrl); --ctrl overrides the
+    keyframe's ctrl; an unknown name lists the keyframes; a model without keyframes says so."""
+    xml = tmp_path / "servo_key.xml"
+    xml.write_text(SERVO_XML.replace("</actuator>", "</actuator>\n  <keyframe><key name='raised' qpos='0.3' "
+                                     "qvel='-0.5' ctrl='0.6'/><key qpos='-0.2'/></keyframe>"))
+    out = tmp_path / "run.npz"
+    args = ["simulate", str(xml), "--batch", "2", "--t1", "0.1", "--saves", "2", "--chunks", "1", "--dt0", "0.002",
+            "--no-plot", "--out", str(out), "--overwrite"]
+    model = jaxmbd.load_mjcf(str(xml), warn=False)
+    assert list(model.keyframes) == ["raised", "key1"]
+    for name, extra, ctrl, note in (("raised", [], 0.6, "ctrl of keyframe 'raised'"),
+                                    ("key1", ["--ctrl", "-0.3"], -0.3, "ctrl -0.3")):
+        assert main([*args, "--keyframe", name, *extra]) == 0
+        text = capsys.readouterr().out
+        assert note in text and f"from keyframe {name!r}" in text, text
+        k = model.keyframes[name]
+        q0, v0 = np.tile(k.qpos, (2, 1)), np.tile(k.qvel, (2, 1))
+        r = jaxmbd.rollout(model, jnp.asarray(q0), jnp.asarray(v0), t1=0.1, integrator=I.RK4(), dt0=0.002,
+                           saveat=jnp.asarray(np.load(out)["ts"]), ctrl=jnp.array([ctrl]), adjoint="none")
+        np.testing.assert_allclose(np.load(out)["qs"], np.asarray(r.qs), rtol=0, atol=1e-12)
+    assert model.keyframes["key1"].qvel.tolist() == [0.0] and model.keyframes["raised"].qvel.tolist() == [-0.5]
+    assert main([*args, "--keyframe", "home"]) == 2
+    assert "--keyframe 'home': " in (err := one_line_error(capsys)) and "(its keyframes: raised, key1)" in err
+    assert main(small("pendulum", tmp_path / "p.npz", "--keyframe", "home")) == 2
+    assert "--keyframe 'home': pendulum has no keyframes" in one_line_error(capsys)

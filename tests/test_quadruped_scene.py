@@ -36,9 +36,9 @@ def _geom_names(mj):
 
 def test_loads_with_only_the_expected_warning(scene):
     info, messages, _ = scene
-    assert len(messages) == 1
-    assert info.unsupported == ["keyframes (1)", "joint frictionloss (" + ", ".join(
-        f"joint '{leg}_{j}_joint'" for leg in FEET for j in ("hip", "thigh", "calf")) + ")"]
+    assert len(messages) == 0
+    assert info.unsupported == []
+    assert list(info.model.keyframes) == ["home"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")      # the built-in loader knows what is dropped: no warning
         m = jaxmbd.models.load_quadruped_scene()

@@ -218,36 +218,23 @@ SOLIMP_DEFAULT = (0.9, 0.95, 0.001, 0.5, 2.0)
 
 
 def check_solref(solref, what):
-    """solref as a (2,) float array, or a ValueError naming ``what``: fewer numbers take MuJoCo's
-    defaults for the rest; (τ > 0, ζ > 0) is the standard form, (-k ≤ 0, -b ≤ 0) the direct one, and
-    mixed signs mean nothing."""
+    """solref as a (2,) float array (fewer numbers take MuJoCo's defaults for the rest), checked by
+    :func:`jaxmbd.checks.solref` (a ValueError naming ``what``)."""
+    from ..checks import solref as check
     a = np.atleast_1d(np.asarray(solref, np.float64)).reshape(-1)
-    if a.size == 0 or a.size > 2 or not np.all(np.isfinite(a)):
-        raise ValueError(f"{what}: solref takes 1 or 2 finite numbers, got {solref!r}")
-    a = np.concatenate([a, SOLREF_DEFAULT[a.size:]])
-    if a[0] > 0 and a[1] <= 0:
-        raise ValueError(f"{what}: solref ({a[0]:g}, {a[1]:g}): a positive time constant needs a positive "
-                         "damping ratio")
-    if a[0] <= 0 and a[1] > 0:
-        raise ValueError(f"{what}: solref ({a[0]:g}, {a[1]:g}): the direct form (-stiffness, -damping) needs "
-                         "both numbers <= 0; mixed signs mean nothing")
-    return a
+    if a.size == 0 or a.size > 2:
+        raise ValueError(f"{what}: solref takes 1 or 2 numbers, got {solref!r}")
+    return check(np.concatenate([a, SOLREF_DEFAULT[a.size:]]), what)
 
 
 def check_solimp(solimp, what):
-    """solimp as a (5,) float array, or a ValueError naming ``what``: fewer numbers take MuJoCo's
-    defaults for the rest; 0 ≤ dmin, dmax ≤ 1, width ≥ 0, 0 ≤ midpoint ≤ 1, power ≥ 1."""
+    """solimp as a (5,) float array (fewer numbers take MuJoCo's defaults for the rest), checked by
+    :func:`jaxmbd.checks.solimp` (a ValueError naming ``what``)."""
+    from ..checks import solimp as check
     a = np.atleast_1d(np.asarray(solimp, np.float64)).reshape(-1)
-    if a.size == 0 or a.size > 5 or not np.all(np.isfinite(a)):
-        raise ValueError(f"{what}: solimp takes 1 to 5 finite numbers, got {solimp!r}")
-    a = np.concatenate([a, SOLIMP_DEFAULT[a.size:]])
-    dmin, dmax, width, mid, power = a
-    bad = [name for name, ok in (("dmin in [0, 1]", 0 <= dmin <= 1), ("dmax in [0, 1]", 0 <= dmax <= 1),
-                                 ("width >= 0", width >= 0), ("midpoint in [0, 1]", 0 <= mid <= 1),
-                                 ("power >= 1", power >= 1)) if not ok]
-    if bad:
-        raise ValueError(f"{what}: solimp {tuple(float(x) for x in a)} needs {', '.join(bad)}")
-    return a
+    if a.size == 0 or a.size > 5:
+        raise ValueError(f"{what}: solimp takes 1 to 5 numbers, got {solimp!r}")
+    return check(np.concatenate([a, SOLIMP_DEFAULT[a.size:]]), what)
 
 
 def has_rows(model):

@@ -43,10 +43,28 @@ Actuators: see :mod:`jaxmbd.io.mjcf_actuator` (motor, position, velocity,
 damper and general actuators on joints; the others keep their ctrl slot,
 exert no force and are listed in the warning).
 
+Keyframes: every ``<key>`` is ``model.keyframes[name]`` (:class:`jaxmbd.model.Keyframe`: time,
+qpos, qvel, ctrl, act in MuJoCo's layout), in document order; an unnamed key is named
+``key<i>`` (``i`` its index among the keys, MuJoCo's key id; ``_`` appended while that name is
+taken).  As in MuJoCo, a missing or short qpos, qvel, ctrl or act is completed from qpos0 or zeros,
+the quaternions of ball and free joints are normalized (a zero one becomes the identity), and a
+longer one is an error; mocap poses (mpos, mquat) are checked and listed in the warning.
+
+Inheritance (``<default>`` classes), as MuJoCo's parser applies it: an element's orientation
+(quat, axisangle, euler, xyaxes or zaxis) replaces its class's, whichever form either uses; numbers
+given in part for ``size``, ``friction``, ``solref``, ``solimp``, ``solreflimit``, ``solimplimit``
+and ``solreffriction`` replace the leading entries of the inherited ones (then MuJoCo's defaults).
+``solref``/``solimp`` of geoms, pairs and joint limits are checked by
+:func:`jaxmbd.checks.solref` and :func:`jaxmbd.checks.solimp` (an error naming the element).
+
 Not modelled (listed once in a warning, never dropped silently):
 tendons, sensors, ball-joint limits, fluid forces,
-gravity compensation, mocap bodies, keyframes, and equality constraints other
-than ``connect``/``weld`` (returned in ``MJCFImport.equality``).  ``connect``
+gravity compensation, mocap bodies, and equality constraints other
+than ``connect``/``weld`` (returned in ``MJCFImport.equality``); options and flags that change
+MuJoCo's contacts or dynamics but not jaxmbd's (``cone="pyramidal"`` given explicitly: jaxmbd's
+cones are elliptic; ``noslip_iterations``, ``<flag override>`` with its ``o_*`` values, pair
+``solreffriction``, ``<flag spring/damper/equality="disable">``, ``<flag
+sleep/speculative/ipc="enable">``).  ``connect``
 and ``weld`` between bodies or sites become loop constraints (``point`` and
 ``weld``; the model is then a :class:`jaxmbd.Mechanism`).  Height-field and
 SDF geoms, and primitives fitted to meshes, cannot give an inertia: a body
@@ -55,14 +73,17 @@ that needs one is an error (give it an ``<inertial>``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import warnings
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import joints as jtypes
+from .. import checks as _checks
 from ..model import Model, ModelBuilder
 from . import _common as C
 from . import mesh as _mesh
@@ -79,13 +100,34 @@ SOLIDS = ("sphere", "capsule", "cylinder", "box", "ellipsoid")
 TOP_LEVEL = {"compiler", "option", "size", "visual", "statistic", "default", "custom", "asset", "worldbody",
              "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "extension", "deformable"}
 NOT_MODELLED = {"tendon": "tendons",
-                "sensor": "sensors", "keyframe": "keyframes", "deformable": "deformables",
+                "sensor": "sensors", "deformable": "deformables",
                 "extension": "plugins"}
+ORIENTATIONS = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
+PARTIAL = ("size", "friction", "solref", "solimp", "solreflimit", "solimplimit", "solreffriction")
+SOLREF, SOLIMP = (0.02, 1.0), (0.9, 0.95, 0.001, 0.5, 2.0)     # MuJoCo's defaults
+KEY_ATTRS = ("name", "time", "qpos", "qvel", "act", "ctrl", "mpos", "mquat")
 IGNORED_IN_BODY = {"site", "camera", "light"}
 
 
 class MJCFError(ValueError):
     """A document jaxmbd cannot load (a ValueError)."""
+
+
+def _over(base, own):
+    """Attributes ``own`` over the inherited ``base``, as MuJoCo's parser applies them: an
+    orientation in ``own`` replaces any in ``base`` (whatever the forms), and numbers given in part
+    for a :data:`PARTIAL` attribute replace the leading entries of the inherited ones."""
+    out = dict(base)
+    if any(k in own for k in ORIENTATIONS):
+        for k in ORIENTATIONS:
+            out.pop(k, None)
+    for k, v in own.items():
+        if k in PARTIAL and k in out:
+            old, new = out[k].split(), v.split()
+            if len(new) < len(old):
+                v = " ".join(new + old[len(new):])
+        out[k] = v
+    return out
 
 
 @dataclass
@@ -329,12 +371,12 @@ class _Compiler:
             for child in el:
                 if child.tag == "default":
                     continue
-                own.setdefault(child.tag, {}).update(child.attrib)
+                own[child.tag] = _over(own.get(child.tag, {}), child.attrib)
             if name in self.classes and name != "main":
                 raise MJCFError(f"<default class={name!r}> defined twice")
             if name == "main":
                 for tag, v in own.items():
-                    self.classes["main"].setdefault(tag, {}).update(v)
+                    self.classes["main"][tag] = _over(self.classes["main"].get(tag, {}), v)
             else:
                 self.classes[name] = own
             for child in el:
@@ -352,9 +394,7 @@ class _Compiler:
         c = el.get("class", cls)
         if c not in self.classes:
             raise MJCFError(f"<{el.tag} name={el.get('name')!r}>: unknown default class {c!r}")
-        out = dict(self.classes[c].get(el.tag, {}))
-        out.update(el.attrib)
-        return out
+        return _over(self.classes[c].get(el.tag, {}), el.attrib)
 
     # -- numbers and orientations ------------------------------------------------------
     def angle(self, x):
@@ -420,6 +460,7 @@ class _Compiler:
         self.refsafe = flags.get("refsafe") != "disable"
         self.filterparent = flags.get("filterparent") != "disable"
         self.override = flags.get("override") == "enable"
+        self.opt, self.flags = opt, flags
         self.timestep = C.number(opt.get("timestep", "0.002"), "<option timestep>")
         self.impratio = C.number(opt.get("impratio", "1"), "<option impratio>")
         if not self.impratio > 0:
@@ -490,6 +531,8 @@ class _Compiler:
         if skipped:
             self.unsupported.append("contacts between " + ", ".join(f"{a} and {b} geoms ({n} pairs)"
                                                                     for (a, b), n in skipped))
+        self.unsupported.extend(self._flag_notes())
+        model = self._with_keyframes(model)
         return MJCFImport(model=model, equality=self.equality, joint_range=self.joint_range,
                           unsupported=self.unsupported, mesh_geoms=self.mesh_geoms)
 
@@ -555,7 +598,7 @@ class _Compiler:
             fr = np.concatenate([fr, [1.0, 0.005, 0.0001][len(fr):]])[:3]
             if C.number(a.get("gap", "0"), f"{gw}: gap"):
                 gaps.append(r["id_name"])
-            solref = C.numbers(a.get("solref", "0.02 1"), 2, f"{gw}: solref")
+            solref = self._solref_attr(a.get("solref"), f"{gw}: solref")
             self.builder.add_geom(
                 self.builder_name[r["body"]], kind, size[:self.builder.GEOM_SIZES.get(kind, 0)], vertices=hull,
                 maxhullvert=hullvert if kind == "mesh" else None,
@@ -577,9 +620,11 @@ class _Compiler:
                 self.unsupported.append(f"anisotropic pair friction ({pw}; the first of each kind is used)")
             if C.number(a.get("gap", "0"), f"{pw}: gap"):
                 gaps.append(pw)
+            if np.any(self._leading(a.get("solreffriction"), (0.0, 0.0), f"{pw}: solreffriction") != 0):
+                self.unsupported.append(f"pair solreffriction ({pw}; jaxmbd's friction law has no solref)")
             self.builder.add_contact_pair(
                 a["geom1"], a["geom2"], condim=int(C.number(a.get("condim", "3"), f"{pw}: condim")),
-                friction=(fr[0], fr[2], fr[3]), solref=C.numbers(a.get("solref", "0.02 1"), 2, f"{pw}: solref"),
+                friction=(fr[0], fr[2], fr[3]), solref=self._solref_attr(a.get("solref"), f"{pw}: solref"),
                 solimp=self._solimp(a.get("solimp"), f"{pw}: solimp"),
                 margin=C.number(a.get("margin", "0"), f"{pw}: margin"))
         for b1, b2 in excludes:
@@ -592,8 +637,104 @@ class _Compiler:
             self.unsupported.append("contacts of " + ", ".join(f"{k} geoms ({n})" for k, n in sorted(skipped.items())))
         if gaps:
             self.unsupported.append(f"contact gaps ({', '.join(gaps)})")
+        self.unsupported.extend(self._contact_option_notes())
+
+    def _contact_option_notes(self):
+        """Warning lines for the options that change MuJoCo's contact forces and that jaxmbd's
+        contact law does not take (they matter only where something collides)."""
+        opt, out = self.opt, []
+        if not (getattr(self.builder, "_geoms", None) or getattr(self.builder, "_pairs", None)):
+            return out
+        if "cone" in opt:
+            if opt["cone"] not in ("pyramidal", "elliptic"):
+                raise MJCFError(f"<option cone={opt['cone']!r}>: expected pyramidal or elliptic")
+            if opt["cone"] == "pyramidal":
+                out.append("<option cone='pyramidal'> (jaxmbd's friction cones are elliptic)")
+        noslip = C.number(opt.get("noslip_iterations", "0"), "<option noslip_iterations>")
+        if noslip > 0:
+            out.append(f"<option noslip_iterations='{noslip:g}'> (MuJoCo's no-slip post-processing)")
         if self.override:
-            self.unsupported.append("<flag override> (contact parameter override)")
+            given = [f"{k}={opt[k]!r}" for k in ("o_margin", "o_solref", "o_solimp", "o_friction") if k in opt]
+            out.append("<flag override='enable'> (contact parameter override"
+                       + (f": {', '.join(given)})" if given else ")"))
+        return out
+
+    def _flag_notes(self):
+        """Warning lines for the ``<flag>`` settings that change MuJoCo's dynamics and that the loader does
+        not apply (gravity, contact, limit, constraint (for contacts and limits), refsafe, filterparent,
+        override, actuation and clampctrl are applied)."""
+        out = []
+        loops = any(d["type"] in ("connect", "weld") and d.get("active", "true") != "false" for d in self.equality)
+        kept = {("spring", "disable"): "joint stiffness is kept", ("damper", "disable"): "joint damping is kept",
+                ("sleep", "enable"): "no body sleeps", ("speculative", "enable"): None, ("ipc", "enable"): None}
+        if loops:
+            kept.update({("equality", "disable"): "connect/weld constraints are kept",
+                         ("constraint", "disable"): "connect/weld constraints are kept"})
+        for (k, v), why in kept.items():
+            if self.flags.get(k) == v:
+                out.append(f"<flag {k}='{v}'>" + (f" ({why})" if why else ""))
+        return out
+
+    def _with_keyframes(self, model):
+        """The model with its keyframes (``Model.keyframe_data``): every ``<key>`` as MuJoCo compiles it,
+        then default keys (qpos0, zeros) up to ``<size nkey>``, as MuJoCo allocates them."""
+        keys = [el for sec in self.root.findall("keyframe") for el in sec]
+        size = {}
+        for el in self.root.findall("size"):
+            size.update(el.attrib)
+        nkey = int(C.number(size.get("nkey", "-1"), "<size nkey>"))
+        keys += [ET.Element("key")] * max(nkey - len(keys), 0)
+        if not keys:
+            return model
+        tree = getattr(model, "tree", model)   # a mechanism from the loader keeps the tree's (MuJoCo's) order
+        qpos0 = np.asarray(model.q0, np.float64)
+        nmocap = sum(b.get("mocap", "false") == "true" for b in self.root.iter("body"))
+        sizes = dict(qpos=(qpos0, "nq"), qvel=(np.zeros(model.nv), "nv"), ctrl=(np.zeros(model.nu), "nu"),
+                     act=(np.zeros(self.n_act), "na"), mpos=(np.zeros(3 * nmocap), "3 x nmocap"),
+                     mquat=(np.zeros(4 * nmocap), "4 x nmocap"))
+        taken = {el.get("name") for el in keys if el.get("name")}
+        data, names, mocap = [], set(), []
+        for i, el in enumerate(keys):
+            name = el.get("name")
+            what = f"<key name={name!r}>" if name else f"<key> #{i}"
+            if el.tag != "key":
+                raise MJCFError(f"<keyframe>: unknown element <{el.tag}>")
+            for k in el.attrib:
+                if k not in KEY_ATTRS:
+                    raise MJCFError(f"{what}: unknown attribute {k!r}")
+            if name:
+                if name in names:
+                    raise MJCFError(f"{what}: duplicate keyframe name")
+            else:
+                name = f"key{i}"
+                while name in taken or name in names:
+                    name += "_"
+            names.add(name)
+            vals = {}
+            for k, (default, label) in sizes.items():
+                v = np.array(default, np.float64)
+                if k in el.attrib:
+                    got = C.numbers(el.get(k), None, f"{what}: {k}")
+                    if got.size > v.size:
+                        raise MJCFError(f"{what}: {k} has {got.size} numbers, more than the model's {label} = "
+                                        f"{v.size} (MuJoCo refuses it too)")
+                    v[:got.size] = got
+                vals[k] = v
+            q = vals["qpos"]
+            for jt, adr in zip(tree.topo.jtype, tree.topo.q_adr):
+                for sl in jtypes.quaternion_slices(jt, adr):
+                    n = np.linalg.norm(q[sl])
+                    q[sl] = q[sl] / n if n > 1e-15 else np.array([1.0, 0.0, 0.0, 0.0])   # as MuJoCo does
+            if "mpos" in el.attrib or "mquat" in el.attrib:
+                mocap.append(name)
+            data.append((name, C.number(el.get("time", "0"), f"{what}: time"))
+                        + tuple(tuple(float(x) for x in vals[k]) for k in ("qpos", "qvel", "ctrl", "act")))
+        if mocap:
+            self.unsupported.append(f"keyframe mocap poses ({', '.join(mocap)}; mocap bodies are welded)")
+        data = tuple(data)
+        if tree is model:
+            return dataclasses.replace(model, keyframe_data=data)
+        return dataclasses.replace(model, tree=dataclasses.replace(tree, keyframe_data=data))
 
     def _apply_springdampers(self, gravity):
         """<joint springdamper="timeconst dampratio">, as MuJoCo compiles it: with m the
@@ -608,15 +749,24 @@ class _Compiler:
         for kw in self._planned:
             self.builder.add_body(**kw)
 
-    def _solimp(self, text, what):
-        """solimp (3 or 5 numbers; MuJoCo's defaults for the missing ones)."""
-        vals = [0.9, 0.95, 0.001, 0.5, 2.0]
+    @staticmethod
+    def _leading(text, default, what):
+        """1 to len(default) numbers, completed from ``default`` (MuJoCo's reading of a vector given in part)."""
+        vals = np.array(default, np.float64)
         if text is not None:
-            got = [C.number(x, what) for x in text.split()]
-            if len(got) not in (3, 5):
-                raise MJCFError(f"{what}: expected 3 or 5 numbers, got {text!r}")
-            vals[:len(got)] = got
-        return np.asarray(vals)
+            got = C.numbers(text, None, what)
+            if not 1 <= got.size <= vals.size:
+                raise MJCFError(f"{what}: expected 1 to {vals.size} numbers, got {text!r}")
+            vals[:got.size] = got
+        return vals
+
+    def _solimp(self, text, what):
+        """solimp (1 to 5 numbers; MuJoCo's defaults for the missing ones), checked."""
+        return _checks.solimp(self._leading(text, SOLIMP, what), what)
+
+    def _solref_attr(self, text, what):
+        """solref (1 or 2 numbers; MuJoCo's defaults for the missing one), checked."""
+        return _checks.solref(self._leading(text, SOLREF, what), what)
 
     def _solref(self, solref):
         """solref with MuJoCo's refsafe rule: a time constant below twice the timestep is raised to it."""
@@ -968,8 +1118,7 @@ class _Compiler:
                 lo, hi = (self.angle(r[0]), self.angle(r[1])) if mt in ("hinge", "ball") else r
                 self.joint_range[jname] = (float(lo), float(hi))
                 self.limited.append(dict(joint=jname, kind=mt, lower=float(lo), upper=float(hi),
-                                         solref=C.numbers(a.get("solreflimit", "0.02 1"), 2,
-                                                          f"{jwhat}: solreflimit"),
+                                         solref=self._solref_attr(a.get("solreflimit"), f"{jwhat}: solreflimit"),
                                          solimp=self._solimp(a.get("solimplimit"), f"{jwhat}: solimplimit"),
                                          margin=num("margin")))
         elif limited == "true":

@@ -23,8 +23,9 @@ hinge, slide, ball and free joints; ``gear``, ``ctrlrange``/``ctrllimited``,
 ``forcerange``/``forcelimited`` with ``<compiler autolimits>`` (auto: a
 range with lo < hi is a limit; without autolimits a range needs its
 ``*limited`` flag); joint ``actuatorfrcrange``/``actuatorfrclimited`` (hinge,
-slide); ``<option actuatorgroupdisable>`` and the ``actuation`` and
-``clampctrl`` flags.  Anything else (activation dynamics, ``intvelocity``,
+slide; in a file without actuators there is nothing to clamp);
+``<option actuatorgroupdisable>`` and the ``actuation`` and ``clampctrl``
+flags.  Anything else (activation dynamics, ``intvelocity``,
 ``cylinder``, ``muscle``, ``adhesion``, plugins, tendon/site/body
 transmissions) keeps its ctrl slot, so ``ctrl`` has MuJoCo's layout, exerts
 no force, and is listed in the loader's warning."""
@@ -49,7 +50,7 @@ def _initial():
     return dict(gaintype="fixed", gainprm=np.r_[1.0, np.zeros(9)], biastype="none", biasprm=np.zeros(10),
                 dyntype="none", gear=np.r_[1.0, np.zeros(5)], ctrlrange=np.zeros(2), ctrlrange_set=False,
                 ctrllimited="auto", forcerange=np.zeros(2), forcerange_set=False, forcelimited="auto",
-                group=0, timeconst=0.0, inheritrange=0.0)
+                group=0, timeconst=0.0, inheritrange=0.0, actdim=-1)
 
 
 def _copy(p):
@@ -84,6 +85,8 @@ def apply(tag, a, p, last, what):
             p[key] = a[key]
     if "group" in a:
         p["group"] = int(num("group"))
+    if "actdim" in a:
+        p["actdim"] = int(num("actdim"))
     if tag == "general":
         for key in ("gaintype", "biastype", "dyntype"):
             if key in a:
@@ -127,6 +130,19 @@ def apply(tag, a, p, last, what):
     else:   # cylinder, muscle, adhesion, plugin: not modelled (listed by the caller)
         p["dyntype"] = tag
     return p
+
+
+def activations(tag, p):
+    """The number of MuJoCo activation states (its ``actuator_actnum``) of an actuator element
+    ``tag`` with parameters ``p``: ``actdim`` where given, else 1 for a stateful one (cylinder,
+    muscle, a position with timeconst, intvelocity, general with a dyntype), 0 for the others."""
+    if p["actdim"] >= 0:
+        return p["actdim"]
+    if tag in ("cylinder", "muscle"):
+        return 1
+    if tag == "adhesion":
+        return 0
+    return int(p["dyntype"] not in ("none", tag))
 
 
 def read_defaults(root):
@@ -175,6 +191,7 @@ def read(comp, opt, flags):
     off = flags.get("actuation") == "disable"
     clamp = flags.get("clampctrl") != "disable"
     notes, n = {}, 0
+    comp.n_act = 0
     for sec in comp.root.findall("actuator"):
         for el in sec:
             what = f"<{el.tag}> {n} ({el.get('name')!r})" if el.get("name") else f"<{el.tag}> {n}"
@@ -186,6 +203,7 @@ def read(comp, opt, flags):
                 raise ActuatorError(f"{what}: unknown default class {cls!r}")
             last, p0 = defaults[cls]
             p = apply(el.tag, el.attrib, p0, last, what)
+            comp.n_act += activations(el.tag, p)
             kw = _one(comp, el, p, what, notes)
             kw["active"] = kw.get("active", True) and not off and p["group"] not in disabled_groups
             if not clamp:
@@ -206,7 +224,8 @@ def read(comp, opt, flags):
             raise ActuatorError(f"{what}: actuatorfrcrange without actuatorfrclimited; set <compiler "
                                 "autolimits='true'> or actuatorfrclimited explicitly (as MuJoCo requires)")
         limited = lim == "true" or (lim == "auto" and rng is not None and r[0] < r[1])
-        if limited and jt in ("hinge", "slide"):    # MuJoCo applies it to hinge and slide joints only
+        # MuJoCo applies it to hinge and slide joints only; without actuators there is nothing to clamp
+        if limited and jt in ("hinge", "slide") and n:
             comp.builder.set_actuator_force_range(name, r)
     return [f"actuators ({len(v)}: {k}; they keep their ctrl slot and exert no force: {', '.join(v)})"
             for k, v in notes.items()]

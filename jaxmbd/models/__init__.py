@@ -301,9 +301,9 @@ def quadruped_scene_path():
 
 
 def load_quadruped_scene(warn=False, **kw):
-    """:func:`jaxmbd.load_mjcf` of :func:`quadruped_scene_path`.  What jaxmbd does
-    not model there (the keyframe, joint frictionloss) is known, so it is not
-    warned about unless ``warn=True``; ``kw`` goes to ``load_mjcf``."""
+    """:func:`jaxmbd.load_mjcf` of :func:`quadruped_scene_path` (``kw`` goes to
+    ``load_mjcf``; the file loads without a warning).  The ``home`` keyframe is
+    ``model.keyframes["home"]``."""
     from ..io.mjcf import load_mjcf
     return load_mjcf(quadruped_scene_path(), warn=warn, **kw)
 
