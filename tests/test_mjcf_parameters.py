@@ -187,7 +187,6 @@ BAD_LAW = [
     ('solref="-500"', "mixed signs"),                  # MuJoCo completes it to "-500 1"
     ('solref="0.02 -1"', "the damping ratio must be positive"),
     ('solref="0.02 0"', "the damping ratio must be positive"),
-    ('solref="0 0"', "needs a positive stiffness"),
     ('solimp="1.5 0.95 0.001"', "dmin 1.5 is outside [0, 1]"),
     ('solimp="0.9 -0.1 0.001"', "dmax -0.1 is outside [0, 1]"),
     ('solimp="0.9 0.95 -0.001"', "width -0.001 is negative"),
