@@ -42,7 +42,7 @@ every parameter:
 2. frictional rows (contact friction, joint friction loss), with the
    normal forces applied: the same solve, then each cone scaled smoothly
    onto its limit (a contact's: Σ (f_j/μ_j)² ≤ f_N²; a joint's friction
-   loss: |f| ≤ loss): f ← f · L / (L⁴ + g⁴)^¼, g the cone norm of f.
+   loss: |f| ≤ loss): f ← f · L / (L⁸ + g⁸)^⅛, g the cone norm of f.
 
 Where this differs from MuJoCo: the complementarity is approximate (two
 sweeps of a block projection instead of MuJoCo's solver), rows fade in
@@ -64,7 +64,7 @@ import numpy as np
 from .law import ramp
 
 SWEEPS = 2              # block sweeps (normal rows, then frictional rows) per evaluation
-SAT_POWER = 4.0         # the cone scaling's smoothness: f L / (L^p + g^p)^(1/p)
+SAT_POWER = 8.0         # the cone scaling's smoothness: f L / (L^p + g^p)^(1/p)
 ONSET_FRACTION = 0.1    # a row fades in over this fraction of its resting depth under ONSET_G
 ONSET_G = 9.81          # m/s² (rad/s²)
 EPS_ACC = 1e-3          # m/s² (rad/s²): the width of a normal force's ramp at 0, times the row's mass
@@ -244,12 +244,13 @@ def has_rows(model):
 
 
 def rows(model, q, v):
-    """(NormalRows, FrictionRows, per-element extras) of every soft element of the model at (q, v),
-    concatenated (frictional rows' normal and cone indices offset)."""
+    """(NormalRows, FrictionRows, per element (element, (first normal row, count), (first frictional
+    row, count), its extra)) of every soft element of the model at (q, v), concatenated (frictional
+    rows' normal and cone indices offset)."""
     from ..kinematics import kinematics_and_axes
     from .base import elements
     kin, axes = kinematics_and_axes(model, q)
-    Ns, Ts, extras, n0, c0 = [], [], [], 0, 0
+    Ns, Ts, extras, n0, t0, c0 = [], [], [], 0, 0, 0
     for e in elements(model):
         if not getattr(e, "has_soft", False):
             continue
@@ -258,8 +259,9 @@ def rows(model, q, v):
         cone = T.cone + c0
         Ns.append(N)
         Ts.append(T._replace(normal=normal, cone=cone))
-        extras.append((e, n0, N.J.shape[0], extra))
+        extras.append((e, (n0, N.J.shape[0]), (t0, T.J.shape[0]), extra))
         n0 += N.J.shape[0]
+        t0 += T.J.shape[0]
         c0 += int(T.cone.max()) + 1 if len(T.cone) else 0
     cat = lambda xs: jnp.concatenate(xs) if isinstance(xs[0], jax.Array) else np.concatenate(xs)  # noqa: E731
     N = NormalRows(*(cat([getattr(n, f) for n in Ns]) for f in NormalRows._fields))
