@@ -36,6 +36,7 @@ import numpy as np
 
 from . import linalg, ltdl
 from .crba import mass_matrix, mass_matrix_compact
+from .forces import soft
 from .dynamics import bias_force, factorization_for, forward_dynamics
 from .kinematics import integrate_q, normalize_q
 from .constraints import Mechanism, _check, phi_bias_tree, phi_jacobian_tree, phi_tree
@@ -74,6 +75,9 @@ def accel_tree(mech, q, v, tau, method="schur", G=None, factorization="auto"):
     G = mech.rows(phi_jacobian_tree(mech, q)) if G is None else G
     tc = mech.rows(phi_bias_tree(mech, q, v))
     if method == "dense":
+        if soft.has_rows(tree):
+            raise ValueError("method 'dense' (the augmented-matrix reference) does not take the model's "
+                             "soft-constraint rows (contacts, limits, friction loss from solref); use 'schur'")
         H = mass_matrix(tree, q)
         m = G.shape[0]
         K = jnp.block([[H, G.T], [G, jnp.zeros((m, m), H.dtype)]])
@@ -91,8 +95,19 @@ def accel_tree(mech, q, v, tau, method="schur", G=None, factorization="auto"):
         Y = jsl.solve_triangular(c[0], G.T, lower=True)     # L^-1 Gᵀ with H = L Lᵀ
     B = Y.T @ Y                                             # Φ_q H⁻¹ Φ_qᵀ
     au = solve(rhs)
-    lam = jnp.linalg.solve(B, G @ au - tc)
-    return solve(rhs - G.T @ lam), lam
+    Bf = jsl.lu_factor(B)
+    lam = jsl.lu_solve(Bf, G @ au - tc)
+    a = solve(rhs - G.T @ lam)
+    if not soft.has_rows(tree):
+        return a, lam
+
+    def respond(X):      # the constrained acceleration response to generalized forces X: H⁻¹ (X - Gᵀ Λ)
+        Z = solve(X)
+        return Z - solve(G.T @ jsl.lu_solve(Bf, G @ Z))
+    sol = soft.dynamics(tree, q, v, a, respond)[0]
+    # the loop multipliers with the soft rows' force applied
+    lam = lam + jsl.lu_solve(Bf, G @ solve(sol.tau))
+    return sol.a, lam
 
 
 @partial(jax.jit, static_argnames=("method", "factorization"))

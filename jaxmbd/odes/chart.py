@@ -227,6 +227,11 @@ class SparseIterationMatrix(NamedTuple):
     def build(ode, t, v0, a0, hg):
         model, q0 = ode.model, ode.q0
         topo = model.topo
+        from ..forces import soft
+        if soft.has_rows(model):
+            raise ValueError("linear_solver='sparse' builds the iteration matrix from the inverse dynamics, "
+                             "which the model's soft-constraint rows (contacts, limits, friction loss from "
+                             "solref; jaxmbd.forces.soft) do not enter: use linear_solver='dense'")
 
         def R(q, v):
             return inverse_dynamics(model, q, v, a0) - ode.tau(t, q, v)

@@ -191,6 +191,11 @@ class ConstrainedChartODE(DescriptorODE):
     def descriptor_start(self, t, v0, beta, gh):
         """z0 = [q̈0; λ0] at the step start, its independent part a0, the LU of
         ∂Ψ/∂z there (for the formula's β, γh) and the Newton scale weights."""
+        from ..forces import soft
+        if soft.has_rows(self.model):
+            raise ValueError("the descriptor form's residual is the inverse dynamics, which the model's "
+                             "soft-constraint rows (contacts, limits, friction loss from solref) do not enter; "
+                             "use a state-space integrator for this model")
         y0 = jnp.zeros_like(v0)
         xdd0, _, lam0, ok0 = self.accel_full(t, y0, v0)
         z0 = jnp.concatenate([xdd0, lam0])
