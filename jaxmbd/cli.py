@@ -32,6 +32,7 @@ import numpy as np
 
 MODELS = {
     "quadruped": lambda m: m.quadruped(),
+    "quadruped_scene": lambda m: m.load_quadruped_scene(),
     "humanoid30": lambda m: m.humanoid30(),
     "chain30": lambda m: m.chain(30),
     "binary_tree5": lambda m: m.binary_tree(5),

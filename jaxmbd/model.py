@@ -559,7 +559,7 @@ class ModelBuilder:
 
     def set_contact_options(self, *, smoothing_velocity=None, filterparent=None, timestep=None,
                             skip_unsupported=None, body_alias=None, capacity=None, impratio=None,
-                            rows=None) -> "ModelBuilder":
+                            rows=None, law=None) -> "ModelBuilder":
         """smoothing_velocity (m/s, default 0.01): the friction law's regularization (explicit
         steps up to about 2 ms stay stable on friction; smaller values creep less and are
         stiffer: an implicit integrator's work); filterparent (default True): MuJoCo's parent filter; timestep: MuJoCo's refsafe rule (a solref time
@@ -573,8 +573,15 @@ class ModelBuilder:
         MuJoCo's ratio of frictional to normal impedance (the soft law's frictional rows have the
         normal row's regularizer divided by it); rows: how many candidate contacts (the deepest)
         enter the soft law's solve (default :data:`jaxmbd.forces.contact.SOFT_ROWS_DEFAULT`, 16;
-        more within their margin at once stops a run with ``CONTACT_OVERFLOW``)."""
+        more within their margin at once stops a run with ``CONTACT_OVERFLOW``); law: "soft" (the
+        default: pairs given by solref/solimp are MuJoCo's soft constraints, :mod:`jaxmbd.forces.soft`)
+        or "penalty" (every pair by the penalty law, solref/solimp mapped by
+        :func:`jaxmbd.forces.law.from_mujoco`; pairs given a stiffness always are)."""
         opts = self.__dict__.setdefault("_contact_opts", {})
+        if law is not None:
+            if law not in ("soft", "penalty"):
+                raise ValueError(f"contact law {law!r}: expected 'soft' or 'penalty'")
+            opts["law"] = law
         if impratio is not None:
             if not impratio > 0:
                 raise ValueError(f"contact impratio must be positive, got {impratio}")

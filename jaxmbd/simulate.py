@@ -224,7 +224,9 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
     run with status 10 (``SPARSE_COUPLING``) instead of integrating with an
     inexact iteration matrix; declared couplings are handled exactly.  A
     state where the contact broad phase finds more geom pairs within reach
-    than a group's capacity (:func:`jaxmbd.forces.contact.capacities`) is
+    than a group's capacity (:func:`jaxmbd.forces.contact.capacities`), or
+    more contacts within their margin than the soft constraints' rows
+    (``set_contact_options(rows=...)``), is
     not accepted: the run stops with status 11 (``CONTACT_OVERFLOW``),
     keeping the last state whose contacts were all evaluated.
 

@@ -46,7 +46,7 @@ def _element(m):
 
 @pytest.fixture(scope="module")
 def mixed():
-    return jaxmbd.load_mjcf(MIXED, warn=False, contact_capacity="all")
+    return jaxmbd.load_mjcf(MIXED, warn=False, contact_capacity="all", law="penalty")
 
 
 def _random_states(m, n, seed):
@@ -92,7 +92,7 @@ def _balls(n, capacity=None):
     bodies = "".join(f'<body name="b{i}" pos="{0.25 * i} 0 0.098"><freejoint/>'
                      f'<geom name="g{i}" type="sphere" size="0.1"/></body>' for i in range(n))
     xml = (f'<mujoco><worldbody><geom name="floor" type="plane" size="0 0 1"/>{bodies}</worldbody></mujoco>')
-    return jaxmbd.load_mjcf(xml, warn=False, contact_capacity=capacity)
+    return jaxmbd.load_mjcf(xml, warn=False, contact_capacity=capacity, law="penalty")
 
 
 def test_the_default_capacity_follows_the_rule():

@@ -151,7 +151,10 @@ def test_urdf_limits_become_stops():
     assert lim.dofs == (0,)                                   # the continuous joint's limit is ignored
     np.testing.assert_allclose([lim.lower[0], lim.upper[0]], [-1.0, 1.2])
     H = np.asarray(jaxmbd.mass_matrix(m, m.q0))
-    np.testing.assert_allclose(lim.stiffness[0], 2500.0 / 0.05 / np.linalg.inv(H)[0, 0], rtol=1e-12)
+    assert lim.law == "soft"            # MuJoCo's default solreflimit/solimplimit, Â = (H⁻¹)_00 at q0
+    np.testing.assert_allclose(lim.invweight[0], np.linalg.inv(H)[0, 0], rtol=1e-12)
+    np.testing.assert_allclose(lim.solref[0], [0.02, 1.0], rtol=0)
+    np.testing.assert_allclose(lim.solimp[0], [0.9, 0.95, 0.001, 0.5, 2.0], rtol=0)
 
 
 @pytest.mark.parametrize("kw,msg", [

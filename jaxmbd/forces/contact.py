@@ -232,12 +232,28 @@ class Contact(JointElement):
             start += n
         return sel, overflow, reach
 
+    @property
+    def n_candidates(self):
+        """How many candidate contacts the narrow phase gives (static)."""
+        return sum(k * _per_pair(self, t1, t2, rows[0]) for (t1, t2, rows), k in zip(self.groups, self.capacity))
+
+    @property
+    def can_overflow(self):
+        """Whether a state can overflow a capacity: a culled group, or more soft candidates than
+        ``rows``."""
+        return self.culled or (self.has_soft and self.n_candidates > self.rows)
+
     def overflow(self, model, q):
-        """Whether the broad phase at q finds more pairs within reach than a group's capacity
-        (then :func:`jaxmbd.simulate` stops the member with status ``CONTACT_OVERFLOW``)."""
-        if not self.culled:
-            return jnp.array(False)
-        return self.select(*self.geom_poses(forward_kinematics(model, q)))[1]
+        """Whether at q the broad phase finds more pairs within reach than a group's capacity, or
+        more of the soft pairs' candidates are within their margin than the solve's ``rows`` (then
+        :func:`jaxmbd.simulate` stops the member with status ``CONTACT_OVERFLOW``)."""
+        kin = forward_kinematics(model, q)
+        out = jnp.array(False)
+        if self.culled:
+            out = self.select(*self.geom_poses(kin))[1]
+        if self.has_soft and self.n_candidates > self.rows:
+            out = out | self.soft_candidates(kin)["overflow"]
+        return out
 
     def candidates(self, model, q):
         """The candidate contacts at q of the pairs the broad phase keeps: dict of dist (nc,), pos
@@ -419,7 +435,8 @@ class Contact(JointElement):
         _, B = S.ref_coefficients(solref, solimp)
         Rn = jnp.maximum((1.0 - d) / d * N.invweight, S.MINVAL)
         mu0 = jnp.repeat(mu[:, :1], fd, 1).reshape(-1)
-        RT = jnp.repeat(Rn / self.impratio, fd) * (mu0 / jnp.where(muT > 0, muT, 1.0)) ** 2
+        ratio = jnp.where((muT > 0) & (mu0 > 0), mu0 / jnp.where(muT > 0, muT, 1.0), 1.0)   # rows off: any R > 0
+        RT = jnp.repeat(Rn / self.impratio, fd) * ratio ** 2
         on = jnp.repeat(S.activation(-N.r, S.onset_width(solref, solimp)), fd) * (muT > 0)
         T = S.FrictionRows(JT, JT @ v, jnp.repeat(B, fd), RT, on, muT, np.repeat(np.arange(k), fd),
                            jnp.zeros(k * fd, JT.dtype), np.repeat(np.arange(k), fd))
@@ -560,11 +577,11 @@ def _soft_fields(params):
 
 
 def contact_overflow(tree, q):
-    """Whether the broad phase at q (tree coordinates) overflows a capacity (:meth:`Contact.overflow`);
-    None when the tree has no contacts or no group is culled (nothing to check: no operation added)."""
+    """Whether the contacts at q (tree coordinates) overflow a capacity (:meth:`Contact.overflow`);
+    None when the tree has no contacts or none can overflow (nothing to check: no operation added)."""
     from .base import elements
     el = [e for e in elements(tree) if isinstance(e, Contact)]
-    if not el or not el[0].culled:
+    if not el or not el[0].can_overflow:
         return None
     return el[0].overflow(tree, q)
 
@@ -755,7 +772,7 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
             rows["friction"].append(fr)
             rows["smoothing"].append(options.get("smoothing", SMOOTHING_DEFAULT))
             rows["margin"].append(margin)
-            rows["soft"].append(0.0 if "stiffness" in law else 1.0)
+            rows["soft"].append(0.0 if "stiffness" in law or options.get("law") == "penalty" else 1.0)
             rows["solref"].append(np.asarray(solref, float))
             rows["solimp"].append(np.asarray(par["solimp"], float))
             rows["invweight"].append(max(iw[hosts[a] + 1] + iw[hosts[b] + 1], 1e-300))

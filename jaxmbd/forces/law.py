@@ -45,28 +45,20 @@ elliptic cone), |f| → μ f_n once the slip is much faster than v_s, and a
 body on an incline below its friction angle creeps at most at
 v_s tanθ / sqrt(μ² - tan²θ) (:func:`creep_speed`).
 
-MuJoCo's ``solref``/``solimp`` (:func:`from_mujoco`).  MuJoCo's soft
-constraint makes the violation r of a constraint row obey
-r̈ + d (b ṙ + k r) = (1 - d) a₀ (a₀: the unconstrained acceleration), with
-b = 2/(dmax τ), k = d/(dmax τ ζ)² for ``solref = (τ, ζ)`` (direct form
-``(-K, -B)``: b = B/dmax, k = K d/dmax²) and the impedance d rising from
-dmin to dmax over solimp's width.  At full impedance (d = dmax) the row is
-a spring-damper per unit effective mass with K = 1/(τ ζ)² and B = 2/τ
-(direct form: K, B), driven by only (1 - dmax) of the load: a body at rest
-sits at r = (1 - dmax) g / K.  The law keeps that resting penetration and
-the damping ratio: p = 1, k = m K / (1 - dmax), viscous b = m B /
-sqrt(1 - dmax) = 2 ζ sqrt(k m) (MuJoCo's damping ratio), c = 0, and the
-onset width w = solimp's width.  Its time constant is then τ sqrt(1 - dmax)
-(4.5 ms for MuJoCo's defaults): stiffer than MuJoCo's soft constraint,
-whose (1 - d) a₀ term a penalty law cannot have.  The effective mass m is
-fixed when the model is built (contacts: 1 / (the two bodies'
-``body_invweight0``); joint limits: 1 / ``dof_invweight0``, i.e. (H⁻¹)_ii at
-the reference configuration, as MuJoCo's diagonal approximation).
-Differences from MuJoCo's convex soft-constraint model: the
-force is an explicit function of the state, not the solution of MuJoCo's
-optimization, and its impacts are faster; friction is smooth
-(creep below v_s) where MuJoCo's is a cone constraint; MuJoCo's impedance
-curve (dmin, midpoint, power) has no counterpart beyond the onset width."""
+A penalty law at MuJoCo's resting depth (:func:`from_mujoco`).  Contacts,
+limits and friction loss given by ``solref``/``solimp`` (the MJCF and URDF
+loaders, ``ModelBuilder.add_geom``'s defaults) follow MuJoCo's soft
+constraint itself (:mod:`jaxmbd.forces.soft`), whose force is set by a
+reference acceleration and the row's effective mass.  :func:`from_mujoco`
+maps solref/solimp to this law's parameters for users who want a penalty
+law instead: at full impedance (d = dmax) MuJoCo's row at rest is a spring
+f = K d² |r| / ((1 - d) Â) with K = 1/(dmax τ ζ)² (direct form: K = k/dmax²)
+and Â the row's approximate inverse effective mass, so p = 1, k = m K' /
+(1 - dmax) with K' = 1/(τ ζ)², m = 1/Â, viscous b = m B' / sqrt(1 - dmax)
+with B' = 2/τ (MuJoCo's damping ratio), c = 0 and the onset width solimp's
+width.  It keeps MuJoCo's resting penetration but not its dynamics: its
+force grows with the depth (a keyframe's centimetre of penetration gives
+about ten times MuJoCo's forces) and its time constant is τ sqrt(1 - dmax)."""
 
 from __future__ import annotations
 

@@ -159,7 +159,7 @@ def normal_parameters(rows):
 
 def _solve(A, R, s, b):
     """f = (S A + R)⁻¹ S b (S = diag(s)): the rows with s = 0 get f = 0 and no say in the others."""
-    M = s[:, None] * A + jnp.diag(R)
+    M = s[:, None] * A + jnp.diag(jnp.maximum(R, MINVAL))
     return jnp.linalg.solve(M, s * b)
 
 

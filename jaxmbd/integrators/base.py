@@ -31,8 +31,9 @@ STATUS_NAMES = {SUCCESS: "success", MAX_STEPS: "max_steps reached", STEP_UNDERFL
                 SPARSE_COUPLING: "linear_solver='sparse': a force couples DoFs on different branches of the tree "
                                  "that no force element declares (e.g. a control); use linear_solver='dense'",
                 CONTACT_OVERFLOW: "contact capacity exceeded: more geom pairs within reach than the broad phase keeps "
-                                  "for their types; raise it (load_mjcf(contact_capacity=...) or "
-                                  "ModelBuilder.set_contact_options(capacity=...))"}
+                                  "for their types, or more contacts within their margin than the soft "
+                                  "constraints' rows; raise it (load_mjcf(contact_capacity=...), "
+                                  "ModelBuilder.set_contact_options(capacity=..., rows=...))"}
 
 
 class Attempt(NamedTuple):

@@ -157,7 +157,8 @@ class MJCFImport:
     mesh_geoms: list = field(default_factory=list)
 
 
-def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = True, contact_capacity=None):
+def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = True, contact_capacity=None,
+              law: str = "soft"):
     """Load an MJCF model (a path, or the XML text itself) as a :class:`Model`
     (a :class:`jaxmbd.Mechanism` when it has active connect/weld equality
     constraints).
@@ -169,10 +170,16 @@ def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = Tru
     an :class:`MJCFImport` instead of the bare model.  ``contact_capacity``: the contact broad
     phase's capacities (``ModelBuilder.set_contact_options(capacity=...)``; None: the default rule
     of :func:`jaxmbd.forces.contact.capacities`, "all": every candidate pair every time).
+    ``law``: "soft" (MuJoCo's soft constraints for contacts, limits and friction loss,
+    :mod:`jaxmbd.forces.soft`) or "penalty" (contacts and limits by the penalty law at MuJoCo's
+    resting depth, :func:`jaxmbd.forces.law.from_mujoco`: forces of the state alone, as the
+    sparse iteration matrix and the descriptor form need; friction loss is then not modelled).
     """
+    if law not in ("soft", "penalty"):
+        raise ValueError(f"law {law!r}: expected 'soft' or 'penalty'")
     root, base, where = C.parse_xml(path_or_xml_string, "MJCF")
     try:
-        info = _Compiler(root, base, contact_capacity).run()
+        info = _Compiler(root, base, contact_capacity, law).run()
     except MJCFError as e:
         raise MJCFError(f"{where}: {e}") from None
     except ValueError as e:  # from the builder: same single path of validation
@@ -205,8 +212,9 @@ def _expand_includes(el, base, depth=0):
 
 
 class _Compiler:
-    def __init__(self, root, base, contact_capacity=None):
+    def __init__(self, root, base, contact_capacity=None, law="soft"):
         self.contact_capacity = contact_capacity
+        self.law = law
         if root.tag != "mujoco":
             raise MJCFError(f"root element is <{root.tag}>, expected <mujoco>")
         _expand_includes(root, base)
@@ -517,7 +525,10 @@ class _Compiler:
             self._apply_limits()
         if self.mesh_notes:
             self.unsupported.append(f"mesh files ({'; '.join(sorted(self.mesh_notes))})")
-        if self.frictionloss and flags.get("frictionloss") != "disable" and flags.get("constraint") != "disable":
+        if self.frictionloss and self.law == "penalty":
+            self.unsupported.append("joint frictionloss under law='penalty' ("
+                                    + ", ".join(d["joint"] for d in self.frictionloss) + ")")
+        elif self.frictionloss and flags.get("frictionloss") != "disable" and flags.get("constraint") != "disable":
             body_of = {kw.get("joint_name"): kw["name"] for kw in self._planned}
             for d in self.frictionloss:
                 self.builder.add_friction_loss(body_of[d["joint"]], d["loss"], solref=self._solref(d["solref"]),
@@ -632,7 +643,8 @@ class _Compiler:
         self.builder.set_contact_options(filterparent=self.filterparent, skip_unsupported=True,
                                          body_alias=self.chain_alias,
                                          timestep=self.timestep if self.refsafe else None,
-                                         capacity=self.contact_capacity, impratio=self.impratio)
+                                         capacity=self.contact_capacity, impratio=self.impratio,
+                                         law=self.law)
         if skipped:
             self.unsupported.append("contacts of " + ", ".join(f"{k} geoms ({n})" for k, n in sorted(skipped.items())))
         if gaps:
@@ -799,6 +811,14 @@ class _Compiler:
         if not scalar:
             return
         body_of = {kw.get("joint_name"): kw["name"] for kw in self._planned}
+        if self.law == "penalty":
+            from ..forces.law import from_mujoco
+            masses = self._effective_masses([d["joint"] for d in scalar])
+            for d, m in zip(scalar, masses):
+                k, p, c, w, b = from_mujoco(self._solref(d["solref"]), d["solimp"], m)
+                self.builder.add_joint_limit(body_of[d["joint"]], d["lower"], d["upper"], stiffness=k, damping=c,
+                                             exponent=p, width=w, viscous=b)
+            return
         for d in scalar:
             self.builder.add_joint_limit(body_of[d["joint"]], d["lower"], d["upper"],
                                          solref=self._solref(d["solref"]), solimp=d["solimp"])

@@ -22,10 +22,10 @@ as they are (``model.joint_names``); fixed joints are merged and not listed.
 ``floating_base=True`` gives the root link a free joint named ``root_joint``.
 
 Joint limits: each revolute or prismatic joint's ``<limit lower upper>``
-becomes a compliant stop at each end (:class:`jaxmbd.forces.JointLimit`)
-with MuJoCo's default ``solreflimit``/``solimplimit`` mapped at the joint's
-effective mass at the reference configuration
-(:func:`jaxmbd.forces.law.from_mujoco`).
+becomes a stop at each end (:class:`jaxmbd.forces.JointLimit`): MuJoCo's
+soft constraint with its default ``solreflimit``/``solimplimit`` and the
+DoF's ``dof_invweight0`` at the reference configuration
+(:mod:`jaxmbd.forces.soft`), as MuJoCo imports a URDF.
 
 Collisions (``collisions="floor"`` or ``"all"``): each link's ``<collision>``
 box, sphere, cylinder (MuJoCo's: radius and half the length), capsule or
@@ -330,19 +330,13 @@ def _load(root, floating_base, gravity, collisions=None, base=None):
 
 
 def _add_limits(b, model, limited):
-    """A :class:`jaxmbd.forces.JointLimit` per limited revolute/prismatic joint, with MuJoCo's
-    default solreflimit/solimplimit mapped at the joint's effective mass at the reference
-    configuration (:func:`jaxmbd.forces.law.from_mujoco`), as MuJoCo does on importing a URDF."""
-    from ..forces.contact import inverse_weights
-    from ..forces.law import from_mujoco
-    dof_iw = np.asarray(inverse_weights(model, model.q0)[1])
+    """A :class:`jaxmbd.forces.JointLimit` per limited revolute/prismatic joint: MuJoCo's soft
+    constraint with its default solreflimit/solimplimit and the DoF's ``dof_invweight0`` at the
+    reference configuration (:mod:`jaxmbd.forces.soft`), as MuJoCo does on importing a URDF."""
     names = list(model.joint_names)
     for name, lo, hi in limited:
-        j = names.index(name)
-        dof = int(model.joint_dof_adr[j])
-        k, p, c, w, bv = from_mujoco((0.02, 1.0), (0.9, 0.95, 0.001, 0.5, 2.0), 1.0 / dof_iw[dof])
-        b.add_joint_limit(model.topo.names[int(model.topo.dof_body[dof])], lo, hi, stiffness=k, damping=c,
-                          exponent=p, width=w, viscous=bv)
+        dof = int(model.joint_dof_adr[names.index(name)])
+        b.add_joint_limit(model.topo.names[int(model.topo.dof_body[dof])], lo, hi)
 
 
 def _add_joint(b, el, parent_body, links, seen, q0):
