@@ -41,6 +41,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.linalg
 
 from . import spatial
 from .kinematics import forward_kinematics, integrate_q
@@ -54,7 +55,9 @@ class Mechanism(eqx.Module):
     """A kinematic tree (``tree``, a :class:`jaxmbd.Model`) with loop-closure
     constraints, in its own coordinate order.
 
-    Static: the constraint kinds and bodies, the coordinate order.  Traced:
+    Static: the constraint kinds and bodies, the coordinate order, the
+    independent rows and the build's findings about them (``rows_undecided``,
+    ``start_issue``: see :func:`redundant_rows`).  Traced:
     the tree's parameters, the constraint frames (loop_rot_a/pos_a on body a,
     loop_rot_b/pos_b on body b, world coordinates for the world), the
     distances and the planar-point axes.  ``q0``/``v0``: the default
@@ -73,6 +76,11 @@ class Mechanism(eqx.Module):
     v0: jax.Array = None
     # the constraint rows the dynamics use when some are redundant (None: all); set by ModelBuilder.build
     active_rows: tuple = eqx.field(static=True, default=None)
+    # why the active rows could not be decided (nearly redundant rows), and why a run cannot start
+    # from q0 (no assembly near it, or a singular configuration): messages naming the rows, None when
+    # all is well; set by ModelBuilder.build (constraints.redundant_rows), refused by simulate
+    rows_undecided: str = eqx.field(static=True, default=None)
+    start_issue: str = eqx.field(static=True, default=None)
 
     # --- sizes and names ---------------------------------------------------------
     @property
@@ -166,8 +174,9 @@ class Mechanism(eqx.Module):
 
     def summary(self) -> str:
         red = f" ({self.nc - self.n_active} redundant rows: {list(self.dropped_rows)})" if self.dropped_rows else ""
+        issues = "".join(f"; {m}" for m in (self.rows_undecided, self.start_issue) if m)
         return (f"{self.tree.summary()}; {len(self.loops)} loop constraints, nc={self.nc}{red}, "
-                f"{self.nv - self.n_active} DoF")
+                f"{self.nv - self.n_active} DoF{issues}")
 
     # --- coordinate order ------------------------------------------------------
     def to_tree(self, x):
@@ -263,27 +272,29 @@ def phi_bias_tree(mech, q_tree, v_tree):
 
 
 @functools.lru_cache(maxsize=None)
-def _pose_jacobian(kind):
-    """∂(rows)/∂(δθa, δpa, δθb, δpb) for one constraint kind, with the frames moved as
-    R → (I + [δθ]x) R (a world rotation; its derivative at zero is the exponential's) and p → p + δp:
-    one small compiled program per kind, shared by every mechanism."""
+def _pose_rows(kind):
+    """The rows of one constraint kind and their derivative with respect to (δθa, δpa, δθb, δpb),
+    with the frames moved as R → (I + [δθ]x) R (a world rotation; its derivative at zero is the
+    exponential's) and p → p + δp: one small compiled program per kind, shared by every mechanism."""
     def f(Ra, pa, Rb, pb, dist, plane):
         def rows(x):
             return _rows(kind, Ra + spatial.skew(x[0:3]) @ Ra, pa + x[3:6], Rb + spatial.skew(x[6:9]) @ Rb,
                          pb + x[9:12], dist, plane)
-        return jax.jacfwd(rows)(jnp.zeros(12, Ra.dtype))
+        x0 = jnp.zeros(12, Ra.dtype)
+        return rows(x0), jax.jacfwd(rows)(x0)
     return jax.jit(f)
 
 
-def host_phi_jacobian(mech, q_tree):
-    """Φ_q (nc, nv) at a concrete tree-ordered q, in NumPy, for build-time decisions (the redundant
-    rows): the frames' world Jacobians from :func:`jaxmbd.kinematics.host_kinematics` times each
-    constraint's derivative with respect to its two frames.  Equal to :func:`phi_jacobian_tree`
+def host_phi_and_jacobian(mech, q_tree):
+    """(Φ (nc,), Φ_q (nc, nv)) at a concrete tree-ordered q, in NumPy, for build-time decisions
+    (assembly, the redundant rows): the frames' world Jacobians from
+    :func:`jaxmbd.kinematics.host_kinematics` times each constraint's derivative with respect to
+    its two frames.  Equal to :func:`phi_tree` and :func:`phi_jacobian_tree`
     (tests/test_redundant_loops.py), without a compiled program per mechanism."""
     from .kinematics import host_kinematics, host_point_jacobians
     tree = mech.tree
     R, p, w, u = host_kinematics(tree, q_tree)
-    out = []
+    res, out = [], []
 
     def frame(b, Rl, pl):
         Rf, pf = (Rl, pl) if b < 0 else (R[b] @ Rl, p[b] + R[b] @ pl)
@@ -294,29 +305,203 @@ def host_phi_jacobian(mech, q_tree):
     for i, (kind, a, b) in enumerate(c[:3] for c in mech.loops):
         Ra, pa, Ja, La = frame(a, arrays[0][i], arrays[1][i])
         Rb, pb, Jb, Lb = frame(b, arrays[2][i], arrays[3][i])
-        D = np.asarray(_pose_jacobian(kind)(Ra, pa, Rb, pb, arrays[4][i], arrays[5][i]))
+        r, D = (np.asarray(x) for x in _pose_rows(kind)(Ra, pa, Rb, pb, arrays[4][i], arrays[5][i]))
+        res.append(r)
         out.append(D[:, 0:3] @ Ja + D[:, 3:6] @ La + D[:, 6:9] @ Jb + D[:, 9:12] @ Lb)
-    return np.concatenate(out) if out else np.zeros((0, tree.nv))
+    if not out:
+        return np.zeros(0), np.zeros((0, tree.nv))
+    return np.concatenate(res), np.concatenate(out)
 
 
-def independent_rows(G, tol=1e-9):
-    """Indices of a maximal set of linearly independent rows of G (NumPy,
-    at build time): rows are taken in order and kept when their component
-    orthogonal to the rows kept so far exceeds tol times the largest row
-    norm (Gram-Schmidt, twice for round-off).  Earlier rows are preferred."""
-    G = np.asarray(G, np.float64)
-    scale = max(float(np.linalg.norm(G, axis=1).max(initial=0.0)), 1e-300)
-    basis, keep = [], []
-    for i, g in enumerate(G):
-        r = g.copy()
-        for _ in range(2):
-            for b in basis:
-                r -= (r @ b) * b
-        n = np.linalg.norm(r)
-        if n > tol * scale:
-            basis.append(r / n)
-            keep.append(i)
-    return tuple(keep)
+def host_phi_jacobian(mech, q_tree):
+    """Φ_q (nc, nv) at a concrete tree-ordered q, in NumPy (see :func:`host_phi_and_jacobian`)."""
+    return host_phi_and_jacobian(mech, q_tree)[1]
+
+
+# --- build time: the redundant rows ----------------------------------------------------------
+#
+# A loop closed by more equations than it removes freedoms (a planar loop closed by a 3-row point
+# constraint, MJCF's <connect>) has a Jacobian of lower rank than its row count on the constraint
+# manifold: some rows are implied by the others there, and the dynamics use an independent subset
+# (the augmented matrix is singular otherwise).  Off the manifold the same rows need not be
+# dependent: where a loop is open, p_A - p_B ≠ 0, and a rotation of a body carrying the whole loop
+# moves the gap in the direction the closed loop cannot move (a Cassie leg's plantar loop under its
+# hip joints), so the rank is decided on the manifold: at q0 assembled and at a few configurations
+# on the manifold near it (q0 moved along the null space of Φ_q and assembled again).  Assembly is
+# Gauss-Newton with minimum-norm least-squares steps (the iteration of jaxmbd.dae.assemble and of
+# the LU projection method of Cardenal, Duff and Jiménez, here through the SVD so that redundant rows
+# are allowed); the rank is read from the singular values of the row-scaled Φ_q relative to the
+# largest, the rank near q0 being the largest found (a lower rank at q0 itself is a singular
+# configuration).  The rows dropped are chosen from the left null vectors of Φ_q (the dependencies)
+# by column-pivoted QR, at q0 assembled or, where q0 is singular, at a configuration around it of
+# the rank near q0: each dependency drops the row with the largest coefficient in it
+# (see _independent).
+
+DEPENDENT_TOL = 1e-9       # σ / σ_max of the row-scaled Φ_q at or below this: a dependent direction
+INDEPENDENT_TOL = 1e-6     # at or above this: an independent one; in between: undecided (refused)
+ASSEMBLY_TOL = 1e-12       # |Φ|∞ of an assembled configuration, relative to 1 + |q|∞
+SAMPLES = 3                # configurations on the manifold near q0 (besides q0 itself)
+SAMPLE_STEP = 0.1          # their distance from q0 along the null space of Φ_q (largest coordinate)
+RESTARTS = 4               # Gauss-Newton restarts from q0 moved by random steps (up to 0.05), where it stalls
+
+
+def row_labels(mech) -> list:
+    """A label per constraint row: the constraint's name and row, its kind, its two bodies and
+    what the row measures (world components of p_A - p_B for the position rows)."""
+    comps = {"point": ("x", "y", "z"), "point_planar": ("e1", "e2"),
+             "revolute": ("x", "y", "z", "x_A.z_B", "y_A.z_B"),
+             "prismatic": ("x_A.d", "y_A.d", "x_A.z_B", "y_A.z_B", "x_A.y_B"),
+             "weld": ("x", "y", "z", "rx", "ry", "rz"), "distance": ("|d|",), "point_on_line": ("x_A.d", "y_A.d")}
+    names = mech.tree.body_names
+    out = []
+    for (kind, a, b), name in zip((c[:3] for c in mech.loops), mech.loop_names):
+        ba, bb = ("world" if i < 0 else names[i] for i in (a, b))
+        out += [f"{name}[{k}] ({kind} {ba!r}-{bb!r}, {comp})" for k, comp in enumerate(comps[kind])]
+    return out
+
+
+def _scaled(G):
+    """Φ_q with each row divided by its norm (rows of negligible norm, DEPENDENT_TOL x the largest,
+    set to zero)."""
+    n = np.linalg.norm(G, axis=1)
+    zero = n <= DEPENDENT_TOL * max(float(n.max(initial=0.0)), 1e-300)
+    return np.where(zero[:, None], 0.0, G / np.where(zero, 1.0, n)[:, None])
+
+
+def _singular(G):
+    """(singular values of the row-scaled G relative to the largest, padded with zeros to one per
+    row; its left singular vectors; its right singular vectors)."""
+    U, s, Vt = np.linalg.svd(_scaled(G))
+    s = np.concatenate([s, np.zeros(G.shape[0] - s.shape[0])])
+    return s / max(float(s.max(initial=0.0)), 1e-300), U, Vt
+
+
+def host_assemble(mech, q_tree, iterations=30):
+    """Gauss-Newton on Φ(q) = 0 from a concrete tree-ordered q (NumPy, build time): minimum-norm
+    least-squares steps (SVD, so redundant rows are allowed), halved while they do not reduce |Φ|.
+    Returns (q, |Φ|∞, converged: |Φ|∞ <= ASSEMBLY_TOL (1 + |q|∞))."""
+    from .kinematics import host_integrate_q
+    q = np.asarray(q_tree, np.float64)
+    r, G = host_phi_and_jacobian(mech, q)
+    for _ in range(iterations):
+        if float(np.abs(r).max(initial=0.0)) <= ASSEMBLY_TOL * (1.0 + np.abs(q).max()):
+            break
+        dx = -np.linalg.lstsq(G, r, rcond=1e-10)[0]
+        for _ in range(12):
+            qn = host_integrate_q(mech.tree, q, dx)
+            rn, Gn = host_phi_and_jacobian(mech, qn)
+            if np.linalg.norm(rn) < np.linalg.norm(r):
+                break
+            dx = 0.5 * dx
+        else:
+            break
+        q, r, G = qn, rn, Gn
+    res = float(np.abs(r).max(initial=0.0))
+    return q, res, res <= ASSEMBLY_TOL * (1.0 + np.abs(q).max())
+
+
+def _rows_in(labels, u, share=0.1):
+    """The labels of the rows that take part in a left singular direction u."""
+    u = np.abs(u)
+    return ", ".join(labels[i] for i in np.flatnonzero(u >= share * u.max()))
+
+
+def redundant_rows(mech, seed=0):
+    """Decide which constraint rows the dynamics use (build time, NumPy): the rows dependent
+    everywhere on the constraint manifold near q0 are dropped.
+
+    Returns (active, q, undecided, start): the active rows (a tuple of row indices, None when every
+    row is independent); q0 assembled (tree order); and two messages, None when all is well, naming
+    the rows concerned.  The rank is the largest of the row-scaled Φ_q's at q0 assembled and at
+    SAMPLES configurations on the manifold around it (see the comment above); the rows are chosen
+    at q0 assembled, or at a configuration around it of that rank.
+
+    * ``undecided``: a relative singular value between DEPENDENT_TOL and INDEPENDENT_TOL at the
+      configurations around q0: rows nearly but not exactly dependent (a loop meant to be planar
+      whose joint axes are parallel only to the digits of a file), whose exact constraint would lock
+      a loop that a soft one lets move.  The rows are then chosen with the dependent tolerance.
+    * ``start``: Gauss-Newton from q0 does not close every loop (a run from q0, which assembles it
+      first, would fail).  The rank is then decided where Gauss-Newton from q0 moved by small random
+      steps closes them (q0 at a singular configuration stalls it), else where it ended, off the
+      manifold, where the rows hold only by chance.  Or q0 assembled is a singular configuration:
+      rows dependent there but not at the configurations around it (a dead point), where no subset
+      of the rows is independent at the start.
+
+    The choice is made once, for the configurations near q0: the rows of a point constraint are world
+    components, so a planar loop whose plane turns far from where it was at q0 (a floating base
+    yawing by a quarter turn) can make the kept rows dependent; the run then stops with the
+    constraint-failure status."""
+    from .kinematics import host_integrate_q
+    tree = mech.tree
+    labels = row_labels(mech)
+    rng = np.random.default_rng(seed)
+    q0 = np.asarray(tree.q0, np.float64)
+    q, res, ok = host_assemble(mech, q0)
+    undecided = start = None
+    if not ok:
+        r = host_phi_and_jacobian(mech, q)[0]
+        worst = ", ".join(labels[i] for i in np.argsort(-np.abs(r))[:3])
+        start = (f"the loop constraints cannot be assembled from the initial configuration q0: |Φ| = {res:.3g} after "
+                 f"Gauss-Newton from it (largest rows: {worst}); give a consistent initial state "
+                 "(ModelBuilder.set_initial_state) or check the constraint frames")
+        for _ in range(RESTARTS):
+            q, _, ok = host_assemble(mech, host_integrate_q(tree, q0, rng.uniform(-0.05, 0.05, tree.nv)))
+            if ok:
+                break
+    G0 = host_phi_and_jacobian(mech, q)[1]
+    s0, U0, V0 = _singular(G0)
+    rank0 = int(np.sum(s0 > DEPENDENT_TOL))
+    N = V0[rank0:].T                        # the null space of Φ_q at q: the manifold's tangents
+    rank, G, W = rank0, G0, U0[:, rank0:]
+    for _ in range(SAMPLES if ok and N.shape[1] else 0):
+        dx = N @ rng.standard_normal(N.shape[1])
+        dx *= SAMPLE_STEP / max(float(np.abs(dx).max()), 1e-300)
+        for _ in range(4):
+            qs, _, ok_s = host_assemble(mech, host_integrate_q(tree, q, dx))
+            if ok_s:
+                break
+            dx = 0.5 * dx
+        if not ok_s:
+            continue
+        Gs = host_phi_and_jacobian(mech, qs)[1]
+        s, U, _ = _singular(Gs)
+        grey = np.flatnonzero((s > DEPENDENT_TOL) & (s < INDEPENDENT_TOL))
+        if grey.size and undecided is None:
+            undecided = (f"cannot decide the rank of the loop constraints: near q0 the row-scaled constraint Jacobian "
+                         f"has a singular value {s[grey[0]]:.2g} x the largest, neither dependent "
+                         f"(<= {DEPENDENT_TOL:g}) nor independent (>= {INDEPENDENT_TOL:g}), in rows "
+                         f"{_rows_in(labels, U[:, grey[0]])}: nearly redundant constraints (joint axes or anchors "
+                         "that make a loop almost, but not exactly, planar?); make them exactly redundant or "
+                         "clearly independent")
+        ranks = int(np.sum(s > DEPENDENT_TOL))
+        if ranks > rank:
+            rank, G, W = ranks, Gs, U[:, ranks:]
+    if rank0 < rank and start is None:
+        P = U0[:, rank0:] - W @ (W.T @ U0[:, rank0:])      # the dependencies at q0 that are not generic
+        start = (f"the initial configuration q0 is a singular configuration of the loop constraints: rows "
+                 f"{_rows_in(labels, P[:, np.argmax(np.linalg.norm(P, axis=0))])} are dependent there (rank "
+                 f"{rank0}) but not at configurations near it (rank {rank}); start away from it "
+                 "(ModelBuilder.set_initial_state)")
+    if rank == mech.nc:
+        return None, q, undecided, start
+    return _independent(G, W), q, undecided, start
+
+
+def _independent(G, W):
+    """The rows kept, given the left null vectors W (nc, k) of the row-scaled Φ_q G: rows of negligible
+    norm are dropped, and for each remaining dependency the row with the largest coefficient in it,
+    the coefficients taken on the unscaled rows (column-pivoted QR of them): where two rows are
+    parallel, the one a rotation of the loop keeps expressible the longer (a planar loop whose plane
+    is tilted by a small angle from a world plane drops its row across the plane, not a row in it)."""
+    n = np.linalg.norm(G, axis=1)
+    zero = np.flatnonzero(n <= DEPENDENT_TOL * max(float(n.max(initial=0.0)), 1e-300))
+    live = np.setdiff1d(np.arange(G.shape[0]), zero)
+    k = W.shape[1] - zero.size
+    drop = set(int(i) for i in zero)
+    if k > 0:
+        piv = scipy.linalg.qr((W[live] / n[live, None]).T, pivoting=True, mode="r")[1]
+        drop |= set(int(i) for i in live[piv[:k]])
+    return tuple(i for i in range(G.shape[0]) if i not in drop)
 
 
 def _check(mech, q, v=None):

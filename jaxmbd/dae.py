@@ -12,8 +12,8 @@
   :class:`jaxmbd.odes.ConstrainedChartODE` (the position recovery below is
   its).
 * :func:`assemble`: consistent positions (Gauss-Newton with the LU
-  projection method's least-squares / minimum-norm steps; redundant
-  constraints allowed) and velocities (minimum-norm correction).
+  projection method's least-squares / minimum-norm steps on the independent
+  rows) and velocities (minimum-norm correction).
 
 Position recovery differentiates exactly: a fixed number of full Newton
 steps (from the step start's dependent coordinates, which are within the
@@ -197,43 +197,47 @@ def assemble(mech, q, v=None, iterations=20, tol=1e-12):
     least squares with :func:`~jaxmbd.linalg.lstsq_lu` when there are more
     equations than coordinates); converges quadratically for full-rank Φ_q.
     Velocities: the minimum-norm correction v - Φ_qᵀ (Φ_q Φ_qᵀ)⁻¹ Φ_q v.
-    Redundant constraints (a rank-deficient Φ_q, e.g. a planar linkage
-    closed by a spatial revolute constraint) are allowed: those steps use
-    the pseudo-inverse.  Returns (q, v, info) with info =
-    dict(residual_history (|Φ|∞ per iteration), residual, velocity_residual,
-    status: linalg.OK, or RANK_DEFICIENT when Φ_q was rank-deficient
-    somewhere (redundant constraints; the result is still checked by the
+    Both use the independent rows (``mech.active_rows``; the redundant rows
+    found when the mechanism was built are implied by them on the
+    constraint manifold), so Φ_q is full-rank away from singular
+    configurations; where it is not, those steps use the pseudo-inverse.
+    Returns (q, v, info) with info = dict(residual_history (|Φ|∞ of the
+    independent rows per iteration), residual and velocity_residual (|Φ|∞
+    and |Φ_q v|∞ of every row, the redundant ones included), status:
+    linalg.OK, or RANK_DEFICIENT when the independent rows' Φ_q was
+    rank-deficient somewhere (the result is still checked by the
     residuals))."""
     q = jnp.asarray(q)
     v = mech.v0 if v is None else jnp.asarray(v)
     _check(mech, q, v)
     tree = mech.tree
     qt, vt = mech.to_tree(q), mech.to_tree(v)
-    m, n = mech.nc, mech.nv
+    m, n = mech.n_active, mech.nv
     tall = m > n
 
     def step(c, _):
         qt, status = c
-        r = phi_tree(mech, qt)
-        G = phi_jacobian_tree(mech, qt)
+        r = mech.rows(phi_tree(mech, qt))
+        G = mech.rows(phi_jacobian_tree(mech, qt))
         if tall:
             s = linalg.lstsq_lu(G, -r)
         else:
             s = linalg.minnorm_lu(G, -r)
-        # redundant constraints (rank-deficient Φ_q): the pseudo-inverse step instead
+        # a singular configuration (rank-deficient Φ_q): the pseudo-inverse step instead
         dx = jnp.where(s.status == linalg.OK, s.x, jnp.linalg.pinv(G, rtol=1e-10) @ -r)
         small = jnp.max(jnp.abs(r)) <= tol
         dx = jnp.where(small, 0.0, dx)
         return (normalize_q(tree, integrate_q(tree, qt, dx)), status | s.status), jnp.max(jnp.abs(r))
     (qt, status), hist = jax.lax.scan(step, (qt, jnp.array(0, jnp.int32)), None, length=iterations)
-    G = phi_jacobian_tree(mech, qt)
+    G_all = phi_jacobian_tree(mech, qt)
+    G = mech.rows(G_all)
     if m:
         s = linalg.minnorm_lu(G, G @ vt) if not tall else None
         ok = (s.status == linalg.OK) if s is not None else jnp.array(False)
         dv = jnp.linalg.pinv(G, rtol=1e-10) @ (G @ vt)
         vt = vt - (jnp.where(ok, s.x, dv) if s is not None else dv)
         status = status | (s.status if s is not None else jnp.array(linalg.RANK_DEFICIENT, jnp.int32))
-    vres = jnp.max(jnp.abs(G @ vt)) if m else jnp.zeros((), vt.dtype)
+    vres = jnp.max(jnp.abs(G_all @ vt)) if m else jnp.zeros((), vt.dtype)
     res = jnp.max(jnp.abs(phi_tree(mech, qt))) if m else jnp.zeros((), vt.dtype)
     return mech.from_tree(qt), mech.from_tree(vt), dict(residual_history=hist, residual=res,
                                                          velocity_residual=vres, status=status)

@@ -819,19 +819,16 @@ class ModelBuilder:
         """Find the redundant constraint rows (a planar loop closed by a 3-row
         point constraint has one) and let the dynamics use only independent
         rows: their choice, made once here, is static.  The rank is that of
-        Φ_q at a generic configuration (q0 moved by a fixed small random
-        step, so that a singular q0, a dead point, is not taken for a
-        redundancy)."""
-        from .constraints import host_phi_jacobian, independent_rows
-        from .kinematics import host_integrate_q
+        Φ_q on the constraint manifold near q0 (q0 assembled and configurations
+        around it; :func:`jaxmbd.constraints.redundant_rows`).  Nearly redundant
+        rows, a q0 that cannot be assembled and a q0 at a singular configuration
+        are recorded (``rows_undecided``, ``start_issue``: messages naming the
+        rows) and refused by simulate before anything is compiled."""
+        from .constraints import redundant_rows
         if mech.nc == 0:
             return mech
-        dx = np.random.default_rng(7).uniform(-0.05, 0.05, mech.nv)
-        G = host_phi_jacobian(mech, host_integrate_q(mech.tree, mech.tree.q0, dx))
-        keep = independent_rows(G)
-        if len(keep) == mech.nc:
-            return mech
-        return dataclasses.replace(mech, active_rows=keep)
+        keep, _, undecided, start = redundant_rows(mech)
+        return dataclasses.replace(mech, active_rows=keep, rows_undecided=undecided, start_issue=start)
 
     def _frames_of(self, tree):
         """name -> (moving host body or "world", R_off, p_off) for every body added."""

@@ -82,6 +82,10 @@ class MechanismSystem:
         if getattr(integrator, "linear_solver", "dense") != "dense":
             raise ValueError("linear_solver='sparse' is for kinematic trees; mechanisms use the dense iteration "
                              "matrix of their independent coordinates")
+        if mech.rows_undecided:
+            raise ValueError(mech.rows_undecided)
+        if mech.start_issue and q0 is mech.q0:      # the run starts from the mechanism's own q0
+            raise ValueError(mech.start_issue)
         if mech.n_active >= mech.nv:
             raise ValueError(f"{mech.n_active} independent constraint equations (of {mech.nc}) for {mech.nv} "
                              "coordinates: no degree of freedom is left, nothing to integrate")

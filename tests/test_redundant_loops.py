@@ -275,7 +275,7 @@ def test_a_mechanism_with_no_motion_left_is_refused_before_compiling():
                               ("rocker", "world", (3.0, 0, 0))):
         b.add_body(name, parent, "revolute", axis=Z, pos=pos, mass=1.0, com=(0.5, 0, 0), inertia=(0.1, 0.1, 0.1))
     b.add_loop("point", "coupler", "rocker", pos_a=(3.0, 0, 0), pos_b=(2.5, 0, 0))
-    b.add_loop("point", "crank", "world", pos_a=(1.0, 0, 0), pos_b=(0.5, 0.8, 0.0))
+    b.add_loop("point", "crank", "world", pos_a=(1.0, 0, 0), pos_b=(math.cos(1.0), math.sin(1.0), 0.0))
     m = b.build()
     assert (m.nc, m.n_active, m.nv) == (6, 3, 3)     # the pinned crank tip adds one independent row
     with pytest.raises(ValueError, match="no degree of freedom is left"):
@@ -283,10 +283,11 @@ def test_a_mechanism_with_no_motion_left_is_refused_before_compiling():
 
 
 def test_the_host_constraint_jacobian_equals_the_traced_one():
-    """host_phi_jacobian (build time, NumPy: used to find the redundant rows without compiling a program
-    per mechanism) against jax.jacfwd of Φ (phi_jacobian_tree), for every constraint kind, on a random
-    tree with a floating base, spherical and helical joints, at a random configuration."""
-    from jaxmbd.constraints import KINDS, host_phi_jacobian, phi_jacobian_tree
+    """host_phi_and_jacobian (build time, NumPy: used to find the redundant rows without compiling a
+    program per mechanism) against Φ (phi_tree) and jax.jacfwd of it (phi_jacobian_tree), for every
+    constraint kind, on a random tree with a floating base, spherical and helical joints, at a random
+    configuration."""
+    from jaxmbd.constraints import KINDS, host_phi_and_jacobian, host_phi_jacobian, phi_jacobian_tree, phi_tree
     from jaxmbd.kinematics import host_integrate_q, integrate_q, normalize_q
     from jaxmbd.models import random_tree_builder
     n = 16
@@ -310,5 +311,6 @@ def test_the_host_constraint_jacobian_equals_the_traced_one():
     G = np.asarray(phi_jacobian_tree(mech, q))
     assert G.shape[0] == mech.nc and len({k for k, *_ in mech.loops}) == len(KINDS)
     np.testing.assert_allclose(host_phi_jacobian(mech, q), G, rtol=0, atol=1e-12 * np.abs(G).max())
+    np.testing.assert_allclose(host_phi_and_jacobian(mech, q)[0], phi_tree(mech, q), rtol=0, atol=1e-14)
     dx = np.random.default_rng(4).normal(size=tree.nv)
     np.testing.assert_allclose(host_integrate_q(tree, q, dx), integrate_q(tree, q, dx), rtol=0, atol=1e-14)
