@@ -250,8 +250,8 @@ def _check_simulate_args(a):
         raise UsageError(f"rtol={a.rtol} is below what float64 can deliver (>= 1e-14)")
     if a.dt0 is not None and not (math.isfinite(a.dt0) and 0 < a.dt0 <= a.t1):
         raise UsageError(f"--dt0 must be in (0, t1], got {a.dt0}")
-    if a.integrator in FIXED_STEP and a.dt0 is None:
-        a.dt0 = min(1e-3, a.t1)
+    if a.integrator in FIXED_STEP and a.dt0 is None:   # 1 ms, or an MJCF file's smaller <option timestep>
+        a.dt0 = min(1e-3, a.t1, _mjcf_timestep(a.model) or math.inf)
     if a.saves < 1 or a.chunks < 1:
         raise UsageError("--saves and --chunks must be >= 1")
     if a.chunks > a.saves:
@@ -260,6 +260,32 @@ def _check_simulate_args(a):
         raise UsageError("--max-steps must be >= 1")
     if a.init_scale is not None and not (math.isfinite(a.init_scale) and a.init_scale >= 0):
         raise UsageError(f"--init-scale must be a finite number >= 0, got {a.init_scale}")
+
+
+def _mjcf_timestep(path):
+    """The ``<option timestep>`` an MJCF file gives (None for other models, a
+    file without one or one that does not parse: the loader reports that)."""
+    if os.path.splitext(path)[1].lower() not in (".xml", ".mjcf") or not os.path.isfile(path):
+        return None
+    import xml.etree.ElementTree as ET
+    try:
+        opt = ET.parse(path).getroot().find("option")
+        step = float(opt.get("timestep")) if opt is not None and opt.get("timestep") is not None else None
+    except (ET.ParseError, ValueError, OSError):
+        return None
+    return step if step is not None and math.isfinite(step) and step > 0 else None
+
+
+def _divergence_advice(a, n):
+    """What to do when members ended with status DIVERGED."""
+    if a.integrator in FIXED_STEP:
+        fix = (f"{INTEGRATORS[a.integrator]} at dt0 = {a.dt0:g} is unstable on this scene: use a smaller --dt0 "
+               f"(e.g. {a.dt0 / 4:g})")
+    else:
+        fix = f"{INTEGRATORS[a.integrator]} lost stability at rtol = {a.rtol:g}: use a smaller --rtol/--atol"
+    other = " or ".join(f"--integrator {m}" for m in ("rosenbrock", "sdirk4") if m != a.integrator)
+    return (f"diverged: {n} member(s) gained energy the model cannot have; {fix} or an implicit adaptive "
+            f"method ({other})")
 
 
 def _check_outputs(a):
@@ -378,7 +404,7 @@ def cmd_simulate(a):
 
     import jaxmbd
     from jaxmbd import integrators
-    from jaxmbd.integrators.base import STATUS_NAMES
+    from jaxmbd.integrators.base import DIVERGED, STATUS_NAMES
 
     model = _load_model(a.model, a.floating_base)
     key = None if a.keyframe is None else _keyframe(model, a.keyframe, a.model)
@@ -485,6 +511,8 @@ def cmd_simulate(a):
         bad = np.flatnonzero(status != 0)
         print("failures: " + ", ".join(f"{k}: {v}" for k, v in fails.items())
               + f" (members {bad[:10].tolist()}{'...' if bad.size > 10 else ''}; their saves after the failure are NaN)")
+        if np.any(status == DIVERGED):
+            print(_divergence_advice(a, int(np.sum(status == DIVERGED))))
     else:
         print("failures: none")
     if isinstance(model, jaxmbd.Mechanism):
@@ -641,7 +669,9 @@ def _parser():
     s.add_argument("--integrator", default="rk4", choices=sorted(INTEGRATORS))
     s.add_argument("--rtol", type=float, default=1e-6)
     s.add_argument("--atol", type=float, default=1e-6)
-    s.add_argument("--dt0", type=float, default=None, help="step (fixed-step methods; default 1e-3) or first step")
+    s.add_argument("--dt0", type=float, default=None,
+                   help="step (fixed-step methods; default 1e-3, or an MJCF file's smaller <option timestep>) "
+                        "or first step")
     s.add_argument("--saves", type=int, default=100, help="save points, uniform in (0, t1]")
     s.add_argument("--chunks", type=int, default=10, help="time chunks; each is written when done")
     s.add_argument("--max-steps", type=int, default=100_000, help="step attempts per member and chunk")

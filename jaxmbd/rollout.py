@@ -77,7 +77,7 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
       the device count and the padding dropped afterwards).  The result is
       the same as on one device.
     Every other keyword (rtol, atol, dt0, max_steps, controller, dynamics,
-    adjoint) goes to :func:`jaxmbd.simulate`; as there, failures are per
+    adjoint, divergence_factor) goes to :func:`jaxmbd.simulate`; as there, failures are per
     member in ``status``.  Works under jit and grad."""
     model_params = {} if model_params is None else dict(model_params)
     for name in model_params:

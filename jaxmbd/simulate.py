@@ -14,9 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .integrators.base import (BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TIMES, BAD_TOLERANCES, CONSTRAINT_FAILURE,
-                               CONTACT_OVERFLOW,
+                               CONTACT_OVERFLOW, DIVERGED,
                                MAX_STEPS, NEWTON_FAILURE, NONFINITE, SPARSE_COUPLING, STATUS_NAMES, STEP_UNDERFLOW,
                                SUCCESS, AbstractIntegrator, Controller, rms)
+from .divergence import DIVERGENCE_FACTOR
 from .forces.contact import contact_overflow
 from .systems import system_of
 
@@ -28,7 +29,8 @@ class Solution(eqx.Module):
     ``keep_states=False``); obs: the pytree ``observe(model, q, v)`` at the
     save times, leading axis S (None without ``observe``); status (int: 0
     success, 1 max_steps reached, 2 step size underflow, 3 Newton failure,
-    4 non-finite state, 5 constraint failure, 6-9 invalid input: see ``status_name``); stats:
+    4 non-finite state, 5 constraint failure, 6-9 invalid input, 10 sparse
+    coupling, 11 contact overflow, 12 diverged: see ``status_name``); stats:
     dict of counters; t: the time reached.  Save times not reached
     (status != 0) hold the last state.
 
@@ -128,7 +130,7 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
              max_steps=MAX_STEPS_DEFAULT,
              controller: Controller = Controller(), dynamics="aba", adjoint="checkpoint", checkpoints=None,
              observe=None, keep_states=True, multipliers=False, constraint_solver="schur", assemble_initial=True,
-             step_history=0) -> Solution:
+             step_history=0, divergence_factor=DIVERGENCE_FACTOR) -> Solution:
     """Integrate the model from (q0, v0) at t0 to t1 (default: the model's own
     initial state ``model.q0``, ``model.v0``).
 
@@ -211,6 +213,26 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
     step_history: record the end time and size of the first ``step_history``
     accepted steps (``Solution.steps``).
 
+    divergence_factor: every step whose state would be accepted is first
+      checked for energy that the model cannot have gained
+      (:mod:`jaxmbd.divergence`).  H = T + V_g + U_j (the bodies' kinetic
+      energy, gravity's potential, and the potential of joint springs and
+      joint-space force elements) may grow by at most ``divergence_factor`` ×
+      E(τ), E(τ) = T0 + U0 + M g L + a ½ M g² τ², where M is the total mass,
+      g = max(|gravity|, 9.81 m/s²), L the model's length scale at q0 (the
+      box around its body origins, joint anchors and centres of mass, plus
+      twice the largest radius of gyration), T0 and U0 the initial kinetic
+      and elastic (springs, force elements other than contact) energies, τ
+      the time elapsed, a = 1 for a driven model (``control``, ``ctrl``,
+      actuators or a constant joint force) and 0 for a passive one.  A step
+      past it stops the run with status 12 (``DIVERGED``), keeping the last
+      state within it.  A passive model's H grows by at most U0 (a tenth of
+      the default bound), while a method that is unstable at its step size
+      (an explicit one on stiff contact) creates energy until it passes.
+      Default 10; a larger number for controls that legitimately inject more
+      energy than a force of about 3x the model's weight, None for no
+      check.  It costs a forward-kinematics pass per step.
+
     Returns a :class:`Solution`; failures are reported per call (per batch
     member under vmap) in ``status``, never as silent NaNs.  Inputs that may
     be traced are checked inside the trace, and a bad one makes the status a
@@ -228,7 +250,9 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
     more contacts within their margin than the soft constraints' rows
     (``set_contact_options(rows=...)``), is
     not accepted: the run stops with status 11 (``CONTACT_OVERFLOW``),
-    keeping the last state whose contacts were all evaluated.
+    keeping the last state whose contacts were all evaluated.  A state past
+    the divergence bound (``divergence_factor``) is not accepted either: status
+    12 (``DIVERGED``), keeping the last state within it.
 
     Times known at call time are validated before tracing (t1 > t0, saveat
     non-decreasing within [t0, t1], dt0 > 0); Python numbers given for t0,
@@ -236,12 +260,25 @@ def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractInt
     differ only in them share one compiled program."""
     validate_times(t0, t1, saveat, dt0)
     max_steps = _check_max_steps(max_steps)
+    divergence_factor = _check_divergence_factor(divergence_factor)
     # Python numbers as arrays, so that calls that differ only in them share one compiled program
     if isinstance(max_steps, (int, np.integer)):
         max_steps = jnp.asarray(max_steps, jnp.int32)
     return _simulate(model, q0, v0, _arr(t0), _arr(t1), integrator, _arr(dt0), _arr(rtol), _arr(atol), saveat,
                      control, ctrl, params, max_steps, controller, dynamics, adjoint, checkpoints, observe, keep_states,
-                     multipliers, constraint_solver, assemble_initial, step_history)
+                     multipliers, constraint_solver, assemble_initial, step_history, _arr(divergence_factor))
+
+
+def _check_divergence_factor(f):
+    """None, or a number > 0 (checked now where it is known now; a traced one is taken as given)."""
+    if f is None:
+        return None
+    if isinstance(f, bool):
+        raise TypeError(f"divergence_factor must be a number or None, got {f!r}")
+    c = _concrete(f)
+    if c is not None and not (c.ndim == 0 and np.isfinite(c) and c > 0):
+        raise ValueError(f"divergence_factor must be a finite number > 0 or None, got {f!r}")
+    return f
 
 
 def _arr(x):
@@ -263,7 +300,7 @@ def _check_max_steps(max_steps):
 @eqx.filter_jit
 def _simulate(model, q0, v0, t0, t1, integrator, dt0, rtol, atol, saveat, control, ctrl, params, max_steps, controller,
               dynamics, adjoint, checkpoints, observe, keep_states, multipliers, constraint_solver,
-              assemble_initial, step_history) -> Solution:
+              assemble_initial, step_history, divergence_factor=None) -> Solution:
     """The traced body of :func:`simulate` (same arguments, all given)."""
     if not isinstance(integrator, AbstractIntegrator):
         raise TypeError(f"integrator must be a jaxmbd.integrators method, got {type(integrator).__name__}")
@@ -295,6 +332,9 @@ def _simulate(model, q0, v0, t0, t1, integrator, dt0, rtol, atol, saveat, contro
     ind = system.independent
 
     q0, v0, part0, bad_start = system.start(q0, v0, assemble_initial)
+    if divergence_factor is not None:
+        H0, e0, e2 = system.energy_scale(q0, v0)
+        divergence_factor = jnp.asarray(divergence_factor, dt)
 
     def scales(ode, q, v, part):
         return atol + rtol * ode.position_magnitude(q), atol + rtol * jnp.abs(ind(part, v))
@@ -379,6 +419,12 @@ def _simulate(model, q0, v0, t0, t1, integrator, dt0, rtol, atol, saveat, contro
             over = accept & over
             accept = accept & ~over
         t_new = jnp.where(clipped, target, s["t"] + h)
+        diverged = None
+        if divergence_factor is not None:   # nor one past the divergence bound
+            tau = t_new - t0
+            gain = system.energy(q1, v1) - H0
+            diverged = accept & (gain > divergence_factor * (e0 + e2 * tau * tau))
+            accept = accept & ~diverged
         reached = accept & clipped
         k = s["k"]
         # write row k only (kept as it was unless this step reached its save time)
@@ -394,6 +440,9 @@ def _simulate(model, q0, v0, t0, t1, integrator, dt0, rtol, atol, saveat, contro
         if over is not None:
             fail_status = jnp.where(over, CONTACT_OVERFLOW, fail_status)
             failed = failed | over
+        if diverged is not None:
+            fail_status = jnp.where(diverged, DIVERGED, fail_status)
+            failed = failed | diverged
         finished = accept & (k_new >= n_save)
         st = s["stats"]
         stats = dict(accepted=st["accepted"] + accept, rejected=st["rejected"] + ~accept,

@@ -7,7 +7,9 @@ system's internal order and the partition state), ``ode_at`` (the ODE of a
 step, :mod:`jaxmbd.odes`), ``independent`` (the integrated part of a
 velocity), ``record`` (what is saved at a save time), ``after_step`` (after
 each attempt: a mechanism renews its coordinate partition), ``tree`` (the
-model whose parameters are checked inside the trace).  The loop itself
+model whose parameters are checked inside the trace), ``energy_scale`` and
+``energy`` (the divergence check, :mod:`jaxmbd.divergence`; of the
+tree, in the tree's order for a mechanism too).  The loop itself
 (:mod:`jaxmbd.simulate`) never asks which kind it has."""
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from . import dae
+from . import dae, divergence
 from .constraints import Mechanism, phi_jacobian_tree, phi_tree
 from .constraints import _check as _check_mechanism
 from .dynamics import check_ctrl
@@ -24,7 +26,19 @@ from .kinematics import _check as _check_tree
 from .odes import ChartODE, ConstrainedChartODE
 
 
-class TreeSystem:
+class _Energies:
+    """The divergence check's hooks (:mod:`jaxmbd.divergence`), on ``self.tree`` in the tree's order."""
+
+    def energy_scale(self, q0, v0):
+        """(H0, E0, c): the energy at the start and the scale E(τ) = E0 + c τ²."""
+        driven = divergence.driven(self.tree, self.control, self.ctrl)
+        return divergence.energy_scale(self.tree, q0, v0, driven)
+
+    def energy(self, q, v):
+        return divergence.energy(self.tree, q, v)
+
+
+class TreeSystem(_Energies):
     """A kinematic tree: the ODE is the tree's on its chart (:class:`jaxmbd.odes.ChartODE`)."""
     extra_stats = ()
 
@@ -64,7 +78,7 @@ class TreeSystem:
         return s["part"], cache, {}, {}, jnp.array(False), jnp.array(0, jnp.int32)
 
 
-class MechanismSystem:
+class MechanismSystem(_Energies):
     """A mechanism: the state-space ODE on the independent coordinates
     (:class:`jaxmbd.odes.ConstrainedChartODE`), the coordinate partition
     renewed when cond(Φ_u) grows past ``dae.REPARTITION_FACTOR`` times its

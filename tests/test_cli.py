@@ -470,3 +470,36 @@ def test_keyframe_starts_every_member_from_it(tmp_path, capsys):
     assert "--keyframe 'home': " in (err := one_line_error(capsys)) and "(its keyframes: raised, key1)" in err
     assert main(small("pendulum", tmp_path / "p.npz", "--keyframe", "home")) == 2
     assert "--keyframe 'home': pendulum has no keyframes" in one_line_error(capsys)
+
+
+STIFF_SLIDER_XML = """<mujoco model="stiff_slider">
+  {option}
+  <worldbody>
+    <body name="s">
+      <joint name="x" type="slide" axis="1 0 0" stiffness="10000"/>
+      <geom type="sphere" size="0.05" mass="1" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_a_diverged_run_says_what_to_change_and_a_file_s_small_timestep_is_the_default(tmp_path, capsys):
+    """RK4 at 32 ms on a 100 rad/s spring: the members end DIVERGED (not
+    success) and the summary names the remedies the command accepts; without
+    --dt0 the file's <option timestep> (below 1 ms) is the step, and runs."""
+    xml = tmp_path / "slider.xml"
+    xml.write_text(STIFF_SLIDER_XML.format(option=""))
+    out = tmp_path / "run.npz"
+    args = ["simulate", str(xml), "--batch", "2", "--t1", "0.32", "--saves", "2", "--chunks", "1", "--no-plot",
+            "--out", str(out)]
+    assert main([*args, "--dt0", "0.032"]) == 0
+    text = capsys.readouterr().out
+    assert np.all(np.load(out)["status"] == I.DIVERGED)
+    assert "failures: diverged" in text and "use a smaller --dt0 (e.g. 0.008)" in text, text
+    assert "--integrator rosenbrock" in text
+    xml.write_text(STIFF_SLIDER_XML.format(option='<option timestep="0.0005"/>'))
+    assert main([*args, "--overwrite"]) == 0
+    text = capsys.readouterr().out
+    assert "dt0 = 0.0005" in text and "failures: none" in text, text
+    assert cli._mjcf_timestep(str(xml)) == 0.0005 and cli._mjcf_timestep("pendulum") is None

@@ -21,7 +21,7 @@ codes iterate on (q̈, λ): InflSDIRK = :class:`DescriptorSDIRK4` (SDIRK4/16,
 """
 
 from .base import (BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TIMES, BAD_TOLERANCES, CONSTRAINT_FAILURE, CONTACT_OVERFLOW,
-                   MAX_STEPS,
+                   DIVERGED, MAX_STEPS,
                    NEWTON_FAILURE, NONFINITE, SPARSE_COUPLING, STATUS_NAMES, STEP_UNDERFLOW, SUCCESS,
                    AbstractIntegrator, Attempt, Controller)
 from .explicit import RK4, Dopri5, SemiImplicitEuler
@@ -35,4 +35,4 @@ SspTrapezoidal = Trapezoidal  # the thesis's SspTrap: the trapezoidal rule on a 
 __all__ = ["AbstractIntegrator", "Attempt", "Controller", "SemiImplicitEuler", "RK4", "Dopri5",
            "RosenbrockNystrom4", "SDIRK4", "Trapezoidal", "SspTrapezoidal", "DescriptorSDIRK4", "DescriptorTrapezoidal", "SUCCESS", "MAX_STEPS", "STEP_UNDERFLOW",
            "NEWTON_FAILURE", "NONFINITE", "CONSTRAINT_FAILURE", "BAD_MASS_MATRIX", "BAD_PARAMETERS", "BAD_TOLERANCES",
-           "BAD_TIMES", "SPARSE_COUPLING", "CONTACT_OVERFLOW", "STATUS_NAMES"]
+           "BAD_TIMES", "SPARSE_COUPLING", "CONTACT_OVERFLOW", "DIVERGED", "STATUS_NAMES"]

@@ -20,6 +20,8 @@ BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TOLERANCES, BAD_TIMES = 6, 7, 8, 9
 SPARSE_COUPLING = 10
 # the contact broad phase found more geom pairs within reach than a group's capacity
 CONTACT_OVERFLOW = 11
+# a step gained more energy than the model's divergence bound allows (jaxmbd.divergence): an unstable method
+DIVERGED = 12
 STATUS_NAMES = {SUCCESS: "success", MAX_STEPS: "max_steps reached", STEP_UNDERFLOW: "step size underflow",
                 NEWTON_FAILURE: "Newton failure", NONFINITE: "non-finite state",
                 CONSTRAINT_FAILURE: "constraint failure (rank-deficient constraint Jacobian or no assembly)",
@@ -33,7 +35,10 @@ STATUS_NAMES = {SUCCESS: "success", MAX_STEPS: "max_steps reached", STEP_UNDERFL
                 CONTACT_OVERFLOW: "contact capacity exceeded: more geom pairs within reach than the broad phase keeps "
                                   "for their types, or more contacts within their margin than the soft "
                                   "constraints' rows; raise it (load_mjcf(contact_capacity=...), "
-                                  "ModelBuilder.set_contact_options(capacity=..., rows=...))"}
+                                  "ModelBuilder.set_contact_options(capacity=..., rows=...))",
+                DIVERGED: "diverged: state left the model's bound (energy gained above divergence_factor times the "
+                          "model's energy scale, jaxmbd.divergence): the method is unstable at this step; use a "
+                          "smaller step or an implicit adaptive method"}
 
 
 class Attempt(NamedTuple):
