@@ -71,16 +71,22 @@ def test_stable_step_succeeds_and_batch_members_keep_their_own_status():
 
 
 def test_ball_on_a_plane_diverges_at_a_large_step_only():
-    """A sphere dropped on a plane with the default contact parameters: RK4
-    at 20 ms is kicked up by the stiff contact (DIVERGED at the impact), at
-    2 ms it settles (SUCCESS), in one vmapped call."""
-    b = jaxmbd.ModelBuilder()
-    b.add_body("ball", joint="free", mass=1.0, inertia=np.eye(3) * 0.004, pos=(0, 0, 0.3))
-    b.add_geom("world", "plane", name="floor", contype=0)
-    b.add_geom("ball", "sphere", 0.1, name="ball")
-    m = b.build()
+    """A sphere dropped on a plane with the penalty law at MuJoCo's resting depth (a stiff spring):
+    RK4 at 20 ms is kicked up by the contact (DIVERGED at the impact), at 2 ms it settles (SUCCESS),
+    in one vmapped call.  MuJoCo's soft constraint (the default law) bounds the contact's stiffness
+    and damping (ω = 1/τ), so the same step succeeds with it."""
+    def ball(law):
+        b = jaxmbd.ModelBuilder()
+        b.add_body("ball", joint="free", mass=1.0, inertia=np.eye(3) * 0.004, pos=(0, 0, 0.3))
+        b.add_geom("world", "plane", name="floor", contype=0)
+        b.add_geom("ball", "sphere", 0.1, name="ball")
+        b.set_contact_options(law=law)
+        return b.build()
+    m = ball("penalty")
     r = jax.vmap(lambda h: simulate(m, integrator=I.RK4(), dt0=h, t1=1.0, adjoint="none"))(jnp.array([0.002, 0.02]))
     assert r.status.tolist() == [I.SUCCESS, I.DIVERGED]
+    soft = simulate(ball("soft"), integrator=I.RK4(), dt0=0.02, t1=1.0, adjoint="none")
+    assert int(soft.status) == I.SUCCESS and abs(float(soft.qs[-1, 2]) + 0.2) < 2e-3
     np.testing.assert_allclose(r.qs[0, -1, 2], -0.2, atol=2e-3)        # resting on the floor
     assert 0.15 < float(r.t[1]) < 0.3 and abs(float(r.qs[1, -1, 2])) < 0.3   # stopped at the impact
 
