@@ -179,6 +179,7 @@ def test_a_prism_rests_level_on_the_bounded_path():
     b.add_geom("world", "box", (0.3, 0.3, 0.05), pos=(0, 0, -0.05), name="table")
     b.add_body("prism", "world", "free", mass=1.0, com=(0, 0, 0), inertia=(1e-2,) * 3)
     b.add_geom("prism", "mesh", vertices=pts, name="prism", quat=(np.cos(0.1), 0, 0, np.sin(0.1)))
+    b.set_contact_options(law="penalty")       # the penalty law has the contact energy checked below
     model = b.build()
     c = _contact(model)
     assert c.mesh_nvert == (64,) and not G.exact_polytopes(8, 12, 64, c.mesh_nedge[0])

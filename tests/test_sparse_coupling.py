@@ -93,6 +93,7 @@ def test_contact_keeps_the_sparse_matrix_exact():
     b.add_geom("node7", "sphere", 3.0, name="s7")
     b.exclude_contact("node4", "world")
     b.exclude_contact("node7", "world")
+    b.set_contact_options(law="penalty")      # the sparse iteration matrix takes forces of the state alone
     m = b.build()
     assert set(map(frozenset, _contact_pairs(m))) >= {frozenset(("s4", "s7")), frozenset(("floor", "s5"))}
     q0, v0, r = _state(m, 4)
@@ -121,6 +122,7 @@ def _dumbbell():
     b.add_geom("world", "plane", name="floor")
     b.add_geom("torso", "sphere", 0.1, name="body")
     b.add_geom("hand", "sphere", 0.05, pos=(0.1, 0, 0), name="hand")
+    b.set_contact_options(law="penalty")      # the sparse iteration matrix takes forces of the state alone
     return b.build()
 
 
@@ -194,3 +196,15 @@ def test_a_control_that_couples_two_branches_is_refused():
     # the dense matrix integrates the coupled control
     assert int(jaxmbd.simulate(m, q0, v0, 0.0, 0.05, params=on,
                                **dict(kw, integrator=I.RosenbrockNystrom4())).status) == 0
+
+
+def test_the_sparse_matrix_refuses_soft_rows():
+    """MuJoCo's soft constraints (the default law) do not enter the inverse dynamics the sparse
+    matrix is built from: linear_solver="sparse" refuses such a model by name."""
+    b = jaxmbd.ModelBuilder()
+    b.add_body("ball", joint="free", mass=1.0, inertia=np.eye(3) * 0.004, pos=(0, 0, 0.09))
+    b.add_geom("world", "plane", name="floor")
+    b.add_geom("ball", "sphere", 0.1, name="ball")
+    m = b.build()
+    with pytest.raises(ValueError, match="soft-constraint rows"):
+        jaxmbd.simulate(m, integrator=I.RosenbrockNystrom4(linear_solver="sparse"), t1=0.01)

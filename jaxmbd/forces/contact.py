@@ -235,7 +235,19 @@ class Contact(JointElement):
     @property
     def n_candidates(self):
         """How many candidate contacts the narrow phase gives (static)."""
-        return sum(k * _per_pair(self, t1, t2, rows[0]) for (t1, t2, rows), k in zip(self.groups, self.capacity))
+        def size(t, geoms):     # a mesh side's count depends only on its group's padded hull sizes (static)
+            if t != "mesh":
+                return None
+            m = np.asarray(self.geom_mesh, np.int64)[np.asarray(geoms, np.int64)]
+            nv = int(np.asarray(self.mesh_nvert)[m].max())
+            nf = int(np.asarray(self.mesh_nplane)[m].max())
+            ne = int(np.asarray(self.mesh_nedge)[m].max())
+            return G.Mesh(np.zeros((nv, 3)), np.zeros((nf, 4)), np.ones(nv, bool), np.zeros((ne, 2, 3)))
+        total = 0
+        for (t1, t2, rows), k in zip(self.groups, self.capacity):
+            r = np.asarray(rows, np.int64).reshape(-1, 2)
+            total += k * G.num_contacts(t1, t2, size(t1, r[:, 0]), size(t2, r[:, 1]))
+        return total
 
     @property
     def can_overflow(self):
