@@ -538,14 +538,14 @@ def cmd_simulate(a):
     print(f"wrote {out}")
     if png is not None:
         if first is not None and model.topo.jtype[0] == "free":
-            _plot_heights(png, ts, qs, first, a.model)
+            _plot_heights(png, ts, qs, first, a.model, a.keyframe)
         else:
             _plot(png, ts, qs, a.model)
         print(f"wrote {png}")
     return 0
 
 
-def _plot_heights(path, ts, qs, first, title):
+def _plot_heights(path, ts, qs, first, title, keyframe=None):
     """The root body's height over time, every member, its first contact marked."""
     import matplotlib
     matplotlib.use("Agg")
@@ -559,7 +559,8 @@ def _plot_heights(path, ts, qs, first, title):
     ax.plot([], [], "k.", label="first contact")
     ax.set_xlabel("t (s)")
     ax.set_ylabel("torso (root body) height z (m)")
-    ax.set_title(f"{title}: {qs.shape[0]} members dropped onto the floor")
+    what = f"from keyframe {keyframe!r}" if keyframe else "dropped onto the floor"
+    ax.set_title(f"{title}: {qs.shape[0]} member{'s' if qs.shape[0] != 1 else ''} {what}")
     ax.legend(loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
