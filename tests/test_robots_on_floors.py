@@ -116,7 +116,7 @@ def _mj_key(mj):
     return d
 
 
-@pytest.mark.parametrize("name", ["quadruped", "humanoid"])
+@pytest.mark.parametrize("name", [pytest.param("quadruped", marks=pytest.mark.long), "humanoid"])
 def test_keyframe_contact_forces_are_mujocos(name):
     """At the keyframe (feet 1 cm into the floor, the keyframe's ctrl): the total normal force is
     within a factor 2 of MuJoCo's (mj_contactForce) and each contact's within a factor 3 (matched by
