@@ -151,9 +151,10 @@ def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="
 def soft_stage(model, q, v, a_free):
     """(:class:`jaxmbd.forces.soft.Solution`, rows) of the model's soft-constraint rows (contacts, joint
     limits and friction loss from MuJoCo's solref/solimp) at (q, v) for the accelerations a_free
-    without them, with H factored densely (Cholesky)."""
-    c = jsl.cho_factor(mass_matrix(model, q))
-    return soft.dynamics(model, q, v, a_free, lambda X: jsl.cho_solve(c, X))
+    without them, with H factored by the branch-sparse LᵀDL (plain array operations: no LAPACK
+    call inside a batched loop)."""
+    F = ltdl.factor(model, mass_matrix_compact(model, q))
+    return soft.dynamics(model, q, v, a_free, lambda X: ltdl.solve(model, F, X))
 
 
 def _free_dynamics(model, q, v, tau, f_ext, method, factorization):

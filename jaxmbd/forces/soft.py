@@ -158,9 +158,27 @@ def normal_parameters(rows):
 
 
 def _solve(A, R, s, b):
-    """f = (S A + R)⁻¹ S b (S = diag(s)): the rows with s = 0 get f = 0 and no say in the others."""
+    """f = (S A + R)⁻¹ S b (S = diag(s)): the rows with s = 0 get f = 0 and no say in the others.
+
+    Gaussian elimination without pivoting, in plain array operations: S A + R = D C D⁻¹ with
+    D = S^½ and C = D A D + R symmetric positive definite, so its pivots are C's, all positive (no
+    pivoting needed); and no LAPACK call, whose batched form under ``vmap`` runs on a thread pool
+    that can wait on itself inside a compiled loop on a small CPU."""
     M = s[:, None] * A + jnp.diag(jnp.maximum(R, MINVAL))
-    return jnp.linalg.solve(M, s * b)
+    x = s * b
+    k = M.shape[0]
+    idx = jnp.arange(k)
+
+    def eliminate(j, carry):
+        M, x = carry
+        lj = jnp.where(idx > j, M[:, j] / M[j, j], 0.0)
+        return M - lj[:, None] * M[j][None, :], x - lj * x[j]
+    U, y = jax.lax.fori_loop(0, k, eliminate, (M, x))
+
+    def back(t, f):
+        i = k - 1 - t
+        return f.at[i].set((y[i] - U[i] @ f) / U[i, i])
+    return jax.lax.fori_loop(0, k, back, jnp.zeros_like(y))
 
 
 def _cone_scale(f, rows, fN):
