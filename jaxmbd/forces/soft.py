@@ -235,24 +235,26 @@ SOLREF_DEFAULT = (0.02, 1.0)
 SOLIMP_DEFAULT = (0.9, 0.95, 0.001, 0.5, 2.0)
 
 
+def _completed(x, defaults, check, name, what):
+    """x as floats, its missing trailing numbers taken from MuJoCo's ``defaults``, then ``check``ed."""
+    a = np.atleast_1d(np.asarray(x, np.float64)).reshape(-1)
+    if a.size == 0 or a.size > len(defaults):
+        raise ValueError(f"{what}: {name} takes 1 to {len(defaults)} numbers, got {x!r}")
+    return check(np.concatenate([a, defaults[a.size:]]), what)
+
+
 def check_solref(solref, what):
     """solref as a (2,) float array (fewer numbers take MuJoCo's defaults for the rest), checked by
     :func:`jaxmbd.checks.solref` (a ValueError naming ``what``)."""
     from ..checks import solref as check
-    a = np.atleast_1d(np.asarray(solref, np.float64)).reshape(-1)
-    if a.size == 0 or a.size > 2:
-        raise ValueError(f"{what}: solref takes 1 or 2 numbers, got {solref!r}")
-    return check(np.concatenate([a, SOLREF_DEFAULT[a.size:]]), what)
+    return _completed(solref, SOLREF_DEFAULT, check, "solref", what)
 
 
 def check_solimp(solimp, what):
     """solimp as a (5,) float array (fewer numbers take MuJoCo's defaults for the rest), checked by
     :func:`jaxmbd.checks.solimp` (a ValueError naming ``what``)."""
     from ..checks import solimp as check
-    a = np.atleast_1d(np.asarray(solimp, np.float64)).reshape(-1)
-    if a.size == 0 or a.size > 5:
-        raise ValueError(f"{what}: solimp takes 1 to 5 numbers, got {solimp!r}")
-    return check(np.concatenate([a, SOLIMP_DEFAULT[a.size:]]), what)
+    return _completed(solimp, SOLIMP_DEFAULT, check, "solimp", what)
 
 
 def has_rows(model):
