@@ -21,6 +21,7 @@ import work_precision as W  # noqa: E402
 
 import jaxmbd  # noqa: E402
 from jaxmbd import integrators as I  # noqa: E402
+from jaxmbd import Start, Steps, Save, Solver
 
 
 def main():
@@ -29,8 +30,9 @@ def main():
 
     @jax.jit
     def run(q0, v0, tol, t1):
-        sol = jaxmbd.simulate(m, q0, v0, t1=t1, integrator=I.RosenbrockNystrom4(), adjoint="none",
-                              saveat=jnp.linspace(0.1, 1.0, 10) * t1, max_steps=200_000, rtol=tol, atol=tol)
+        sol = jaxmbd.simulate(m, Start(q0, v0), t1, integrator=I.RosenbrockNystrom4(),
+                              steps=Steps(max_steps=200_000, rtol=tol, atol=tol),
+                              save=Save(ts=jnp.linspace(0.1, 1.0, 10) * t1), solver=Solver(adjoint="none"))
         return sol.qs, sol.status, sol.stats
 
     print("| t1 (s) | status | accepted | rejected | wall (s) | box heights at t1 (m) |")

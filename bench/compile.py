@@ -57,6 +57,7 @@ import jaxmbd  # noqa: E402
 from jaxmbd import integrators as I  # noqa: E402
 
 from common import machine, write_result  # noqa: E402
+from jaxmbd import Start, Steps, Solver
 
 BATCH = 8
 SPRING = "tree.forces.0.stiffness"  # the squeezer's spring constant, as rollout's model_params names it
@@ -125,16 +126,16 @@ def rows(models, vehicle):
         def build():
             m = models.get(model_name)
             q, v = jnp.asarray(m.q0), jnp.asarray(m.v0)
-            return (lambda m, q, v: jaxmbd.simulate(m, q, v, 0.0, t1, integrator=integ, **kw)), (m, q, v)
+            return (lambda m, q, v: jaxmbd.simulate(m, Start(q, v), t1, integrator=integ, **kw)), (m, q, v)
         return build
 
-    rk4 = dict(integ=I.RK4(), dt0=1e-3)
-    tol6 = dict(rtol=1e-6, atol=1e-6)
+    rk4 = dict(integ=I.RK4(), steps=Steps(dt0=1e-3))
+    tol6 = dict(steps=Steps(rtol=1e-6, atol=1e-6))
 
     def vmap_rk4():
         m = hum()
         q, v = batch_states(m)
-        f = jax.vmap(lambda m, q, v: jaxmbd.simulate(m, q, v, 0.0, T_H, integrator=I.RK4(), dt0=1e-3),
+        f = jax.vmap(lambda m, q, v: jaxmbd.simulate(m, Start(q, v), T_H, integrator=I.RK4(), steps=Steps(dt0=1e-3)),
                      in_axes=(None, 0, 0))
         return f, (m, q, v)
 
@@ -142,21 +143,21 @@ def rows(models, vehicle):
         m = hum()
 
         def loss(v, m, q):
-            sol = jaxmbd.simulate(m, q, v, 0.0, T_H, integrator=I.RK4(), dt0=1e-3)
+            sol = jaxmbd.simulate(m, Start(q, v), T_H, integrator=I.RK4(), steps=Steps(dt0=1e-3))
             return jnp.sum(sol.qs[-1] ** 2) + jnp.sum(sol.vs[-1] ** 2)
         return jax.grad(loss), (jnp.asarray(m.v0) + 0.1, m, jnp.asarray(m.q0))
 
     def rollout_rk4():
         m = hum()
         q, v = batch_states(m)
-        return (lambda m, q, v: jaxmbd.rollout(m, q, v, t1=T_H, integrator=I.RK4(), dt0=1e-3)), (m, q, v)
+        return (lambda m, q, v: jaxmbd.rollout(m, Start(q, v), T_H, integrator=I.RK4(), steps=Steps(dt0=1e-3))), (m, q, v)
 
     def squeezer_grad():
         m = models.get("squeezer")
 
         def angle(k, m):
-            sol = jaxmbd.simulate(_with_field(m, SPRING, k), None, None, 0.0, 0.003,
-                                  integrator=I.RosenbrockNystrom4(), rtol=1e-6, atol=1e-6)
+            sol = jaxmbd.simulate(_with_field(m, SPRING, k), None, 0.003, integrator=I.RosenbrockNystrom4(),
+                                  steps=Steps(rtol=1e-6, atol=1e-6))
             return sol.qs[-1, 0]
         return jax.grad(angle), (jnp.asarray(_field(m, SPRING)), m)
 
@@ -179,7 +180,8 @@ def rows(models, vehicle):
         ("squeezer: grad of final crank angle w.r.t. spring_k", "andrews_squeezer, 0.003 s", 30.0, squeezer_grad),
     ]
     if vehicle:
-        veh = dict(rtol=1e-4, atol=1e-4, adjoint="none", assemble_initial=False, controller=I.Controller(h_max=0.05))
+        veh = dict(assemble_initial=False, steps=Steps(rtol=1e-4, atol=1e-4, controller=I.Controller(h_max=0.05)),
+                   solver=Solver(adjoint="none"))
         for name, integ in (("RosenbrockNystrom4", I.RosenbrockNystrom4()), ("SDIRK4", I.SDIRK4()),
                             ("DescriptorSDIRK4", I.DescriptorSDIRK4())):
             out.append((f"vehicle: simulate {name} tol 1e-4", "hmmwv14(stiffened=True), 0.01 s", 30.0,

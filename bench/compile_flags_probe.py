@@ -7,6 +7,7 @@ jax.config.update("jax_enable_x64", True)
 import jaxmbd
 from jaxmbd import integrators as I
 from jax._src import monitoring
+from jaxmbd import Start, Steps, Save
 acc = {}
 monitoring.register_event_duration_secs_listener(lambda e, d, **k: acc.__setitem__(e.rsplit("/",1)[-1], acc.get(e.rsplit("/",1)[-1],0)+d))
 H=0.1
@@ -20,6 +21,13 @@ m = b.build()
 integ = dict(ros=I.RosenbrockNystrom4(), rk4=I.RK4(), sdirk=I.SDIRK4() if hasattr(I,'SDIRK4') else None)[sys.argv[1]]
 q0 = jnp.array([0,0,H-1e-4,1,0,0,0.]); v0 = jnp.array([2.,0,0,0,0,0])
 t = time.perf_counter()
-sol = jaxmbd.simulate(m, q0, v0, t1=0.2, integrator=integ, rtol=1e-6, atol=1e-6, saveat=jnp.array([0.1, 0.2]), max_steps=200_000) if sys.argv[1] != "rk4" else jaxmbd.simulate(m, q0, v0, t1=0.2, integrator=integ, dt0=1e-3, saveat=jnp.array([0.1,0.2]))
+sol = jaxmbd.simulate(m, Start(q0, v0), 0.2, integrator=integ, steps=Steps(rtol=1e-6, atol=1e-6, max_steps=200_000),
+                      save=Save(ts=jnp.array([0.1, 0.2]))) if sys.argv[1] != "rk4" else jaxmbd.simulate(m,
+                                                                                                                                                                               Start(q0,
+                                                                                                                                                                                     v0),
+                                                                                                                                                                               0.2,
+                                                                                                                                                                               integrator=integ,
+                                                                                                                                                                               steps=Steps(dt0=1e-3),
+                                                                                                                                                                               save=Save(ts=jnp.array([0.1,0.2])))
 jax.block_until_ready(sol)
 print(sys.argv[1], os.environ.get("XLA_FLAGS","")[:80], "total", round(time.perf_counter()-t,1), {k: round(v,1) for k,v in acc.items() if "duration" in k})

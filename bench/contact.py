@@ -29,6 +29,7 @@ import numpy as np
 
 import jaxmbd
 from jaxmbd import integrators as I
+from jaxmbd import Start, Steps, Solver
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -57,10 +58,11 @@ def ant_scene():
 
 
 def run_row(m, q0, v0, t1, integrator, tol=None, dt0=None):
-    kw = dict(rtol=tol, atol=tol) if tol is not None else dict(dt0=dt0)
+    kw = dict(steps=Steps(rtol=tol, atol=tol)) if tol is not None else dict(steps=Steps(dt0=dt0))
 
     def f(q0, v0):
-        return jaxmbd.simulate(m, q0, v0, t1=t1, integrator=integrator, adjoint="none", max_steps=200_000, **kw)
+        return jaxmbd.simulate(m, Start(q0, v0), t1, integrator=integrator, steps=Steps(max_steps=200_000),
+                               solver=Solver(adjoint="none"), **kw)
     t0 = time.perf_counter()
     c = jax.jit(f).lower(q0, v0).compile()
     comp = time.perf_counter() - t0

@@ -30,6 +30,7 @@ from jaxmbd import integrators as I  # noqa: E402
 from jaxmbd.dynamics import forward_dynamics, passive_force  # noqa: E402
 from jaxmbd.odes import ChartODE  # noqa: E402
 from common import machine, per_call, write_result  # noqa: E402
+from jaxmbd import Start, Steps
 
 
 def load(name):
@@ -91,8 +92,8 @@ def main():
 
     # one Rosenbrock attempt, from a short adaptive run of the batch (wall / attempts of the slowest member)
     integ = I.RosenbrockNystrom4()
-    run = jax.jit(jax.vmap(lambda q0, v0: jaxmbd.simulate(m, q0, v0, 0.0, 0.02, integrator=integ, rtol=1e-4,
-                                                          atol=1e-4, max_steps=100_000)))
+    run = jax.jit(jax.vmap(lambda q0, v0: jaxmbd.simulate(m, Start(q0, v0), 0.02, integrator=integ,
+                                                          steps=Steps(rtol=1e-4, atol=1e-4, max_steps=100_000))))
     t0 = time.perf_counter()
     sol = jax.block_until_ready(run(q, v))
     comp_ros = time.perf_counter() - t0

@@ -35,6 +35,7 @@ from jax._src import monitoring
 import jaxmbd
 from jaxmbd import design
 from jaxmbd import integrators as I
+from jaxmbd import Start, Steps, Save
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -91,8 +92,9 @@ def main():
     def dense(theta, tol):
         m = model(theta)
         obs = lambda m, q, v: (design.ballistic_apex(m, q, v), design.center_of_mass(m, q, v)[0][2])  # noqa: E731
-        sol = jaxmbd.simulate(m, m.q0, m.v0, t1=T1, integrator=I.Dopri5(), rtol=tol, atol=tol, saveat=DENSE,
-                              observe=obs, keep_states=False, max_steps=100_000)
+        sol = jaxmbd.simulate(m, Start(m.q0, m.v0), T1, integrator=I.Dopri5(),
+                              steps=Steps(rtol=tol, atol=tol, max_steps=100_000),
+                              save=Save(ts=DENSE, observe=obs, states=False))
         return sol.obs, sol.status, sol.stats["accepted"]
 
     after = np.asarray(DENSE) >= t_touch
@@ -136,8 +138,8 @@ def main():
     rows.append(("Dopri5, ballistic apex", "tol 1e-11", st, steps, ballistic, w, dense_compile))
     rows.append(("Dopri5, highest saved point (1 ms) + parabola", "tol 1e-11", st, steps, highest, w,
                  dense_compile))
-    for name, step, integ, kw in (("SDIRK4", "tol 1e-10", I.SDIRK4(), dict(rtol=1e-10)),
-                                  ("RK4", "dt 1e-5 s", I.RK4(), dict(dt0=1e-5, max_steps=100_000))):
+    for name, step, integ, kw in (("SDIRK4", "tol 1e-10", I.SDIRK4(), dict(steps=Steps(rtol=1e-10))),
+                                  ("RK4", "dt 1e-5 s", I.RK4(), dict(steps=Steps(dt0=1e-5, max_steps=100_000)))):
         def fwd(theta, integ=integ, kw=kw):
             return design.apex_height(model(theta), T1, integrator=integ, **kw)
         (apex, st), w, cmp = timed(fwd, res.params)

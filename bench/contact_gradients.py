@@ -26,6 +26,7 @@ import jax.numpy as jnp
 
 import jaxmbd
 from jaxmbd import integrators as I
+from jaxmbd import Start, Steps
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -33,17 +34,18 @@ from common import machine, write_result  # noqa: E402
 from contact import box_scene  # noqa: E402
 
 VX = 0.8
-METHODS = [("RosenbrockNystrom4", "tol 1e-6", I.RosenbrockNystrom4(), dict(rtol=1e-6, atol=1e-6)),
-           ("SDIRK4", "tol 1e-6", I.SDIRK4(), dict(rtol=1e-6, atol=1e-6)),
-           ("RK4", "dt 1e-3", I.RK4(), dict(dt0=1e-3)),
-           ("RK4", "dt 3e-5", I.RK4(), dict(dt0=3e-5)),
-           ("SemiImplicitEuler", "dt 1e-3", I.SemiImplicitEuler(), dict(dt0=1e-3)),
-           ("SemiImplicitEuler", "dt 3e-5", I.SemiImplicitEuler(), dict(dt0=3e-5))]
+METHODS = [("RosenbrockNystrom4", "tol 1e-6", I.RosenbrockNystrom4(), dict(steps=Steps(rtol=1e-6, atol=1e-6))),
+           ("SDIRK4", "tol 1e-6", I.SDIRK4(), dict(steps=Steps(rtol=1e-6, atol=1e-6))),
+           ("RK4", "dt 1e-3", I.RK4(), dict(steps=Steps(dt0=1e-3))),
+           ("RK4", "dt 3e-5", I.RK4(), dict(steps=Steps(dt0=3e-5))),
+           ("SemiImplicitEuler", "dt 1e-3", I.SemiImplicitEuler(), dict(steps=Steps(dt0=1e-3))),
+           ("SemiImplicitEuler", "dt 3e-5", I.SemiImplicitEuler(), dict(steps=Steps(dt0=3e-5)))]
 
 
 def loss_fn(m, q0, v0, t1, integrator, kw):
     def loss(vx):
-        sol = jaxmbd.simulate(m, q0, v0.at[0].set(vx), t1=t1, integrator=integrator, max_steps=40_000, **kw)
+        sol = jaxmbd.simulate(m, Start(q0, v0.at[0].set(vx)), t1, integrator=integrator,
+                              steps=Steps(max_steps=40_000), **kw)
         return sol.qs[-1, 0], sol.status
     return loss
 
@@ -66,7 +68,7 @@ def main():
     a = ap.parse_args()
     started = time.perf_counter()
     m, q0, v0, t1 = box_scene()
-    ref = loss_fn(m, q0, v0, t1, I.RosenbrockNystrom4(), dict(rtol=1e-10, atol=1e-10))
+    ref = loss_fn(m, q0, v0, t1, I.RosenbrockNystrom4(), dict(steps=Steps(rtol=1e-10, atol=1e-10)))
     f_ref = jax.jit(lambda x: ref(x)[0])
     L = float(f_ref(VX))
     cds = {eps: (float(f_ref(VX + eps)) - float(f_ref(VX - eps))) / (2 * eps) for eps in (1e-4, 1e-5)}

@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 
 import jax
+from jaxmbd import Start, Inputs, Steps, Save, Solver
 
 F32 = "--f32" in sys.argv
 jax.config.update("jax_enable_x64", not F32)
@@ -104,7 +105,8 @@ def jaxmbd_fixed(m, integrator, q, v, u, t1, dt):
     n = int(round(t1 / dt))
 
     def f(q, v, u):
-        sol = jaxmbd.rollout(m, q, v, t1=t1, integrator=integrator, dt0=dt, ctrl=u, saveat=jnp.array([t1]))
+        sol = jaxmbd.rollout(m, Start(q, v), t1, integrator=integrator, inputs=Inputs(ctrl=u), steps=Steps(dt0=dt),
+                             save=Save(ts=jnp.array([t1])))
         return sol.qs[:, -1], sol.status
     wall, t_c, (qf, st) = timed(f, q, v, u)
     return dict(rate=q.shape[0] * n / wall, compile=t_c, wall=wall, q=np.asarray(qf), ok=int((np.asarray(st) == 0).sum()))
@@ -112,8 +114,8 @@ def jaxmbd_fixed(m, integrator, q, v, u, t1, dt):
 
 def jaxmbd_adaptive(m, q, v, u, t1, tol, chunk=None):
     def f(q, v, u):
-        sol = jaxmbd.rollout(m, q, v, t1=t1, integrator=I.RosenbrockNystrom4(), rtol=tol, atol=tol, ctrl=u,
-                             saveat=jnp.array([t1]), chunk_size=chunk)
+        sol = jaxmbd.rollout(m, Start(q, v), t1, integrator=I.RosenbrockNystrom4(), inputs=Inputs(ctrl=u),
+                             steps=Steps(rtol=tol, atol=tol), save=Save(ts=jnp.array([t1])), chunk_size=chunk)
         return sol.qs[:, -1], sol.status, sol.stats["accepted"] + sol.stats["rejected"], sol.stats["accepted"]
     wall, t_c, (qf, st, n, acc) = timed(f, q, v, u)
     n = np.asarray(n)
@@ -125,9 +127,10 @@ def jaxmbd_adaptive(m, q, v, u, t1, tol, chunk=None):
 
 
 def reference_jaxmbd(m, q, v, u, t1):
-    sol = jax.jit(lambda q, v, u: jaxmbd.rollout(m, q, v, t1=t1, integrator=I.RosenbrockNystrom4(), rtol=1e-10,
-                                                 atol=1e-10, ctrl=u, saveat=jnp.array([t1]), adjoint="none",
-                                                 max_steps=1_000_000))(q, v, u)
+    sol = jax.jit(lambda q, v, u: jaxmbd.rollout(m, Start(q, v), t1, integrator=I.RosenbrockNystrom4(),
+                                                 inputs=Inputs(ctrl=u),
+                                                 steps=Steps(rtol=1e-10, atol=1e-10, max_steps=1_000_000),
+                                                 save=Save(ts=jnp.array([t1])), solver=Solver(adjoint="none")))(q, v, u)
     assert (np.asarray(sol.status) == 0).all(), sol.status
     return np.asarray(sol.qs[:, -1])
 

@@ -24,6 +24,7 @@ import numpy as np
 
 import jaxmbd
 from jaxmbd import integrators as I
+from jaxmbd import Steps, Save, Solver
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -60,9 +61,10 @@ def main():
              "compile (s) | angle error | rate error | max |Φ| | max |Φ_q v| |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, integ in METHODS.items():
-        run = jax.jit(lambda tol, integ=integ: jaxmbd.simulate(
-            sq, t1=0.03, integrator=integ, rtol=tol, atol=tol, saveat=jnp.asarray(ts), max_steps=a.max_steps,
-            adjoint="none"))
+        run = jax.jit(lambda tol, integ=integ: jaxmbd.simulate(sq, t1=0.03, integrator=integ,
+                                                               steps=Steps(rtol=tol, atol=tol, max_steps=a.max_steps),
+                                                               save=Save(ts=jnp.asarray(ts)),
+                                                               solver=Solver(adjoint="none")))
         c0 = time.perf_counter()
         compiled = run.lower(jnp.asarray(a.tols[0])).compile()
         t_comp = time.perf_counter() - c0

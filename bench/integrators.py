@@ -30,6 +30,7 @@ import jaxmbd  # noqa: F401  (float64)
 from jaxmbd import integrators as I
 from jaxmbd import models, simulate
 from common import machine
+from jaxmbd import Steps
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEMS = {"stiff_double_pendulum": (models.stiff_double_pendulum, 2.0),
@@ -62,7 +63,7 @@ def timed(fn, repeats):
 
 
 def run_jaxmbd(model, T, method, tol, max_steps, repeats):
-    f = jax.jit(lambda m, r: simulate(m, t1=T, integrator=method, rtol=r, atol=r, max_steps=max_steps))
+    f = jax.jit(lambda m, r: simulate(m, t1=T, integrator=method, steps=Steps(rtol=r, atol=r, max_steps=max_steps)))
     sol, wall = timed(lambda: jax.block_until_ready(f(model, jnp.asarray(tol))), repeats)
     st = {k: int(v) for k, v in sol.stats.items()}
     return dict(status=jaxmbd.status_name(sol.status), accepted=st["accepted"], rejected=st["rejected"],

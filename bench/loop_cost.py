@@ -42,18 +42,20 @@ import jaxmbd  # noqa: E402
 from jaxmbd import integrators as I  # noqa: E402
 
 from common import machine, write_result  # noqa: E402
+from jaxmbd import Start, Steps, Solver
 
 
 def cases():
     hum = jaxmbd.models.humanoid30()
     chain = jaxmbd.models.stiff_chain(10)
     return [
-        ("humanoid30, RK4, dt 2 ms, 25 steps", hum, dict(t1=0.05, integrator=I.RK4(), dt0=0.002)),
-        ("humanoid30, Dopri5, tol 1e-6, 0.05 s", hum, dict(t1=0.05, integrator=I.Dopri5(), rtol=1e-6, atol=1e-6)),
+        ("humanoid30, RK4, dt 2 ms, 25 steps", hum, dict(t1=0.05, integrator=I.RK4(), steps=Steps(dt0=0.002))),
+        ("humanoid30, Dopri5, tol 1e-6, 0.05 s", hum, dict(t1=0.05, integrator=I.Dopri5(),
+                                                           steps=Steps(rtol=1e-6, atol=1e-6))),
         ("stiff_chain10, Rosenbrock, tol 1e-6, 0.2 s", chain,
-         dict(t1=0.2, integrator=I.RosenbrockNystrom4(), rtol=1e-6, atol=1e-6)),
+         dict(t1=0.2, integrator=I.RosenbrockNystrom4(), steps=Steps(rtol=1e-6, atol=1e-6))),
         ("humanoid30, Rosenbrock, tol 1e-6, 0.05 s", hum,
-         dict(t1=0.05, integrator=I.RosenbrockNystrom4(), rtol=1e-6, atol=1e-6)),
+         dict(t1=0.05, integrator=I.RosenbrockNystrom4(), steps=Steps(rtol=1e-6, atol=1e-6))),
     ]
 
 
@@ -83,10 +85,10 @@ def measure(name, model, kw, batch, repeats):
 
     def run(adjoint):
         extra = {} if adjoint is None else {"adjoint": adjoint}
-        return jax.jit(jax.vmap(lambda q, v: jaxmbd.simulate(model, q, v, **kw, **extra)))
+        return jax.jit(jax.vmap(lambda q, v: jaxmbd.simulate(model, Start(q, v), **kw, **extra)))
 
     def loss(q, v):  # a batched loss: mean final kinetic-energy-like quantity
-        sol = jax.vmap(lambda q, v: jaxmbd.simulate(model, q, v, **kw))(q, v)
+        sol = jax.vmap(lambda q, v: jaxmbd.simulate(model, Start(q, v), **kw))(q, v)
         return jnp.mean(sol.vs[:, -1] ** 2) + jnp.mean(sol.qs[:, -1, -1])
 
     row = {"case": name, "batch": batch}
@@ -108,7 +110,8 @@ def measure(name, model, kw, batch, repeats):
         n = row["steps_max"]
 
         def loss_all(q, v):
-            sol = jax.vmap(lambda q, v: jaxmbd.simulate(model, q, v, **kw, max_steps=n, checkpoints=n))(q, v)
+            sol = jax.vmap(lambda q, v: jaxmbd.simulate(model, Start(q, v), steps=Steps(max_steps=n),
+                                                        solver=Solver(checkpoints=n), **kw))(q, v)
             return jnp.mean(sol.vs[:, -1] ** 2) + jnp.mean(sol.qs[:, -1, -1])
         c, t, gv2 = timed(jax.jit(jax.grad(loss_all, argnums=1)), q, v, repeats=repeats)
         row["grad_all"], row["grad_all_compile"] = t, c - t

@@ -21,6 +21,7 @@ from scipy.integrate import solve_ivp
 import jaxmbd
 from jaxmbd import integrators as I
 from jaxmbd import models
+from jaxmbd import Steps, Save
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -70,8 +71,9 @@ def main():
         for mname, method in METHODS.items():
             cells = []
             for tol in TOLS:
-                sol = jaxmbd.simulate(model, t1=T, integrator=method, rtol=jnp.asarray(tol), atol=jnp.asarray(tol),
-                                      saveat=jnp.asarray(ts), max_steps=60_000)
+                sol = jaxmbd.simulate(model, t1=T, integrator=method,
+                                      steps=Steps(rtol=jnp.asarray(tol), atol=jnp.asarray(tol), max_steps=60_000),
+                                      save=Save(ts=jnp.asarray(ts)))
                 ep = np.abs(np.asarray(sol.qs[:, 0]) - ref[:, 0]).max() / tol
                 ev = np.abs(np.asarray(sol.vs[:, 0]) - ref[:, model.nv]).max() / tol
                 ok = "" if int(sol.status) == 0 else f" ({jaxmbd.status_name(sol.status)})"

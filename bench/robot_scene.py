@@ -56,6 +56,7 @@ import numpy as np  # noqa: E402
 
 import jaxmbd  # noqa: E402
 from jaxmbd import integrators as I  # noqa: E402
+from jaxmbd import Start, Inputs, Steps
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -117,7 +118,8 @@ def _run(c, *args):
 
 def jaxmbd_rk4(m, q, v, u, dt, steps):
     def f(m, q, v, u):
-        sol = jaxmbd.simulate(m, q, v, t1=steps * dt, integrator=I.RK4(), dt0=dt, ctrl=u)
+        sol = jaxmbd.simulate(m, Start(q, v), steps * dt, integrator=I.RK4(), inputs=Inputs(ctrl=u),
+                              steps=Steps(dt0=dt))
         return sol.qs[-1], sol.status, sol.stats["accepted"]
     t_c, c = compiled(f, m, q, v, u)
     wall, (qf, st, acc) = _run(c, m, q, v, u)
@@ -129,7 +131,8 @@ def jaxmbd_rk4(m, q, v, u, dt, steps):
 def rosenbrock(m, q, v, u, tol):
     """The compiled Rosenbrock run, t1 an argument (one compile for both rows)."""
     def f(m, q, v, u, t1):
-        sol = jaxmbd.simulate(m, q, v, t1=t1, integrator=I.RosenbrockNystrom4(), rtol=tol, atol=tol, ctrl=u)
+        sol = jaxmbd.simulate(m, Start(q, v), t1, integrator=I.RosenbrockNystrom4(), inputs=Inputs(ctrl=u),
+                              steps=Steps(rtol=tol, atol=tol))
         return sol.qs[-1], sol.vs[-1], sol.status, sol.stats["accepted"], sol.stats["rejected"]
     return compiled(f, m, q, v, u, jnp.asarray(0.01))
 

@@ -46,6 +46,7 @@ import numpy as np  # noqa: E402
 import jaxmbd  # noqa: E402
 from jaxmbd import dae, odes, integrators as I  # noqa: E402
 from jaxmbd.constraints import phi_jacobian_tree  # noqa: E402
+from jaxmbd import Start, Steps, Solver
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -96,8 +97,9 @@ def runner(integ, max_steps, h_max=H_MAX):
 
     @jax.jit
     def run(mech, q0, v0, t0, t1, tol):
-        s = jaxmbd.simulate(mech, q0, v0, t0, t1, integrator=integ, rtol=tol, atol=tol, max_steps=max_steps,
-                            adjoint="none", assemble_initial=False, controller=controller)
+        s = jaxmbd.simulate(mech, Start(q0, v0, t=t0, assemble=False), t1, integrator=integ,
+                            steps=Steps(rtol=tol, atol=tol, max_steps=max_steps, controller=controller),
+                            solver=Solver(adjoint="none"))
         return s.qs[-1], s.vs[-1], s.status, s.stats, s.max_residuals
     return run
 

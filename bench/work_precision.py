@@ -42,6 +42,7 @@ import numpy as np  # noqa: E402
 
 import jaxmbd  # noqa: E402
 from jaxmbd import integrators as I  # noqa: E402
+from jaxmbd import Start, Steps, Save, Solver
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -98,9 +99,9 @@ def jaxmbd_runner(m, integrator, t1, fixed):
     ts = jnp.linspace(t1 / NSAVE, t1, NSAVE)
 
     def run(q0, v0, x):
-        kw = dict(dt0=x) if fixed else dict(rtol=x, atol=x)
-        sol = jaxmbd.simulate(m, q0, v0, t1=t1, integrator=integrator, saveat=ts, adjoint="none",
-                              max_steps=2_000_000, **kw)
+        kw = dict(steps=Steps(dt0=x)) if fixed else dict(steps=Steps(rtol=x, atol=x))
+        sol = jaxmbd.simulate(m, Start(q0, v0), t1, integrator=integrator, steps=Steps(max_steps=2_000_000),
+                              save=Save(ts=ts), solver=Solver(adjoint="none"), **kw)
         return sol.qs, sol.status, sol.stats["accepted"], sol.stats["rejected"]
     return run
 

@@ -38,6 +38,8 @@ from . import cost, ltdl, linalg, models, integrators, forces, constraints, dae,
 from .constraints import Mechanism, constraint_residual, constraint_jacobian, constraint_bias  # noqa: E402
 from .dae import constrained_dynamics, assemble  # noqa: E402
 from .odes.constrained import static_equilibrium  # noqa: E402
+from .inputs import Inputs  # noqa: E402
+from .options import Start, Steps, Save, Solver  # noqa: E402
 from .simulate import simulate, Solution, status_name  # noqa: E402
 from .rollout import rollout, Rollout  # noqa: E402
 from .io import load_mjcf, load_urdf  # noqa: E402
@@ -52,7 +54,7 @@ __all__ = [
     "neutral_q", "qdot", "joint_state", "inverse_dynamics", "bias_force", "passive_force", "actuator_force", "rnea",
     "mass_matrix", "mass_matrix_compact", "compact_to_dense", "composite_inertias",
     "forward_dynamics", "aba", "coriolis_matrix", "cost", "ltdl", "linalg", "models",
-    "release_compiled_programs", "integrators", "simulate", "Solution", "status_name", "rollout", "Rollout",
+    "release_compiled_programs", "integrators", "simulate", "Start", "Inputs", "Steps", "Save", "Solver", "Solution", "status_name", "rollout", "Rollout",
     "load_mjcf", "load_urdf", "forces", "constraints", "dae", "dynamics", "odes", "static_equilibrium", "Mechanism", "constraint_residual",
     "constraint_jacobian", "constraint_bias", "constrained_dynamics", "assemble",
 ]

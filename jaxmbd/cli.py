@@ -30,6 +30,8 @@ import time
 
 import numpy as np
 
+from . import integrators as _integrators
+
 MODELS = {
     "quadruped": lambda m: m.quadruped(),
     "quadruped_scene": lambda m: m.load_quadruped_scene(),
@@ -49,12 +51,10 @@ MODELS = {
     "hmmwv14": lambda m: m.hmmwv14(),
     "hmmwv14_stiff": lambda m: m.hmmwv14(stiffened=True),
 }
-INTEGRATORS = {
-    "rk4": "RK4", "euler": "SemiImplicitEuler", "dopri5": "Dopri5", "rosenbrock": "RosenbrockNystrom4",
-    "sdirk4": "SDIRK4", "trapezoidal": "Trapezoidal", "infl_sdirk": "DescriptorSDIRK4",
-    "infl_trap": "DescriptorTrapezoidal",
-}
-FIXED_STEP = ("rk4", "euler")
+INTEGRATORS = {name: cls.__name__ for name, cls in _integrators.REGISTRY.items()}
+"""--integrator's choices: every registered integrator (jaxmbd.integrators.REGISTRY), by name."""
+FIXED_STEP = tuple(name for name, cls in _integrators.REGISTRY.items()
+                   if not issubclass(cls, _integrators.AbstractAdaptive))
 MODEL_HELP = f"built-in model ({', '.join(sorted(MODELS))}) or an MJCF (.xml) / URDF (.urdf) file"
 
 
@@ -421,7 +421,7 @@ def cmd_simulate(a):
     if key is not None and a.ctrl is None and nu:
         a.ctrl = [float(x) for x in key.ctrl]
         ctrl_note = f"of keyframe {a.keyframe!r}"
-    method = getattr(integrators, INTEGRATORS[a.integrator])()
+    method = integrators.REGISTRY[a.integrator]()
     out = a.out
     settings = _settings(a, model)
     per = int(math.ceil(a.saves / a.chunks))
@@ -451,12 +451,10 @@ def cmd_simulate(a):
           + (f", dt0 = {a.dt0}" if a.dt0 else "") + f", {n_save} save points in {a.chunks} chunks"
           + (f"; {nu} actuators, ctrl {ctrl_note}" if nu else "")
           + (f"; from keyframe {a.keyframe!r}" if key is not None else ""))
-    kw = dict(integrator=method, rtol=jnp.asarray(a.rtol), atol=jnp.asarray(a.atol), max_steps=a.max_steps,
-              adjoint="none")
-    if a.ctrl is not None:
-        kw["ctrl"] = jnp.asarray(np.asarray(a.ctrl, np.float64))
-    if a.dt0 is not None:
-        kw["dt0"] = jnp.asarray(a.dt0)
+    steps = jaxmbd.Steps(dt0=None if a.dt0 is None else jnp.asarray(a.dt0), rtol=jnp.asarray(a.rtol),
+                         atol=jnp.asarray(a.atol), max_steps=a.max_steps)
+    inputs = jaxmbd.Inputs(ctrl=None if a.ctrl is None else jnp.asarray(np.asarray(a.ctrl, np.float64)))
+    solver = jaxmbd.Solver(adjoint="none")
     tty = sys.stderr.isatty()
     walls, steps_total = [], 0
     drift = np.zeros(2)
@@ -466,7 +464,8 @@ def cmd_simulate(a):
         ts = ts_all[c * per:(c + 1) * per]
         ta = 0.0 if c == 0 else ts_all[c * per - 1]
         w0 = time.perf_counter()
-        r = jaxmbd.rollout(model, f64(q), f64(v), t0=f64(ta), t1=f64(ts[-1]), saveat=f64(ts), **kw)
+        r = jaxmbd.rollout(model, jaxmbd.Start(f64(q), f64(v), f64(ta)), f64(ts[-1]), integrator=method,
+                           inputs=inputs, steps=steps, save=jaxmbd.Save(ts=f64(ts)), solver=solver)
         qs, vs = np.array(r.qs), np.array(r.vs)
         walls.append(time.perf_counter() - w0)
         st = np.asarray(r.status)
@@ -614,8 +613,9 @@ def rk4_rollout_rate(model, q, v, steps, dt, dynamics, shard=False):
 
     import jaxmbd
     from jaxmbd import integrators
-    f = jax.jit(lambda q, v: jaxmbd.rollout(model, q, v, t1=dt * steps, integrator=integrators.RK4(), dt0=dt,
-                                            max_steps=steps + 1, adjoint="none", dynamics=dynamics,
+    f = jax.jit(lambda q, v: jaxmbd.rollout(model, jaxmbd.Start(q, v), dt * steps, integrator=integrators.RK4(),
+                                            steps=jaxmbd.Steps(dt0=dt, max_steps=steps + 1),
+                                            solver=jaxmbd.Solver(dynamics=dynamics, adjoint="none"),
                                             shard=shard).qs)
     best, t_compile, out = compile_and_time(f, q, v)
     return q.shape[0] * steps / best, t_compile, np.asarray(out)

@@ -39,6 +39,7 @@ from . import models
 from .integrators import RK4, RosenbrockNystrom4
 from .kinematics import forward_kinematics, qdot
 from .model import ModelBuilder
+from .options import Save, Start, Steps
 from .simulate import simulate
 
 
@@ -101,7 +102,8 @@ def tip_path(model, q0, v0, ts, dt=0.005, max_steps=None):
         else:
             t_end = np.asarray(ts, float)
             max_steps = int(math.ceil(float(t_end[-1]) / dt)) + len(t_end) + 2
-    sol = simulate(model, q0, v0, 0.0, ts[-1], integrator=RK4(), dt0=dt, saveat=ts, max_steps=max_steps)
+    sol = simulate(model, Start(q0, v0), ts[-1], integrator=RK4(), steps=Steps(dt0=dt, max_steps=max_steps),
+                   save=Save(ts=ts))
     lower = model.body_id("lower")
 
     def tip(q):
@@ -206,9 +208,9 @@ def apex_height(model, t1=0.75, *, rtol=1e-6, atol=None, integrator=None, dt0=No
     if t_from is None:
         t_from = hopper_touchdown_time(model)
     ts = jnp.linspace(t_from, t1, saves)
-    sol = simulate(model, model.q0, model.v0, 0.0, t1, integrator=integrator or RosenbrockNystrom4(), dt0=dt0,
-                   rtol=rtol, atol=rtol if atol is None else atol, saveat=ts, observe=ballistic_apex,
-                   keep_states=False, max_steps=max_steps)
+    sol = simulate(model, Start(model.q0, model.v0), t1, integrator=integrator or RosenbrockNystrom4(),
+                   steps=Steps(dt0=dt0, rtol=rtol, atol=rtol if atol is None else atol, max_steps=max_steps),
+                   save=Save(ts=ts, observe=ballistic_apex, states=False))
     return jnp.max(sol.obs), sol.status
 
 

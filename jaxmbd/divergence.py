@@ -88,10 +88,11 @@ def energy(tree, q, v):
     return T + Vg + _joint_potential(tree, q)
 
 
-def driven(tree, control, ctrl):
-    """Whether anything but the initial state can put energy in: a control, actuators, a constant joint force."""
+def driven(tree, inputs):
+    """Whether anything but the initial state can put energy in: inputs (:class:`jaxmbd.Inputs`),
+    actuators, a constant joint force."""
     forces = tree.forces or ()
-    return (control is not None or ctrl is not None or tree.actuators is not None
+    return (inputs.given or tree.actuators is not None
             or any(isinstance(e, JointForce) for e in forces))
 
 

@@ -10,6 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from .inputs import NO_INPUTS, Inputs
+from .options import Save, Solver, Start, Steps
 from .simulate import Solution, simulate, validate_times
 
 
@@ -44,28 +46,27 @@ def _field(model, name):
     return model
 
 
-def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, control=None, ctrl=None,
-            params=None, model_params=None, observe=None, keep_states=True, batch_size=None, chunk_size=None, shard=True,
-            **simulate_kw) -> Solution:
-    """Simulate a batch of members of one mechanism (one topology).
+def rollout(model, start=None, t1=1.0, *, integrator, inputs: Inputs = NO_INPUTS, steps: Steps = Steps(),
+            save: Save = Save(), solver: Solver = Solver(), model_params=None, batch_size=None, chunk_size=None,
+            shard=True) -> Solution:
+    """Simulate a batch of members of one mechanism (one topology): a
+    ``vmap`` of :func:`jaxmbd.simulate`, whose arguments it takes.
 
-    q0, v0: (B, nq), (B, nv), or None for the model's own initial state
-      (broadcast).  params: control parameters, a pytree whose leaves carry
-      the batch axis (passed to ``control(t, q, v, params)`` and
-      ``ctrl(t, q, v, params)``).  ctrl: the actuators' inputs (see
-      :func:`jaxmbd.simulate`): None, a (B, nu) array (one constant control
-      vector per member), an (nu,) array (the same for every member) or a
-      function ``ctrl(t, q, v, params)``.  model_params:
-      {Model field name: array with a leading batch axis}, e.g.
+    start: a :class:`jaxmbd.Start` (or a tuple (q0, v0)) whose q, v are
+      (B, nq), (B, nv), or None for the model's own initial state
+      (broadcast); its time is shared.
+    inputs: :class:`jaxmbd.Inputs`; its ``params`` leaves carry the batch
+      axis, its ``ctrl`` may be a (B, nu) array (one constant control vector
+      per member), an (nu,) array (the same for every member) or a function.
+    steps, save, solver: as for :func:`jaxmbd.simulate`, shared by every
+      member; with ``Save(states=False, observe=...)`` no member carries its
+      (S, nq) trajectory, so a large batch need not hold every trajectory.
+    model_params: {Model field name: array with a leading batch axis}, e.g.
       ``{"stiffness": ks}`` with ks (B, nv): each member gets its own value;
       dotted names reach inside and numbers index tuples
       (``{"tree.forces.0.stiffness": ks}`` with ks (B, 1): the stiffness of
       a mechanism's first force element, its spring).
-      batch_size: needed only when nothing above is batched.
-    observe: optional ``observe(model, q, v) -> pytree`` recorded at the
-      save times inside the integration loop; with ``keep_states=False`` only
-      it is kept (B, S, ...): no member carries its (S, nq) trajectory, so a
-      large batch need not hold every trajectory.
+    batch_size: needed only when nothing above is batched.
     chunk_size: run the members (of each device's share) this many at a
       time, one chunk after another (``jax.lax.map``), instead of all at
       once.  It bounds the memory the integrator's intermediates take
@@ -76,15 +77,19 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
       them (a 1-d ``Mesh`` named "batch"; members are padded to a multiple of
       the device count and the padding dropped afterwards).  The result is
       the same as on one device.
-    Every other keyword (rtol, atol, dt0, max_steps, controller, dynamics,
-    adjoint, divergence_factor) goes to :func:`jaxmbd.simulate`; as there, failures are per
-    member in ``status``.  Works under jit and grad."""
+
+    As in simulate, failures are per member in ``status``.  Works under jit
+    and grad."""
+    start = Start.of(start)
+    if not isinstance(inputs, Inputs):
+        raise TypeError(f"inputs must be a jaxmbd.Inputs, got {type(inputs).__name__}")
+    ctrl, params = inputs.ctrl, inputs.params
     model_params = {} if model_params is None else dict(model_params)
     for name in model_params:
         if not isinstance(_field(model, name), jax.Array):
             raise ValueError(f"model_params: {name!r} is not a parameter field of the model")
     per_member_ctrl = ctrl is not None and not callable(ctrl) and jnp.ndim(ctrl) == 2
-    batched = {k: v for k, v in dict(q0=q0, v0=v0, params=params, model_params=model_params,
+    batched = {k: v for k, v in dict(q0=start.q, v0=start.v, params=params, model_params=model_params,
                                      ctrl=ctrl if per_member_ctrl else None).items() if v is not None}
     batched = jax.tree_util.tree_map(jnp.asarray, batched)
     for leaf in jax.tree_util.tree_leaves(batched):
@@ -110,8 +115,8 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
     if per_member_ctrl and batched["ctrl"].shape[1:] != (model.nu,):
         raise ValueError(f"rollout: ctrl has shape {batched['ctrl'].shape}, expected (B, {model.nu}) (one control "
                          f"per actuator and member, nu = {model.nu}) or ({model.nu},)")
-    shared_ctrl = None if per_member_ctrl else ctrl
-    validate_times(t0, t1, saveat, simulate_kw.get("dt0"))
+    shared = Inputs(inputs.tau, None if per_member_ctrl else ctrl)
+    validate_times(start.t, t1, save.ts, steps.dt0)
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
                                    or chunk_size < 1):
         raise ValueError(f"rollout: chunk_size must be a positive integer, got {chunk_size!r}")
@@ -131,20 +136,19 @@ def rollout(model, q0=None, v0=None, *, t1, integrator, t0=0.0, saveat=None, con
         mesh = Mesh(np.array(devices), ("batch",))
         spec = NamedSharding(mesh, PartitionSpec("batch"))
         batched = jax.tree_util.tree_map(lambda x: jax.device_put(x, spec), batched)
-    out = _rollout(model, batched, t0, t1, integrator, saveat, control, shared_ctrl, observe, keep_states, chunk,
-                   simulate_kw)
+    out = _rollout(model, batched, Start(t=start.t, assemble=start.assemble), t1, integrator, shared, steps, save, solver, chunk)
     if pad:
         out = jax.tree_util.tree_map(lambda x: x[:B], out)
     return eqx.tree_at(lambda r: r.ts, out, out.ts[0])
 
 
 @eqx.filter_jit
-def _rollout(model, batched, t0, t1, integrator, saveat, control, ctrl, observe, keep_states, chunk, simulate_kw):
+def _rollout(model, batched, start, t1, integrator, shared, steps, save, solver, chunk):
     def one(b):
         m = _with_params(model, b.get("model_params", {}))
-        return simulate(m, b["q0"], b["v0"], t0, t1, integrator=integrator, saveat=saveat, control=control,
-                         ctrl=b.get("ctrl", ctrl), params=b.get("params"), observe=observe, keep_states=keep_states or observe is None,
-                         **simulate_kw)
+        inputs = Inputs(shared.tau, b.get("ctrl", shared.ctrl), b.get("params"))
+        return simulate(m, Start(b["q0"], b["v0"], start.t, start.assemble), t1, integrator=integrator,
+                        inputs=inputs, steps=steps, save=save, solver=solver)
     if chunk is None:
         return jax.vmap(one)(batched)
     # members m = c * n + i, chunk i = {c * n + i}: the chunk axis c stays the

@@ -11,14 +11,17 @@ import equinox as eqx
 import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
+from typing import NamedTuple
+
 import numpy as np
 
-from .integrators.base import (BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TIMES, BAD_TOLERANCES, CONSTRAINT_FAILURE,
-                               CONTACT_OVERFLOW, DIVERGED,
-                               MAX_STEPS, NEWTON_FAILURE, NONFINITE, SPARSE_COUPLING, STATUS_NAMES, STEP_UNDERFLOW,
-                               SUCCESS, AbstractIntegrator, Controller, rms)
-from .divergence import DIVERGENCE_FACTOR
 from .forces.contact import contact_overflow
+from .inputs import NO_INPUTS, Inputs
+from .integrators.base import (BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TIMES, BAD_TOLERANCES, CONSTRAINT_FAILURE,
+                               CONTACT_OVERFLOW, DIVERGED, MAX_STEPS, NEWTON_FAILURE, NONFINITE, SPARSE_COUPLING,
+                               STATUS_NAMES, STEP_UNDERFLOW, SUCCESS, AbstractIntegrator, Attempt, rms)
+from .options import Save, Solver, Start, Steps
+from .options import concrete as _concrete
 from .systems import system_of
 
 STAT_KEYS = ("accepted", "rejected", "rhs_evals", "jacobian_evals", "lu_factorizations", "newton_iterations")
@@ -26,7 +29,7 @@ STAT_KEYS = ("accepted", "rejected", "rhs_evals", "jacobian_evals", "lu_factoriz
 
 class Solution(eqx.Module):
     """ts (S,), qs (S, nq), vs (S, nv) at the save times (None with
-    ``keep_states=False``); obs: the pytree ``observe(model, q, v)`` at the
+    ``Save(states=False)``); obs: the pytree ``observe(model, q, v)`` at the
     save times, leading axis S (None without ``observe``); status (int: 0
     success, 1 max_steps reached, 2 step size underflow, 3 Newton failure,
     4 non-finite state, 5 constraint failure, 6-9 invalid input, 10 sparse
@@ -37,10 +40,10 @@ class Solution(eqx.Module):
     Mechanisms (closed loops) also give ``residuals`` (S, 2): |Φ(q)|∞ and
     |Φ_q v|∞ at the save times, ``max_residuals`` (2,): the same, largest
     over every accepted step, ``lams`` (S, nc): the multipliers (with
-    ``multipliers=True``), and ``stats["partitions"]``: how many times the
+    ``Save(multipliers=True)``), and ``stats["partitions"]``: how many times the
     coordinate partition was renewed.
 
-    ``steps`` (with ``step_history=N``): dict(t=(N,), h=(N,)), the end time
+    ``steps`` (with ``Save(step_history=N)``): dict(t=(N,), h=(N,)), the end time
     and size of the first N accepted steps (NaN where fewer were taken):
     step-size histories for studying the integrators."""
     ts: jax.Array
@@ -62,12 +65,6 @@ class Solution(eqx.Module):
 
 def status_name(status) -> str:
     return STATUS_NAMES[int(status)]
-
-
-MAX_STEPS_DEFAULT = 100_000
-"""simulate's default bound on step attempts: a safety bound, not a cost (the loop stops when done)."""
-DEFAULT_CHECKPOINTS = 100
-"""Loop states kept by the reverse pass of ``adjoint="checkpoint"`` (default of ``simulate(checkpoints=)``)."""
 
 
 def _initial_step(ode, integrator, t0, q0, v0, sc_y, sc_v, span):
@@ -98,16 +95,8 @@ def _initial_step(ode, integrator, t0, q0, v0, sc_y, sc_v, span):
     return jnp.minimum(jnp.minimum(100 * h0, h1), span)
 
 
-def _concrete(x):
-    """x as a NumPy array if it is known now (not a tracer), else None."""
-    try:
-        return None if isinstance(x, jax.core.Tracer) else np.asarray(x, dtype=float)
-    except Exception:  # noqa: BLE001 - anything that is not a plain array is checked later, in the trace
-        return None
-
-
 def validate_times(t0, t1, saveat=None, dt0=None):
-    """Check the times known at call time (not tracers): t1 > t0, saveat finite,
+    """Check the times known at call time (not tracers): t1 > t0, save times finite,
     non-decreasing and within [t0, t1], dt0 > 0.  Raises ValueError."""
     t0c, t1c = _concrete(t0), _concrete(t1)
     if t0c is not None and t1c is not None and not t1c > t0c:
@@ -115,170 +104,95 @@ def validate_times(t0, t1, saveat=None, dt0=None):
     ts = None if saveat is None else _concrete(saveat)
     if ts is not None and ts.ndim == 1 and ts.size:
         if np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
-            raise ValueError("saveat must be finite and non-decreasing")
+            raise ValueError("save times must be finite and non-decreasing")
         if t0c is not None and ts[0] < t0c:
-            raise ValueError(f"saveat starts at {ts[0]}, before t0 = {t0c}")
+            raise ValueError(f"save times start at {ts[0]}, before t0 = {t0c}")
         if t1c is not None and ts[-1] > t1c * (1 + 1e-12) + 1e-300:
-            raise ValueError(f"saveat ends at {ts[-1]}, after t1 = {t1c}")
+            raise ValueError(f"save times end at {ts[-1]}, after t1 = {t1c}")
     dt0c = None if dt0 is None else _concrete(dt0)
     if dt0c is not None and not (dt0c > 0):
         raise ValueError(f"dt0 must be positive, got {dt0c}")
 
 
-def simulate(model, q0=None, v0=None, t0=0.0, t1=1.0, *, integrator: AbstractIntegrator, dt0=None,
-             rtol=1.0e-6, atol=1.0e-6, saveat=None, control=None, ctrl=None, params=None,
-             max_steps=MAX_STEPS_DEFAULT,
-             controller: Controller = Controller(), dynamics="aba", adjoint="checkpoint", checkpoints=None,
-             observe=None, keep_states=True, multipliers=False, constraint_solver="schur", assemble_initial=True,
-             step_history=0, divergence_factor=DIVERGENCE_FACTOR) -> Solution:
-    """Integrate the model from (q0, v0) at t0 to t1 (default: the model's own
-    initial state ``model.q0``, ``model.v0``).
+def simulate(model, start=None, t1=1.0, *, integrator: AbstractIntegrator, inputs: Inputs = NO_INPUTS,
+             steps: Steps = Steps(), save: Save = Save(), solver: Solver = Solver()) -> Solution:
+    """Integrate the model from ``start`` to t1.
 
-    integrator: an instance from :mod:`jaxmbd.integrators`.  Fixed-step methods
-      (``SemiImplicitEuler``, ``RK4``, or an adaptive one built with
-      ``adaptive_steps=False``) step by ``dt0``; adaptive ones start from
-      ``dt0`` or, if None, Hairer-Wanner's starting-step estimate.
-    rtol, atol: scaled RMS error per step over positions and velocities with
-      sc = atol + rtol max(|x0|, |x1|) (digest negrut.md §3.6); |x| is the
-      coordinate's magnitude for scalar joints and 0 for rotation vectors.
-      Both are first multiplied by the integrator's ``tol_factor`` (Rosenbrock
-      0.15, SDIRK4 0.5, Trapezoidal 0.3, else 1), calibrated so that the
-      global error of the thesis's validation problem stays within a few times
-      the requested tolerance.
-    saveat: increasing save times in [t0, t1] (default [t1]); steps are shortened
-      to land on them; the run ends at the last one.
-    control: joint torques: None, an (nv,) array, or ``tau(t, q, v, params)``.
-    ctrl: the inputs of the model's actuators (``model.actuators``, as MuJoCo's
-      ``ctrl``; :func:`jaxmbd.actuator_force`): None (every control zero: the
-      actuators still act, e.g. a position servo holds 0), an (nu,) array
-      (constant; under ``vmap`` each member may have its own), or
-      ``ctrl(t, q, v, params) -> (nu,)``.  It is evaluated inside the
-      integrated equations with the model being integrated, so gradients
-      reach the controls and the actuator parameters (gains, gear, ranges);
-      the applied force is the control's torque plus the actuators' force.
-      A wrong shape is a ValueError naming nu.
-    max_steps: a safety bound on step attempts (accepted + rejected; default
-      100,000); it does not set the cost: the loop stops when the run is done,
-      and under vmap when the last member is done.
-    dynamics: "aba", "aba_unrolled" or "crba" (forward-dynamics method,
-      :func:`jaxmbd.forward_dynamics`).
-    observe: optional ``observe(model, q, v) -> pytree``, recorded at the save
-      times inside the loop (evaluated after every step); with
-      ``keep_states=False`` only it is kept, so the loop carries no (S, nq)
-      trajectory buffer (large batches, many save times).
-    adjoint: "checkpoint" (default) or "none".  Both are a while loop that
-      runs as many steps as the run needs.  "checkpoint" is reverse-mode
-      differentiable (``jax.grad``) with bounded memory: the reverse pass keeps
-      ``checkpoints`` copies of the loop state (default 100)
-      and recomputes the steps between them (online binomial checkpointing,
-      Stumm-Walther; ``equinox.internal.while_loop``), so a gradient costs a
-      few forward runs.  The implicit methods' Jacobians take a cheaper
-      pullback there: the cotangent of the n x 2n Jacobian of g is paired
-      with it by n directional derivatives instead of transposing the 2n of
-      the forward Jacobian, and by 5 for RosenbrockNystrom4, whose step
-      leaves that cotangent of rank <= 5 whatever n
-      (``jaxmbd.odes.base.value_and_jacobians``; bench/results/loop_cost_cpu.md).
-      "none" is forward-mode differentiable only
-      (``jax.jvp``, ``jax.jacfwd``; ``jax.grad`` raises).
+    start: a :class:`jaxmbd.Start` (q, v, t, assemble), a tuple (q0, v0), or
+      None for the model's own initial state ``model.q0``, ``model.v0`` at t = 0.
+    integrator: an instance from :mod:`jaxmbd.integrators`.  Fixed-step
+      methods (``SemiImplicitEuler``, ``RK4``, or an adaptive one built with
+      ``adaptive_steps=False``) step by ``steps.dt0``; adaptive ones start
+      from it or, if None, from Hairer-Wanner's starting-step estimate.
+    inputs: what is applied (:class:`jaxmbd.Inputs`: joint torques, actuator
+      inputs, their parameters).
+    steps: step sizes, tolerances, bounds (:class:`jaxmbd.Steps`).
+    save: what is recorded, and when (:class:`jaxmbd.Save`).
+    solver: the forward-dynamics method, a mechanism's constraint solver and
+      the adjoint (:class:`jaxmbd.Solver`).
 
     Mechanisms (models with loop constraints, :class:`jaxmbd.Mechanism`) are
     integrated as index-3 DAEs by generalized coordinate partitioning
-    (digest negrut.md §1-2): the integrator advances the independent
-    coordinates of the state-space ODE (:class:`jaxmbd.odes.ConstrainedChartODE`),
-    the dependent ones are recovered by Newton (positions) and a linear
-    solve (velocities) at every evaluation, so |Φ| and |Φ_q v| stay at
-    round-off; the partition (full-pivot LU of Φ_q) is renewed when
-    cond(Φ_u) grows past 1.25x its value at partitioning.  So
-    ``RosenbrockNystrom4`` is the thesis's ForRosen, ``SDIRK4`` its ForSDIRK
-    and ``Trapezoidal`` its SspTrap (Newton on the independent accelerations
-    with the matrix M̂(I - h/2 J2 - h²/4 J1), here scaled by M̂⁻¹);
+    (Negrut's thesis, ch. 2 and 3; Wehage and Haug 1982): the integrator
+    advances the independent coordinates of the state-space ODE
+    (:class:`jaxmbd.odes.ConstrainedChartODE`), the dependent ones are
+    recovered by Newton (positions) and a linear solve (velocities) at every
+    evaluation, so |Φ| and |Φ_q v| stay at round-off; the partition
+    (full-pivot LU of Φ_q) is renewed when cond(Φ_u) grows past 1.25x its
+    value at partitioning.  So ``RosenbrockNystrom4`` is the thesis's
+    ForRosen, ``SDIRK4`` its ForSDIRK and ``Trapezoidal`` its SspTrap;
     ``integrators.DescriptorSDIRK4`` and ``DescriptorTrapezoidal`` iterate on
-    (q̈, λ) instead (InflSDIRK, InflTrap).  q0, v0, control, the arguments
-    of ``ctrl(t, q, v, params)`` and the saved states use the mechanism's
-    coordinate order.  ``assemble_initial``
-    (default True) first projects (q0, v0) onto the constraints
-    (:func:`jaxmbd.assemble`; a consistent state is left as it is);
-    ``multipliers=True`` saves λ; ``constraint_solver``: "schur" (the
-    factorization of H and the Schur complement) or "dense" (the augmented
-    matrix).
+    (q̈, λ) instead (InflSDIRK, InflTrap).  States, inputs' functions and
+    saved states use the mechanism's coordinate order.
 
     Gradients of an adaptive run are those of the discrete solution with its
     accepted step sizes held fixed (the step-size controller is not
     differentiated, as is usual for adaptive solvers): they converge to the
     true sensitivities as the tolerance tightens.  The controller's own
     sensitivity to the error estimate, large and meaningless where a contact
-    starts, would otherwise swamp them (the cube toss of tests/test_contact.py:
-    81 instead of 0.167).
-
-    step_history: record the end time and size of the first ``step_history``
-    accepted steps (``Solution.steps``).
-
-    divergence_factor: every step whose state would be accepted is first
-      checked for energy that the model cannot have gained
-      (:mod:`jaxmbd.divergence`).  H = T + V_g + U_j (the bodies' kinetic
-      energy, gravity's potential, and the potential of joint springs and
-      joint-space force elements) may grow by at most ``divergence_factor`` ×
-      E(τ), E(τ) = T0 + U0 + M g L + a ½ M g² τ², where M is the total mass,
-      g = max(|gravity|, 9.81 m/s²), L the model's length scale at q0 (the
-      box around its body origins, joint anchors and centres of mass, plus
-      twice the largest radius of gyration), T0 and U0 the initial kinetic
-      and elastic (springs, force elements other than contact) energies, τ
-      the time elapsed, a = 1 for a driven model (``control``, ``ctrl``,
-      actuators or a constant joint force) and 0 for a passive one.  A step
-      past it stops the run with status 12 (``DIVERGED``), keeping the last
-      state within it.  A passive model's H grows by at most U0 (a tenth of
-      the default bound), while a method that is unstable at its step size
-      (an explicit one on stiff contact) creates energy until it passes.
-      Default 10; a larger number for controls that legitimately inject more
-      energy than a force of about 3x the model's weight, None for no
-      check.  It costs a forward-kinematics pass per step.
+    starts, would otherwise swamp them.  With ``Solver(adjoint="checkpoint")``
+    the implicit methods' Jacobians take a cheaper pullback: the cotangent of
+    the n x 2n Jacobian of g is paired with it by n directional derivatives
+    instead of transposing the 2n of the forward Jacobian, and by 5 for
+    RosenbrockNystrom4, whose step leaves that cotangent of rank <= 5 whatever
+    n (``jaxmbd.odes.base.value_and_jacobians``).
 
     Returns a :class:`Solution`; failures are reported per call (per batch
     member under vmap) in ``status``, never as silent NaNs.  Inputs that may
     be traced are checked inside the trace, and a bad one makes the status a
     failure before any step is taken: a non-finite model parameter, a body
-    with a negative mass or an indefinite inertia, or a negative armature
-    (e.g. from an optimizer's step: the mass matrix would be indefinite),
+    with a negative mass or an indefinite inertia, or a negative armature,
     negative tolerances, t1 <= t0 or dt0 <= 0 (statuses 6-9,
     ``integrators.STATUS_NAMES``).  With an implicit method's
     ``linear_solver="sparse"``, a force that couples two branches of the tree
-    without a force element declaring it (a control coupling them) stops the
-    run with status 10 (``SPARSE_COUPLING``) instead of integrating with an
-    inexact iteration matrix; declared couplings are handled exactly.  A
-    state where the contact broad phase finds more geom pairs within reach
-    than a group's capacity (:func:`jaxmbd.forces.contact.capacities`), or
-    more contacts within their margin than the soft constraints' rows
-    (``set_contact_options(rows=...)``), is
-    not accepted: the run stops with status 11 (``CONTACT_OVERFLOW``),
-    keeping the last state whose contacts were all evaluated.  A state past
-    the divergence bound (``divergence_factor``) is not accepted either: status
-    12 (``DIVERGED``), keeping the last state within it.
+    without a force element declaring it stops the run with status 10
+    (``SPARSE_COUPLING``).  A state where the contact broad phase finds more
+    geom pairs within reach than a group's capacity
+    (:func:`jaxmbd.forces.contact.capacities`), or more contacts within their
+    margin than the soft constraints' rows (``set_contact_options(rows=...)``),
+    is not accepted: status 11 (``CONTACT_OVERFLOW``), keeping the last state
+    whose contacts were all evaluated.  A state past the divergence bound
+    (``Steps.divergence_factor``) is not accepted either: status 12
+    (``DIVERGED``), keeping the last state within it.
 
-    Times known at call time are validated before tracing (t1 > t0, saveat
-    non-decreasing within [t0, t1], dt0 > 0); Python numbers given for t0,
-    t1, dt0, rtol, atol and max_steps are passed on as arrays, so calls that
+    Times known at call time are validated before tracing (t1 > t0, save
+    times non-decreasing within [t0, t1], dt0 > 0); Python numbers given for
+    times, tolerances and bounds are passed on as arrays, so calls that
     differ only in them share one compiled program."""
-    validate_times(t0, t1, saveat, dt0)
-    max_steps = _check_max_steps(max_steps)
-    divergence_factor = _check_divergence_factor(divergence_factor)
+    start = Start.of(start)
+    for name, value in (("inputs", inputs), ("steps", steps), ("save", save), ("solver", solver)):
+        kind = {"inputs": Inputs, "steps": Steps, "save": Save, "solver": Solver}[name]
+        if not isinstance(value, kind):
+            raise TypeError(f"{name} must be a jaxmbd.{kind.__name__}, got {type(value).__name__}")
+    validate_times(start.t, t1, save.ts, steps.dt0)
     # Python numbers as arrays, so that calls that differ only in them share one compiled program
+    max_steps = steps.max_steps
     if isinstance(max_steps, (int, np.integer)):
         max_steps = jnp.asarray(max_steps, jnp.int32)
-    return _simulate(model, q0, v0, _arr(t0), _arr(t1), integrator, _arr(dt0), _arr(rtol), _arr(atol), saveat,
-                     control, ctrl, params, max_steps, controller, dynamics, adjoint, checkpoints, observe, keep_states,
-                     multipliers, constraint_solver, assemble_initial, step_history, _arr(divergence_factor))
-
-
-def _check_divergence_factor(f):
-    """None, or a number > 0 (checked now where it is known now; a traced one is taken as given)."""
-    if f is None:
-        return None
-    if isinstance(f, bool):
-        raise TypeError(f"divergence_factor must be a number or None, got {f!r}")
-    c = _concrete(f)
-    if c is not None and not (c.ndim == 0 and np.isfinite(c) and c > 0):
-        raise ValueError(f"divergence_factor must be a finite number > 0 or None, got {f!r}")
-    return f
+    steps = Steps(_arr(steps.dt0), _arr(steps.rtol), _arr(steps.atol), max_steps, steps.controller,
+                  _arr(steps.divergence_factor))
+    start = Start(start.q, start.v, _arr(start.t), start.assemble)
+    return _simulate(model, start, _arr(t1), integrator, inputs, steps, save, solver)
 
 
 def _arr(x):
@@ -287,201 +201,264 @@ def _arr(x):
     return x
 
 
-def _check_max_steps(max_steps):
-    """max_steps must be an integer (a Python int or an integer array), >= 1 when concrete."""
-    concrete = isinstance(max_steps, (int, np.integer)) and not isinstance(max_steps, bool)
-    if concrete and max_steps < 1:
-        raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-    if not (concrete or jnp.issubdtype(jnp.result_type(max_steps), jnp.integer)):
-        raise TypeError(f"max_steps must be an integer, got {max_steps!r}")
-    return max_steps
+class LoopState(eqx.Module):
+    """The state of simulate's loop: time, state, step size, the next save
+    row k, the rows saved, done / status, attempts n, whether the last attempt
+    was rejected, the counters, the integrator's cache, the system's
+    partition state and its own state (:mod:`jaxmbd.systems`), and the
+    step-size history (None unless ``Save.step_history``)."""
+    t: jax.Array
+    q: jax.Array
+    v: jax.Array
+    h: jax.Array
+    k: jax.Array
+    saved: dict
+    done: jax.Array
+    n: jax.Array
+    status: jax.Array
+    after_reject: jax.Array
+    stats: dict
+    cache: object
+    part: dict
+    own: object
+    hist: dict | None
+
+
+class Tried(NamedTuple):
+    """One attempt: the integrator's :class:`Attempt`, the new state, whether
+    it is finite (error estimate included), whether the error allows
+    accepting it, whether a Newton failure is retried with a fresh matrix,
+    and the next step size."""
+    att: Attempt
+    q1: jax.Array
+    v1: jax.Array
+    finite: jax.Array
+    accept: jax.Array
+    retry: jax.Array
+    h_new: jax.Array
+
+
+class Verdict(NamedTuple):
+    """What the loop decides about one attempt."""
+    accept: jax.Array
+    failed: jax.Array
+    status: jax.Array
 
 
 @eqx.filter_jit
-def _simulate(model, q0, v0, t0, t1, integrator, dt0, rtol, atol, saveat, control, ctrl, params, max_steps, controller,
-              dynamics, adjoint, checkpoints, observe, keep_states, multipliers, constraint_solver,
-              assemble_initial, step_history, divergence_factor=None) -> Solution:
-    """The traced body of :func:`simulate` (same arguments, all given)."""
+def _simulate(model, start, t1, integrator, inputs, steps, save, solver) -> Solution:
+    """The traced body of :func:`simulate` (arguments converted)."""
     if not isinstance(integrator, AbstractIntegrator):
         raise TypeError(f"integrator must be a jaxmbd.integrators method, got {type(integrator).__name__}")
-    system = system_of(model, control, params, dynamics, constraint_solver, ctrl)
-    q0 = model.q0 if q0 is None else jnp.asarray(q0)
-    v0 = model.v0 if v0 is None else jnp.asarray(v0)
-    system.check(q0, v0, integrator, multipliers, constraint_solver)
-    dt = jnp.result_type(q0, v0, float)
-    q0, v0 = q0.astype(dt), v0.astype(dt)
-    t0, t1 = jnp.asarray(t0, dt), jnp.asarray(t1, dt)
-    ts = jnp.atleast_1d(jnp.asarray(t1 if saveat is None else saveat, dt))
-    if ts.ndim != 1:
-        raise ValueError(f"saveat must be a 1-d array of times, got shape {ts.shape}")
-    adaptive = integrator.adaptive
-    if not adaptive and dt0 is None:
-        raise ValueError(f"{type(integrator).__name__} takes fixed steps: give dt0")
-    _check_max_steps(max_steps)
-    if adjoint not in ("checkpoint", "none"):
-        raise ValueError(f"unknown adjoint {adjoint!r}; expected 'checkpoint' or 'none'")
-    if not keep_states and observe is None:
-        raise ValueError("keep_states=False needs an observe function (nothing would be saved)")
-    n_hist = int(step_history)
-    if n_hist < 0:
-        raise ValueError(f"step_history must be >= 0, got {step_history}")
-    fac = integrator.tolerance_factor if adaptive else 1.0
-    rtol, atol = fac * jnp.asarray(rtol, dt), fac * jnp.asarray(atol, dt)
-    n_save = ts.shape[0]
-    q_err = integrator.error_order
-    ind = system.independent
+    run = _Run(model, start, t1, integrator, inputs, steps, save, solver)
+    s0 = run.initial()
+    # the buffers are written once per row, never read in the loop (decided by structure, not by the leaves)
+    _buffers = (lambda s: (s.saved, s.hist)) if save.step_history else (lambda s: s.saved)  # noqa: E731
+    if solver.adjoint == "none":
+        s = eqxi.while_loop(run.cond, run.step, s0, buffers=_buffers, kind="lax")
+    else:
+        # the bound is the loop's own condition (max_steps may be traced); the reverse pass keeps the checkpoints
+        s = eqxi.while_loop(run.cond, run.step, s0, max_steps=None, buffers=_buffers, kind="checkpointed",
+                            checkpoints=solver.checkpoints)
+    return run.solution(s)
 
-    q0, v0, part0, bad_start = system.start(q0, v0, assemble_initial)
-    if divergence_factor is not None:
-        H0, e0, e2 = system.energy_scale(q0, v0)
-        divergence_factor = jnp.asarray(divergence_factor, dt)
 
-    def scales(ode, q, v, part):
-        return atol + rtol * ode.position_magnitude(q), atol + rtol * jnp.abs(ind(part, v))
+class _Run:
+    """One run's fixed context, built inside the trace: the system, the
+    integrator, the save times, the scaled tolerances and the divergence
+    bound; ``initial``, ``step``, ``cond`` and ``solution`` are the loop's."""
 
-    def record(q, v):
-        return system.record(q, v, keep_states, observe, t0, part0)
+    def __init__(self, model, start, t1, integrator, inputs, steps, save, solver):
+        self.system = system = system_of(model, inputs, solver)
+        self.integrator, self.save, self.steps = integrator, save, steps
+        q0 = model.q0 if start.q is None else jnp.asarray(start.q)
+        v0 = model.v0 if start.v is None else jnp.asarray(start.v)
+        system.check(q0, v0, integrator, save.multipliers)
+        dt = self.dtype = jnp.result_type(q0, v0, float)
+        self.q0, self.v0 = q0.astype(dt), v0.astype(dt)
+        self.t0, self.t1 = jnp.asarray(start.t, dt), jnp.asarray(t1, dt)
+        ts = jnp.atleast_1d(jnp.asarray(self.t1 if save.ts is None else save.ts, dt))
+        if ts.ndim != 1:
+            raise ValueError(f"save times must be a 1-d array, got shape {ts.shape}")
+        self.ts, self.n_save = ts, ts.shape[0]
+        self.adaptive = integrator.adaptive
+        if not self.adaptive and steps.dt0 is None:
+            raise ValueError(f"{type(integrator).__name__} takes fixed steps: give dt0, the step (Steps(dt0=...))")
+        fac = integrator.tolerance_factor if self.adaptive else 1.0
+        self.rtol, self.atol = fac * jnp.asarray(steps.rtol, dt), fac * jnp.asarray(steps.atol, dt)
+        self.ind = system.independent
+        self.assemble = start.assemble
+        self.reverse_only = solver.adjoint == "checkpoint"
+        self.factor = None if steps.divergence_factor is None else jnp.asarray(steps.divergence_factor, dt)
 
-    def ode_at(q, part):
-        ode = system.ode_at(q, part)
+    def scales(self, ode, q, v, part):
+        return self.atol + self.rtol * ode.position_magnitude(q), self.atol + self.rtol * jnp.abs(self.ind(part, v))
+
+    def record(self, q, v):
+        return self.system.record(q, v, self.save.states, self.save.observe, self.t0, self.part0)
+
+    def ode_at(self, q, part):
+        ode = self.system.ode_at(q, part)
         # the checkpointed loop is differentiated in reverse mode only: its Jacobians take the cheaper pullback
-        ode.reverse_only = adjoint == "checkpoint"
+        ode.reverse_only = self.reverse_only
         return ode
 
-    ode0 = ode_at(q0, part0)
-    sy0, sv0 = scales(ode0, q0, v0, part0)
-    span = jnp.maximum(ts[-1] - t0, 0.0)
-    if dt0 is not None:
-        h0 = jnp.asarray(dt0, dt)
-    else:
-        h0 = _initial_step(ode0, integrator, t0, q0, ind(part0, v0), sy0, sv0, jnp.maximum(span, 1e-12))
-    h0 = jnp.minimum(h0, controller.h_max)
-    if adaptive:
-        # the step sizes are not differentiated (see simulate's docstring: gradients of an adaptive run)
-        h0 = jax.lax.stop_gradient(h0)
+    def initial(self) -> LoopState:
+        system, integrator, ts, dt = self.system, self.integrator, self.ts, self.dtype
+        q0, v0, part0, bad_start = system.start(self.q0, self.v0, self.assemble)
+        self.part0 = part0
+        if self.factor is not None:
+            self.H0, self.e0, self.e2 = system.energy_scale(q0, v0)
+        ode0 = self.ode_at(q0, part0)
+        h0 = self.first_step(ode0, q0, v0, part0)
+        k0 = jnp.sum(ts <= self.t0).astype(jnp.int32)
+        rec0 = self.record(q0, v0)
+        # rows before k0 hold the initial state; the others are written once in the loop (their initial value must
+        # not depend on the inputs: a buffer's overwritten entries pass their cotangent on unchanged)
+        before = ts <= self.t0
+        saved0 = jax.tree_util.tree_map(
+            lambda x: jnp.where(before.reshape((-1,) + (1,) * jnp.ndim(x)), x[None], jnp.zeros_like(x)[None]), rec0)
+        zero = jnp.zeros((), jnp.int32)
+        nonfinite0 = ~(jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(v0)) & jnp.isfinite(h0))
+        status0 = jnp.where(nonfinite0, NONFINITE, jnp.where(bad_start, CONSTRAINT_FAILURE, SUCCESS))
+        over0 = contact_overflow(system.tree, q0)
+        if over0 is not None:
+            status0 = jnp.where((status0 == SUCCESS) & over0, CONTACT_OVERFLOW, status0)
+        status0 = _input_status(system.tree, status0, self.rtol, self.atol, self.t0, self.t1, self.steps.dt0)
+        stats0 = {k: zero for k in STAT_KEYS + system.extra_stats}
+        n_hist = self.save.step_history
+        hist = None if not n_hist else dict(t=jnp.full((n_hist,), jnp.nan, dt), h=jnp.full((n_hist,), jnp.nan, dt))
+        return LoopState(t=self.t0, q=q0, v=v0, h=h0, k=k0, saved=saved0,
+                         done=(k0 >= self.n_save) | (status0 != SUCCESS), n=zero, status=status0.astype(jnp.int32),
+                         after_reject=jnp.array(False), stats=stats0,
+                         cache=integrator.init_cache(ode0, self.t0, self.ind(part0, v0)), part=part0,
+                         own=system.initial_own(rec0), hist=hist)
 
-    k0 = jnp.sum(ts <= t0).astype(jnp.int32)
-    rec0 = record(q0, v0)
-    # rows before k0 hold the initial state; the others are written once in the loop (their initial value must
-    # not depend on the inputs: a buffer's overwritten entries pass their cotangent on unchanged)
-    before = ts <= t0
-    saved0 = jax.tree_util.tree_map(
-        lambda x: jnp.where(before.reshape((-1,) + (1,) * jnp.ndim(x)), x[None], jnp.zeros_like(x)[None]), rec0)
-    zero = jnp.zeros((), jnp.int32)
-    nonfinite0 = ~(jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(v0)) & jnp.isfinite(h0))
-    status0 = jnp.where(nonfinite0, NONFINITE, jnp.where(bad_start, CONSTRAINT_FAILURE, SUCCESS))
-    over0 = contact_overflow(system.tree, q0)
-    if over0 is not None:
-        status0 = jnp.where((status0 == SUCCESS) & over0, CONTACT_OVERFLOW, status0)
-    status0 = _input_status(system.tree, status0, rtol, atol, t0, t1, dt0)
-    bad0 = status0 != SUCCESS
-    stats0 = {k: zero for k in STAT_KEYS + system.extra_stats}
-    state = dict(t=t0, q=q0, v=v0, h=h0, k=k0, saved=saved0, done=(k0 >= n_save) | bad0, n=zero,
-                 status=status0.astype(jnp.int32), after_reject=jnp.array(False), stats=stats0,
-                 cache=integrator.init_cache(ode0, t0, ind(part0, v0)), part=part0, **system.initial_extra(rec0))
-    if n_hist:
-        state["hist"] = dict(t=jnp.full((n_hist,), jnp.nan, dt), h=jnp.full((n_hist,), jnp.nan, dt))
+    def first_step(self, ode0, q0, v0, part0):
+        sy0, sv0 = self.scales(ode0, q0, v0, part0)
+        span = jnp.maximum(self.ts[-1] - self.t0, 0.0)
+        if self.steps.dt0 is not None:
+            h0 = jnp.asarray(self.steps.dt0, self.dtype)
+        else:
+            h0 = _initial_step(ode0, self.integrator, self.t0, q0, self.ind(part0, v0), sy0, sv0,
+                               jnp.maximum(span, 1e-12))
+        h0 = jnp.minimum(h0, self.steps.controller.h_max)
+        if self.adaptive:
+            # the step sizes are not differentiated (see simulate's docstring: gradients of an adaptive run)
+            h0 = jax.lax.stop_gradient(h0)
+        return h0
 
-    def step(s):
-        part = s["part"]
-        ode = ode_at(s["q"], part)
-        target = ts[jnp.minimum(s["k"], n_save - 1)]
-        remaining = target - s["t"]
-        clipped = s["h"] * (1.0 + 1e-8) >= remaining  # no sliver step from rounding in t
+    def cond(self, s):
+        return ~s.done & (s.n < self.steps.max_steps)
+
+    def step(self, s: LoopState) -> LoopState:
+        part = s.part
+        ode = self.ode_at(s.q, part)
+        target = self.ts[jnp.minimum(s.k, self.n_save - 1)]
+        remaining = target - s.t
+        clipped = s.h * (1.0 + 1e-8) >= remaining  # no sliver step from rounding in t
         # a member that is done (under vmap it is stepped, masked, until the last one is) takes a regular
         # step instead of h = 0, so that no derivative of the masked step is infinite (0 * inf = NaN)
-        h = jnp.where(clipped & ~s["done"], remaining, s["h"])
-        sy, sv = scales(ode, s["q"], s["v"], part)
-        att = integrator.attempt(ode, s["t"], ind(part, s["v"]), h, (sy, sv), s["cache"])
+        h = jnp.where(clipped & ~s.done, remaining, s.h)
+        tried = self.attempt(s, ode, h, clipped)
+        att, q1, v1 = tried.att, tried.q1, tried.v1
+        t_new = jnp.where(clipped, target, s.t + h)
+        verdict = self.judge(s, tried, t_new)
+        accept = verdict.accept
+        reached = accept & clipped
+        # write row k only (kept as it was unless this step reached its save time)
+        rec = self.record(q1, v1)
+        saved = jax.tree_util.tree_map(lambda x, b: eqxi.buffer_at_set(b, s.k, x, pred=reached), rec, s.saved)
+        k_new = jnp.where(reached, s.k + 1, s.k)
+        finished = accept & (k_new >= self.n_save)
+        st = s.stats
+        stats = dict(accepted=st["accepted"] + accept, rejected=st["rejected"] + ~accept,
+                     rhs_evals=st["rhs_evals"] + att.rhs, jacobian_evals=st["jacobian_evals"] + att.jac,
+                     lu_factorizations=st["lu_factorizations"] + att.lu,
+                     newton_iterations=st["newton_iterations"] + att.newton)
+        cache = self.integrator.commit(att.cache, accept)
+        q_new = jnp.where(accept, q1, s.q)
+        after = self.system.after_step(part, s.own, s.v, ode, self.integrator, accept, q_new, rec, cache, s.t)
+        stats.update(self.system.stats(after.part))
+        fail_status = jnp.where(after.failed, after.status, verdict.status)
+        failed = verdict.failed | after.failed
+        hist = s.hist
+        if hist is not None:
+            n_hist = self.save.step_history
+            i, keep = jnp.minimum(st["accepted"], n_hist - 1), accept & (st["accepted"] < n_hist)
+            hist = dict(t=eqxi.buffer_at_set(hist["t"], i, t_new, pred=keep),
+                        h=eqxi.buffer_at_set(hist["h"], i, h, pred=keep))
+        return LoopState(t=jnp.where(accept, t_new, s.t), q=q_new, v=jnp.where(accept, v1, s.v), h=tried.h_new, k=k_new,
+                         saved=saved, done=finished | failed, n=s.n + 1,
+                         status=jnp.where(failed, fail_status, SUCCESS).astype(jnp.int32), after_reject=~accept,
+                         stats={k_: v.astype(jnp.int32) for k_, v in stats.items()}, cache=after.cache,
+                         part=after.part, own=after.own, hist=hist)
+
+    def attempt(self, s, ode, h, clipped) -> Tried:
+        """The integrator's attempt at step h, its error against the tolerances
+        and the next step size."""
+        part = s.part
+        sy, sv = self.scales(ode, s.q, s.v, part)
+        att = self.integrator.attempt(ode, s.t, self.ind(part, s.v), h, (sy, sv), s.cache)
         q1, v1 = ode.finish(att.y, att.yd)
         finite = jnp.all(jnp.isfinite(q1)) & jnp.all(jnp.isfinite(v1))
         # a Newton failure with a kept (not fresh) factorization is retried at the same h with a
         # fresh one (the failed attempt leaves the kept one invalid), as the H&W codes do
         retry = ~att.ok & finite & (att.lu == 0)
-        if adaptive:
-            sy1, sv1 = scales(ode, q1, v1, part)
+        if self.adaptive:
+            sy1, sv1 = self.scales(ode, q1, v1, part)
             err = rms(jnp.concatenate([att.err_y / jnp.maximum(sy, sy1), att.err_yd / jnp.maximum(sv, sv1)]))
             finite = finite & jnp.isfinite(err)
             accept = att.ok & finite & (err <= 1.0)
-            proposed = controller.propose(h, err, q_err, s["after_reject"], integrator.holds_step)
+            proposed = self.steps.controller.propose(h, err, self.integrator.error_order, s.after_reject,
+                                                     self.integrator.holds_step)
             h_new = jnp.where(att.ok & finite, proposed, jnp.where(finite, 0.5 * h, 0.25 * h))
-            h_new = jnp.where(accept & clipped, jnp.maximum(h_new, s["h"]), h_new)
+            h_new = jnp.where(accept & clipped, jnp.maximum(h_new, s.h), h_new)
             h_new = jnp.where(~accept & (h_new > h), h, h_new)  # after a rejection h never grows
             h_new = jax.lax.stop_gradient(jnp.where(retry, h, h_new))
         else:
             accept = att.ok & finite
-            h_new = jnp.where(accept | retry, s["h"], 0.5 * h)
+            h_new = jnp.where(accept | retry, s.h, 0.5 * h)
+        return Tried(att, q1, v1, finite, accept, retry, h_new)
+
+    def judge(self, s, tried: Tried, t_new) -> Verdict:
+        """Whether the attempt is accepted, and whether it ends the run with which status:
+        a non-finite state, a Newton failure, a step too small, an inexact (sparse) iteration matrix,
+        a contact overflow, a divergence."""
+        att = tried.att
         # an inexact (sparse) iteration matrix stops the run before anything is accepted from it
         inexact = jnp.array(False) if att.exact is None else ~att.exact
-        accept = accept & ~inexact
-        over = contact_overflow(system.tree, q1)
+        accept = tried.accept & ~inexact
+        over = contact_overflow(self.system.tree, tried.q1)
         if over is not None:   # a state whose contacts the broad phase cannot all keep is not accepted
             over = accept & over
             accept = accept & ~over
-        t_new = jnp.where(clipped, target, s["t"] + h)
         diverged = None
-        if divergence_factor is not None:   # nor one past the divergence bound
-            tau = t_new - t0
-            gain = system.energy(q1, v1) - H0
-            diverged = accept & (gain > divergence_factor * (e0 + e2 * tau * tau))
+        if self.factor is not None:   # nor one past the divergence bound
+            tau = t_new - self.t0
+            gain = self.system.energy(tried.q1, tried.v1) - self.H0
+            diverged = accept & (gain > self.factor * (self.e0 + self.e2 * tau * tau))
             accept = accept & ~diverged
-        reached = accept & clipped
-        k = s["k"]
-        # write row k only (kept as it was unless this step reached its save time)
-        rec = record(q1, v1)
-        saved = jax.tree_util.tree_map(lambda x, b: eqxi.buffer_at_set(b, k, x, pred=reached), rec, s["saved"])
-        k_new = jnp.where(reached, k + 1, k)
-        h_min = 16 * jnp.finfo(dt).eps * jnp.maximum(jnp.abs(s["t"]), 1.0)
-        fixed_fail = (not adaptive) & ~accept & ~retry
-        underflow = ~accept & ~(h_new >= h_min)  # also catches a NaN step size
-        fail_status = jnp.where(~finite, NONFINITE, jnp.where(~att.ok, NEWTON_FAILURE, STEP_UNDERFLOW))
-        fail_status = jnp.where(inexact, SPARSE_COUPLING, fail_status)
+        h_min = 16 * jnp.finfo(self.dtype).eps * jnp.maximum(jnp.abs(s.t), 1.0)
+        fixed_fail = (not self.adaptive) & ~accept & ~tried.retry
+        underflow = ~accept & ~(tried.h_new >= h_min)  # also catches a NaN step size
+        status = jnp.where(~tried.finite, NONFINITE, jnp.where(~att.ok, NEWTON_FAILURE, STEP_UNDERFLOW))
+        status = jnp.where(inexact, SPARSE_COUPLING, status)
         failed = underflow | fixed_fail | inexact
-        if over is not None:
-            fail_status = jnp.where(over, CONTACT_OVERFLOW, fail_status)
-            failed = failed | over
-        if diverged is not None:
-            fail_status = jnp.where(diverged, DIVERGED, fail_status)
-            failed = failed | diverged
-        finished = accept & (k_new >= n_save)
-        st = s["stats"]
-        stats = dict(accepted=st["accepted"] + accept, rejected=st["rejected"] + ~accept,
-                     rhs_evals=st["rhs_evals"] + att.rhs, jacobian_evals=st["jacobian_evals"] + att.jac,
-                     lu_factorizations=st["lu_factorizations"] + att.lu,
-                     newton_iterations=st["newton_iterations"] + att.newton)
-        cache = integrator.commit(att.cache, accept)
-        q_new = jnp.where(accept, q1, s["q"])
-        part, cache, more_stats, extra, sys_failed, sys_status = system.after_step(
-            s, ode, integrator, accept, q_new, rec, cache, s["t"])
-        stats.update(more_stats)
-        fail_status = jnp.where(sys_failed, sys_status, fail_status)
-        failed = failed | sys_failed
-        if n_hist:
-            i, keep = jnp.minimum(st["accepted"], n_hist - 1), accept & (st["accepted"] < n_hist)
-            extra["hist"] = dict(t=eqxi.buffer_at_set(s["hist"]["t"], i, t_new, pred=keep),
-                                 h=eqxi.buffer_at_set(s["hist"]["h"], i, h, pred=keep))
-        return dict(**extra, t=jnp.where(accept, t_new, s["t"]), q=q_new,
-                    v=jnp.where(accept, v1, s["v"]), h=h_new, k=k_new, saved=saved,
-                    done=finished | failed, n=s["n"] + 1,
-                    status=jnp.where(failed, fail_status, SUCCESS).astype(jnp.int32),
-                    after_reject=~accept, stats={k_: v.astype(jnp.int32) for k_, v in stats.items()},
-                    cache=cache, part=part)
+        for cause, code in ((over, CONTACT_OVERFLOW), (diverged, DIVERGED)):
+            if cause is not None:
+                status = jnp.where(cause, code, status)
+                failed = failed | cause
+        return Verdict(accept, failed, status)
 
-    def cond(s):
-        return ~s["done"] & (s["n"] < max_steps)
-
-    def buffers(s):  # written once per row, never read in the loop
-        return (s["saved"], s["hist"]) if "hist" in s else s["saved"]
-    if adjoint == "none":
-        s = eqxi.while_loop(cond, step, state, buffers=buffers, kind="lax")
-    else:
-        n_ck = DEFAULT_CHECKPOINTS if checkpoints is None else int(checkpoints)
-        if n_ck < 1:
-            raise ValueError(f"checkpoints must be >= 1, got {checkpoints}")
-        # the bound is the loop's own condition (max_steps may be traced); the reverse pass keeps n_ck states
-        s = eqxi.while_loop(cond, step, state, max_steps=None, buffers=buffers, kind="checkpointed",
-                            checkpoints=n_ck)
-    return _solution(ts, s, n_save, record)
+    def solution(self, s: LoopState) -> Solution:
+        status = jnp.where(s.done, s.status, MAX_STEPS).astype(jnp.int32)
+        filled = jnp.arange(self.n_save) < s.k
+        fill = lambda b, x: jnp.where(filled.reshape((-1,) + (1,) * jnp.ndim(x)), b, x[None])  # noqa: E731
+        saved = jax.tree_util.tree_map(fill, s.saved, self.record(s.q, s.v))
+        return Solution(ts=self.ts, qs=saved.get("q"), vs=saved.get("v"), status=status, stats=s.stats, t=s.t,
+                        obs=saved.get("obs"), residuals=saved.get("res"), lams=saved.get("lam"),
+                        max_residuals=self.system.max_residuals(s.own), steps=s.hist)
 
 
 def _input_status(tree, status, rtol, atol, t0, t1, dt0):
@@ -512,13 +489,3 @@ def _input_status(tree, status, rtol, atol, t0, t1, dt0):
                      (params_ok, BAD_PARAMETERS)):
         status = jnp.where(ok, status, code)
     return status
-
-
-def _solution(ts, s, n_save, record):
-    status = jnp.where(s["done"], s["status"], MAX_STEPS).astype(jnp.int32)
-    filled = jnp.arange(n_save) < s["k"]
-    fill = lambda b, x: jnp.where(filled.reshape((-1,) + (1,) * jnp.ndim(x)), b, x[None])  # noqa: E731
-    saved = jax.tree_util.tree_map(fill, s["saved"], record(s["q"], s["v"]))
-    return Solution(ts=ts, qs=saved.get("q"), vs=saved.get("v"), status=status, stats=s["stats"], t=s["t"],
-                    obs=saved.get("obs"), residuals=saved.get("res"), lams=saved.get("lam"),
-                    max_residuals=s.get("drift"), steps=s.get("hist"))

@@ -5,8 +5,11 @@ or a mechanism with loop constraints (:class:`MechanismSystem`).
 Hooks: ``check`` (eager, at trace time), ``start`` (the initial state in the
 system's internal order and the partition state), ``ode_at`` (the ODE of a
 step, :mod:`jaxmbd.odes`), ``independent`` (the integrated part of a
-velocity), ``record`` (what is saved at a save time), ``after_step`` (after
-each attempt: a mechanism renews its coordinate partition), ``tree`` (the
+velocity), ``record`` (what is saved at a save time), ``initial_own`` and
+``after_step`` (the system's own loop state, and what happens after each
+attempt: a mechanism renews its coordinate partition; they see only what
+they are given, never the loop's state), ``stats`` (the system's counters),
+``tree`` (the
 model whose parameters are checked inside the trace), ``energy_scale`` and
 ``energy`` (the divergence check, :mod:`jaxmbd.divergence`; of the
 tree, in the tree's order for a mechanism too).  The loop itself
@@ -20,10 +23,22 @@ import jax.numpy as jnp
 from . import dae, divergence
 from .constraints import Mechanism, phi_jacobian_tree, phi_tree
 from .constraints import _check as _check_mechanism
-from .dynamics import check_ctrl
-from .integrators.base import CONSTRAINT_FAILURE
+from typing import NamedTuple
+
+from .integrators.base import CONSTRAINT_FAILURE, AbstractImplicit
 from .kinematics import _check as _check_tree
 from .odes import ChartODE, ConstrainedChartODE
+
+
+class AfterStep(NamedTuple):
+    """What a system gives back after an attempt: its partition state, the
+    integrator's cache (renewed with the partition), its own loop state, and
+    whether it failed the run (with the status)."""
+    part: dict
+    cache: object
+    own: object
+    failed: jax.Array
+    status: jax.Array
 
 
 class _Energies:
@@ -31,7 +46,7 @@ class _Energies:
 
     def energy_scale(self, q0, v0):
         """(H0, E0, c): the energy at the start and the scale E(τ) = E0 + c τ²."""
-        driven = divergence.driven(self.tree, self.control, self.ctrl)
+        driven = divergence.driven(self.tree, self.inputs)
         return divergence.energy_scale(self.tree, q0, v0, driven)
 
     def energy(self, q, v):
@@ -42,13 +57,13 @@ class TreeSystem(_Energies):
     """A kinematic tree: the ODE is the tree's on its chart (:class:`jaxmbd.odes.ChartODE`)."""
     extra_stats = ()
 
-    def __init__(self, model, control, params, dynamics, ctrl=None):
-        self.model, self.control, self.params, self.dynamics = model, control, params, dynamics
-        self.tree, self.ctrl = model, ctrl
+    def __init__(self, model, inputs, solver):
+        self.model, self.inputs, self.dynamics = model, inputs, solver.dynamics
+        self.tree = model
 
-    def check(self, q0, v0, integrator, multipliers, constraint_solver):
+    def check(self, q0, v0, integrator, multipliers):
         _check_tree(self.model, q0, v0)
-        check_ctrl(self.model, self.ctrl)
+        self.inputs.check(self.model)
         if multipliers:
             raise ValueError("multipliers=True needs a model with loop constraints")
 
@@ -57,7 +72,7 @@ class TreeSystem(_Energies):
         return q0, v0, {}, jnp.array(False)
 
     def ode_at(self, q, part):
-        return ChartODE(self.model, q, self.control, self.params, self.dynamics, self.ctrl)
+        return ChartODE(self.model, q, self.inputs, self.dynamics)
 
     def independent(self, part, x):
         return x
@@ -70,12 +85,20 @@ class TreeSystem(_Energies):
             out["obs"] = observe(self.model, q, v)
         return out
 
-    def initial_extra(self, rec0):
+    def initial_own(self, rec0):
+        """The system's own loop state at the start (None: nothing)."""
+        return None
+
+    def stats(self, part):
+        """The system's counters, from its partition state."""
         return {}
 
-    def after_step(self, s, ode, integrator, accept, q_new, rec, cache, t):
-        """(partition state, cache, extra stats, extra state, failed, fail status) after an attempt."""
-        return s["part"], cache, {}, {}, jnp.array(False), jnp.array(0, jnp.int32)
+    def max_residuals(self, own):
+        return None
+
+    def after_step(self, part, own, v, ode, integrator, accept, q_new, rec, cache, t):
+        """An :class:`AfterStep` after an attempt (v: the velocity at the step start)."""
+        return AfterStep(part, cache, own, jnp.array(False), jnp.array(0, jnp.int32))
 
 
 class MechanismSystem(_Energies):
@@ -85,15 +108,15 @@ class MechanismSystem(_Energies):
     value at partitioning, the constraint residuals recorded."""
     extra_stats = ("partitions",)
 
-    def __init__(self, mech, control, params, constraint_solver, ctrl=None):
-        self.mech, self.control, self.params, self.solver = mech, control, params, constraint_solver
-        self.model, self.tree, self.ctrl = mech, mech.tree, ctrl
+    def __init__(self, mech, inputs, solver):
+        self.mech, self.inputs, self.solver = mech, inputs, solver.constraints
+        self.model, self.tree = mech, mech.tree
 
-    def check(self, q0, v0, integrator, multipliers, constraint_solver):
+    def check(self, q0, v0, integrator, multipliers):
         mech = self.mech
         _check_mechanism(mech, q0, v0)
-        check_ctrl(mech.tree, self.ctrl)
-        if getattr(integrator, "linear_solver", "dense") != "dense":
+        self.inputs.check(mech.tree)
+        if isinstance(integrator, AbstractImplicit) and integrator.linear_solver != "dense":
             raise ValueError("linear_solver='sparse' is for kinematic trees; mechanisms use the dense iteration "
                              "matrix of their independent coordinates")
         if mech.rows_undecided:
@@ -103,8 +126,6 @@ class MechanismSystem(_Energies):
         if mech.n_active >= mech.nv:
             raise ValueError(f"{mech.n_active} independent constraint equations (of {mech.nc}) for {mech.nv} "
                              "coordinates: no degree of freedom is left, nothing to integrate")
-        if constraint_solver not in ("schur", "dense"):
-            raise ValueError(f"unknown constraint_solver {constraint_solver!r}; expected 'schur' or 'dense'")
         self.multipliers = multipliers
 
     def start(self, q0, v0, assemble_initial):
@@ -122,8 +143,7 @@ class MechanismSystem(_Energies):
         return q0, v0, part0, ~P["ok"] | bad_assembly
 
     def ode_at(self, q, part):
-        return ConstrainedChartODE(self.mech, q, part["dep"], part["ind"], self.control, self.params, self.solver,
-                                   self.ctrl)
+        return ConstrainedChartODE(self.mech, q, part["dep"], part["ind"], self.inputs, self.solver)
 
     def independent(self, part, x):
         return x[part["ind"]]
@@ -143,28 +163,34 @@ class MechanismSystem(_Energies):
             out["obs"] = observe(mech, q, v)
         return out
 
-    def initial_extra(self, rec0):
-        return {"drift": rec0["res"]}
+    def initial_own(self, rec0):
+        """The largest constraint residuals over the accepted steps (drift)."""
+        return rec0["res"]
 
-    def after_step(self, s, ode, integrator, accept, q_new, rec, cache, t):
+    def stats(self, part):
+        return {"partitions": part["partitions"]}
+
+    def max_residuals(self, own):
+        return own
+
+    def after_step(self, part, own, v, ode, integrator, accept, q_new, rec, cache, t):
         # the thesis's partition check: renew it when cond(Φ_u) > 1.25 cond0 (after accepted steps)
-        part = s["part"]
         G1 = self.mech.rows(phi_jacobian_tree(self.mech, q_new))
         worse = accept & (jnp.linalg.cond(G1[:, part["dep"]]) > dae.REPARTITION_FACTOR * part["cond0"])
         P1 = dae.partition(G1)
         part = dict(dep=jnp.where(worse, P1["dep"], part["dep"]), ind=jnp.where(worse, P1["ind"], part["ind"]),
                     cond0=jnp.where(worse, P1["cond0"], part["cond0"]), partitions=part["partitions"] + worse)
-        fresh = integrator.init_cache(ode, t, self.independent(part, s["v"]))
+        fresh = integrator.init_cache(ode, t, self.independent(part, v))
         cache = jax.tree_util.tree_map(lambda a, b: jnp.where(worse, a, b), fresh, cache)
-        stats = {"partitions": s["stats"]["partitions"] + worse}
-        extra = {"drift": jnp.where(accept, jnp.maximum(s["drift"], rec["res"]), s["drift"])}
+        drift = jnp.where(accept, jnp.maximum(own, rec["res"]), own)
         failed = worse & ~P1["ok"]
-        return part, cache, stats, extra, failed, jnp.where(failed, CONSTRAINT_FAILURE, 0).astype(jnp.int32)
+        return AfterStep(part, cache, drift, failed, jnp.where(failed, CONSTRAINT_FAILURE, 0).astype(jnp.int32))
 
 
-def system_of(model, control, params, dynamics, constraint_solver, ctrl=None):
-    """The system hooks for a model: a :class:`MechanismSystem` for a
+def system_of(model, inputs, solver):
+    """The system hooks for a model, its :class:`jaxmbd.Inputs` and
+    :class:`jaxmbd.Solver`: a :class:`MechanismSystem` for a
     :class:`jaxmbd.Mechanism`, else a :class:`TreeSystem`."""
     if isinstance(model, Mechanism):
-        return MechanismSystem(model, control, params, constraint_solver, ctrl)
-    return TreeSystem(model, control, params, dynamics, ctrl)
+        return MechanismSystem(model, inputs, solver)
+    return TreeSystem(model, inputs, solver)

@@ -14,6 +14,7 @@ from jaxmbd import aba_unrolled, models
 from jaxmbd import integrators as I
 from jaxmbd.aba import aba as aba_array
 from jaxmbd.dynamics import passive_force
+from jaxmbd import Start, Steps, Solver
 
 ALL_TYPES = ("revolute", "prismatic", "helical", "spherical", "free", "planar")
 
@@ -92,9 +93,9 @@ def test_gradients_equal_the_array_form(trees):
 def test_rollout_with_unrolled_dynamics():
     m = models.humanoid30()
     q, v, _, _ = _states(m, 3, 11)
-    kw = dict(t1=0.01, integrator=I.RK4(), dt0=1e-3)
-    a = jaxmbd.rollout(m, q, 0.3 * v, dynamics="aba_unrolled", **kw)
-    b = jaxmbd.rollout(m, q, 0.3 * v, dynamics="aba", **kw)
+    kw = dict(t1=0.01, integrator=I.RK4(), steps=Steps(dt0=1e-3))
+    a = jaxmbd.rollout(m, Start(q, 0.3 * v), solver=Solver(dynamics="aba_unrolled"), **kw)
+    b = jaxmbd.rollout(m, Start(q, 0.3 * v), solver=Solver(dynamics="aba"), **kw)
     np.testing.assert_allclose(a.qs, b.qs, rtol=1e-12, atol=1e-12)
     assert np.all(np.asarray(a.status) == 0)
 

@@ -24,6 +24,7 @@ import pytest
 
 import jaxmbd
 from jaxmbd import integrators
+from jaxmbd import Start, Inputs, Steps
 
 mujoco = pytest.importorskip("mujoco")
 
@@ -315,7 +316,7 @@ def servo_model(kp=20.0):
     return b.build()
 
 
-RUN = dict(t1=0.3, integrator=integrators.RK4(), dt0=0.01)
+RUN = dict(t1=0.3, integrator=integrators.RK4(), steps=Steps(dt0=0.01))
 U0 = jnp.array([0.4, 0.7, -0.3])
 
 
@@ -334,20 +335,20 @@ def test_constant_ctrl_equals_control_torque():
     def as_torque(t, q, v, p):   # the actuators' force given as a joint-torque control
         return jaxmbd.actuator_force(model, q, v, p["u"]) + p["tau"]
     zero_tau = dict(u=U0, tau=jnp.zeros(2))
-    a = jaxmbd.simulate(model, ctrl=U0, **RUN)
-    b = jaxmbd.simulate(bare, control=as_torque, params=zero_tau, **RUN)
+    a = jaxmbd.simulate(model, inputs=Inputs(ctrl=U0), **RUN)
+    b = jaxmbd.simulate(bare, inputs=Inputs(tau=as_torque, params=zero_tau), **RUN)
     assert a.ok and b.ok
     np.testing.assert_allclose(np.asarray(a.qs), np.asarray(b.qs), rtol=0, atol=1e-12)
     np.testing.assert_allclose(np.asarray(a.vs), np.asarray(b.vs), rtol=0, atol=1e-12)
     # a callable ctrl and a control torque add up
     both = dict(u=U0, tau=jnp.array([0.5, -0.25]))
-    c = jaxmbd.simulate(model, ctrl=_ctrl_of_params, control=_torque_of_params, params=both, **RUN)
-    d = jaxmbd.simulate(bare, control=as_torque, params=both, **RUN)
+    c = jaxmbd.simulate(model, inputs=Inputs(ctrl=_ctrl_of_params, tau=_torque_of_params, params=both), **RUN)
+    d = jaxmbd.simulate(bare, inputs=Inputs(tau=as_torque, params=both), **RUN)
     np.testing.assert_allclose(np.asarray(c.qs), np.asarray(d.qs), rtol=0, atol=1e-12)
     assert np.abs(np.asarray(c.qs) - np.asarray(a.qs)).max() > 1e-3
     # ctrl None is ctrl zero (MuJoCo's default): the servo holds 0, unlike a model without actuators
     e = jaxmbd.simulate(model, **RUN)
-    f = jaxmbd.simulate(model, ctrl=jnp.zeros(3), **RUN)
+    f = jaxmbd.simulate(model, inputs=Inputs(ctrl=jnp.zeros(3)), **RUN)
     np.testing.assert_array_equal(np.asarray(e.qs), np.asarray(f.qs))
     assert abs(float(jaxmbd.actuator_force(model, model.q0, model.v0, jnp.zeros(3))[0])) > 1.0
 
@@ -359,7 +360,7 @@ def test_gradients_match_central_differences():
 
     def loss(kp, u):
         m = eqx.tree_at(lambda mm: mm.actuators.gain, model, model.actuators.gain.at[0, 0].set(kp))
-        return jnp.sum(jaxmbd.simulate(m, ctrl=u, **RUN).qs[-1] * w)
+        return jnp.sum(jaxmbd.simulate(m, inputs=Inputs(ctrl=u), **RUN).qs[-1] * w)
 
     kp0, h = model.actuators.gain[0, 0], 1e-6
     g_kp, g_u = jax.grad(loss, argnums=(0, 1))(kp0, U0)
@@ -374,17 +375,17 @@ def test_ctrl_per_member_under_rollout():
     """simulate under jax.vmap, and rollout: each member its own ctrl."""
     model = servo_model()
     U = jnp.array([[0.4, 0.7, -0.3], [-0.8, 0.1, 0.5], [2.0, -3.0, 0.0]])   # the last beyond the ranges
-    roll = jaxmbd.rollout(model, ctrl=U, **RUN)
-    vm = jax.vmap(lambda u: jaxmbd.simulate(model, ctrl=u, **RUN).qs)(U)
+    roll = jaxmbd.rollout(model, inputs=Inputs(ctrl=U), **RUN)
+    vm = jax.vmap(lambda u: jaxmbd.simulate(model, inputs=Inputs(ctrl=u), **RUN).qs)(U)
     np.testing.assert_allclose(np.asarray(vm), np.asarray(roll.qs), rtol=0, atol=1e-12)
     for i in range(3):
-        one = jaxmbd.simulate(model, ctrl=U[i], **RUN)
+        one = jaxmbd.simulate(model, inputs=Inputs(ctrl=U[i]), **RUN)
         np.testing.assert_allclose(np.asarray(roll.qs[i]), np.asarray(one.qs), rtol=0, atol=1e-12)
     assert np.abs(np.asarray(roll.qs[0]) - np.asarray(roll.qs[1])).max() > 1e-3
     # a callable ctrl reading per-member params; a shared (nu,) ctrl with batched states
-    called = jaxmbd.rollout(model, ctrl=_ctrl_of_params, params=dict(u=U), **RUN)
+    called = jaxmbd.rollout(model, inputs=Inputs(ctrl=_ctrl_of_params, params=dict(u=U)), **RUN)
     np.testing.assert_allclose(np.asarray(called.qs), np.asarray(roll.qs), rtol=0, atol=1e-12)
-    shared = jaxmbd.rollout(model, jnp.stack([model.q0, model.q0 + 0.1]), ctrl=U[0], **RUN)
+    shared = jaxmbd.rollout(model, Start(jnp.stack([model.q0, model.q0 + 0.1])), inputs=Inputs(ctrl=U[0]), **RUN)
     np.testing.assert_allclose(np.asarray(shared.qs[0]), np.asarray(roll.qs[0]), rtol=0, atol=1e-12)
 
 
@@ -422,8 +423,8 @@ def test_ctrl_on_a_mechanism_in_its_coordinate_order():
     def accelerations(y, yd, p):
         q = mech.to_tree(mech.q0)
         P = jaxmbd.dae.partition(mech.rows(jaxmbd.constraints.phi_jacobian_tree(mech, q)))
-        with_ctrl = jaxmbd.odes.ConstrainedChartODE(mech, q, P["dep"], P["ind"], params=p, ctrl=ctrl)
-        with_torque = jaxmbd.odes.ConstrainedChartODE(bare, q, P["dep"], P["ind"], as_torque, p)
+        with_ctrl = jaxmbd.odes.ConstrainedChartODE(mech, q, P["dep"], P["ind"], Inputs(ctrl=ctrl, params=p))
+        with_torque = jaxmbd.odes.ConstrainedChartODE(bare, q, P["dep"], P["ind"], Inputs(tau=as_torque, params=p))
         return with_ctrl.g(0.0, y, yd), with_torque.g(0.0, y, yd), with_ctrl.g(0.0, y, yd) - \
             jaxmbd.odes.ConstrainedChartODE(bare, q, P["dep"], P["ind"]).g(0.0, y, yd)
     a, c, diff = accelerations(jnp.array([0.05]), jnp.array([0.3]), jnp.array([1.5, 0.4]))
@@ -436,16 +437,16 @@ def test_ctrl_on_a_mechanism_in_its_coordinate_order():
 def test_ctrl_shape_errors_name_nu():
     model = servo_model()
     with pytest.raises(ValueError, match=r"expected \(3,\).*nu = 3"):
-        jaxmbd.simulate(model, ctrl=jnp.zeros(2), **RUN)
+        jaxmbd.simulate(model, inputs=Inputs(ctrl=jnp.zeros(2)), **RUN)
     with pytest.raises(ValueError, match=r"nu = 3"):
-        jaxmbd.simulate(model, ctrl=lambda t, q, v, p: jnp.zeros(4), **RUN)
+        jaxmbd.simulate(model, inputs=Inputs(ctrl=lambda t, q, v, p: jnp.zeros(4)), **RUN)
     with pytest.raises(ValueError, match=r"nu = 3"):
         jaxmbd.actuator_force(model, model.q0, model.v0, jnp.zeros((3, 1)))
     with pytest.raises(ValueError, match=r"\(B, 3\)"):
-        jaxmbd.rollout(model, ctrl=jnp.zeros((2, 4)), **RUN)
+        jaxmbd.rollout(model, inputs=Inputs(ctrl=jnp.zeros((2, 4))), **RUN)
     plain = jaxmbd.models.double_pendulum()
     with pytest.raises(ValueError, match="no actuators"):
-        jaxmbd.simulate(plain, ctrl=jnp.zeros(1), **RUN)
+        jaxmbd.simulate(plain, inputs=Inputs(ctrl=jnp.zeros(1)), **RUN)
     assert plain.nu == 0
     np.testing.assert_array_equal(np.asarray(jaxmbd.actuator_force(plain, plain.q0, plain.v0, jnp.zeros(0))), 0.0)
 

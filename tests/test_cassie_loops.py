@@ -20,6 +20,7 @@ import jaxmbd
 from jaxmbd import integrators as I
 from jaxmbd.constraints import host_phi_jacobian, row_labels
 from jaxmbd.kinematics import host_integrate_q
+from jaxmbd import Steps, Save
 
 HARD = 'solref="0.0002 1" solimp="0.9999 0.9999 0.001"'
 
@@ -208,7 +209,7 @@ def _refused(m, match, caplog):
     """simulate raises while it traces the model: its program is never compiled."""
     caplog.clear()
     with jax.log_compiles(), caplog.at_level(logging.WARNING), pytest.raises(ValueError, match=match):
-        jaxmbd.simulate(m, t1=0.1, integrator=I.RK4(), dt0=0.01)
+        jaxmbd.simulate(m, t1=0.1, integrator=I.RK4(), steps=Steps(dt0=0.01))
     assert any("_simulate" in r.getMessage() for r in caplog.records)           # it was traced ...
     assert not any("Compiling jit(_simulate" in r.getMessage() for r in caplog.records)   # ... not compiled
 
@@ -253,8 +254,8 @@ def test_undecidable_rows_and_starts_are_refused_before_compiling(caplog):
 
 def _run(m, integrator):
     kw = dict(dt0=2e-3) if isinstance(integrator, I.RK4) else dict(rtol=1e-6, atol=1e-6)
-    return jaxmbd.simulate(m, t1=1.0, integrator=integrator, saveat=jnp.linspace(0.0, 1.0, 11), max_steps=20000,
-                           **kw)
+    return jaxmbd.simulate(m, t1=1.0, integrator=integrator, steps=Steps(max_steps=20000, **kw),
+                           save=Save(ts=jnp.linspace(0.0, 1.0, 11)))
 
 
 @pytest.mark.parametrize("integrator", [I.RosenbrockNystrom4(), I.SDIRK4(), I.RK4()], ids=lambda m: type(m).__name__)

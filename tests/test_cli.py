@@ -13,6 +13,7 @@ import pytest
 import jaxmbd
 from jaxmbd import cli
 from jaxmbd import integrators as I
+from jaxmbd import Start, Inputs, Steps, Save, Solver
 
 
 @pytest.fixture(autouse=True)
@@ -60,8 +61,8 @@ def test_simulate_writes_npz_and_png_matching_a_direct_rollout(tmp_path, capsys)
     # the same members simulated in one piece
     m = jaxmbd.models.double_pendulum()
     q0, v0 = cli._initial_states(m, 3, 1, 0.3)
-    r = jaxmbd.rollout(m, jnp.asarray(q0), jnp.asarray(v0), t1=0.2, integrator=I.RK4(), dt0=0.005,
-                       saveat=jnp.asarray(d["ts"]))
+    r = jaxmbd.rollout(m, Start(jnp.asarray(q0), jnp.asarray(v0)), 0.2, integrator=I.RK4(), steps=Steps(dt0=0.005),
+                       save=Save(ts=jnp.asarray(d["ts"])))
     np.testing.assert_allclose(d["qs"], r.qs, atol=1e-9)
     np.testing.assert_allclose(d["vs"], r.vs, atol=1e-8)
     assert int(d["accepted"].sum()) == int(r.stats["accepted"].sum())
@@ -431,8 +432,9 @@ def test_an_mjcf_scene_runs_with_its_floor_limits_and_actuators(tmp_path, capsys
     d = np.load(out)
     model = jaxmbd.load_mjcf(str(xml), warn=False)
     q0, v0 = cli._initial_states(model, 2, 0, 0.1)
-    r = jaxmbd.rollout(model, jnp.asarray(q0), jnp.asarray(v0), t1=0.5, integrator=I.RK4(), dt0=0.002,
-                       saveat=jnp.asarray(d["ts"]), ctrl=jnp.array([0.4]), adjoint="none")
+    r = jaxmbd.rollout(model, Start(jnp.asarray(q0), jnp.asarray(v0)), 0.5, integrator=I.RK4(),
+                       inputs=Inputs(ctrl=jnp.array([0.4])), steps=Steps(dt0=0.002),
+                       save=Save(ts=jnp.asarray(d["ts"])), solver=Solver(adjoint="none"))
     np.testing.assert_allclose(d["qs"], np.asarray(r.qs), rtol=0, atol=1e-12)
     assert np.all(np.abs(d["qs"][:, -1, 0] - 0.4) < np.abs(q0[:, 0] - 0.4))
     for bad, msg in ((["--ctrl", "1", "2"], "--ctrl needs 1 or 1 finite numbers"),
@@ -462,8 +464,9 @@ def test_keyframe_starts_every_member_from_it(tmp_path, capsys):
         assert note in text and f"from keyframe {name!r}" in text, text
         k = model.keyframes[name]
         q0, v0 = np.tile(k.qpos, (2, 1)), np.tile(k.qvel, (2, 1))
-        r = jaxmbd.rollout(model, jnp.asarray(q0), jnp.asarray(v0), t1=0.1, integrator=I.RK4(), dt0=0.002,
-                           saveat=jnp.asarray(np.load(out)["ts"]), ctrl=jnp.array([ctrl]), adjoint="none")
+        r = jaxmbd.rollout(model, Start(jnp.asarray(q0), jnp.asarray(v0)), 0.1, integrator=I.RK4(),
+                           inputs=Inputs(ctrl=jnp.array([ctrl])), steps=Steps(dt0=0.002),
+                           save=Save(ts=jnp.asarray(np.load(out)["ts"])), solver=Solver(adjoint="none"))
         np.testing.assert_allclose(np.load(out)["qs"], np.asarray(r.qs), rtol=0, atol=1e-12)
     assert model.keyframes["key1"].qvel.tolist() == [0.0] and model.keyframes["raised"].qvel.tolist() == [-0.5]
     assert main([*args, "--keyframe", "home"]) == 2

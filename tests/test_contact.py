@@ -17,6 +17,7 @@ import jaxmbd
 from jaxmbd import integrators as I
 from jaxmbd.forces import law
 from jaxmbd.forces.contact import Contact, contact_forces
+from jaxmbd import Start, Inputs, Steps, Save
 
 G = 9.81
 R_BALL, H_BOX = 0.1, 0.1
@@ -63,8 +64,9 @@ def box():
 
 
 def _run(m, q0, v0, t1, saves, integrator=None, tol=1e-10):
-    return jaxmbd.simulate(m, jnp.asarray(q0), jnp.asarray(v0), t1=t1, integrator=integrator or I.RosenbrockNystrom4(),
-                           rtol=tol, atol=tol, saveat=jnp.asarray(saves), max_steps=200_000)
+    return jaxmbd.simulate(m, Start(jnp.asarray(q0), jnp.asarray(v0)), t1,
+                           integrator=integrator or I.RosenbrockNystrom4(),
+                           steps=Steps(rtol=tol, atol=tol, max_steps=200_000), save=Save(ts=jnp.asarray(saves)))
 
 
 def _box_state(x=0.0, z=H_BOX, vx=0.0, vz=0.0):
@@ -246,8 +248,8 @@ def test_the_gradient_through_a_cube_toss_equals_central_differences(box, integr
 
     def final_x(vx, tol, method=I.RosenbrockNystrom4()):
         v = jnp.asarray(v0).at[0].set(vx)
-        sol = jaxmbd.simulate(box, jnp.asarray(q0), v, t1=0.5, integrator=method, rtol=tol,
-                              atol=tol, max_steps=200_000)
+        sol = jaxmbd.simulate(box, Start(jnp.asarray(q0), v), 0.5, integrator=method,
+                              steps=Steps(rtol=tol, atol=tol, max_steps=200_000))
         return sol.qs[-1, 0]
     g = jax.grad(final_x)(0.8, 1e-8, integrator)
     eps = 1e-4
@@ -273,8 +275,8 @@ def test_every_integrator_runs_a_bounce(ball, integrator, kw):
     q0 = np.array([0, 0, 0.3, 1, 0, 0, 0.0])
     v0 = np.array([0.3, 0, 0, 0, 0, 2.0])
     ref = _run(ball, q0, v0, 0.6, [0.6], tol=1e-11)
-    sol = jaxmbd.simulate(ball, jnp.asarray(q0), jnp.asarray(v0), t1=0.6, integrator=integrator,
-                          saveat=jnp.array([0.6]), max_steps=200_000, **kw)
+    sol = jaxmbd.simulate(ball, Start(jnp.asarray(q0), jnp.asarray(v0)), 0.6, integrator=integrator,
+                          steps=Steps(max_steps=200_000, **kw), save=Save(ts=jnp.array([0.6])))
     assert int(sol.status) == 0, jaxmbd.status_name(sol.status)
     tol = 1e-2 if isinstance(integrator, I.SemiImplicitEuler) else 1e-3
     np.testing.assert_allclose(sol.qs[-1, :3], ref.qs[-1, :3], atol=tol)
@@ -313,12 +315,12 @@ def test_a_closed_loop_mechanism_hits_a_wall_with_every_implicit_code():
     m = _crank_against_a_wall()
     assert isinstance(m, jaxmbd.Mechanism)
     obs = lambda model, q, v: jnp.min(contact_forces(model, q, v)["dist"])   # noqa: E731
-    kw = dict(control=jnp.array([0.5, 0.0, 0.0]), saveat=jnp.linspace(0, 1.0, 11), observe=obs)
-    ref = jaxmbd.simulate(m, t1=1.0, integrator=I.RosenbrockNystrom4(), rtol=1e-10, atol=1e-10, **kw)
+    kw = dict(inputs=Inputs(tau=jnp.array([0.5, 0.0, 0.0])), save=Save(ts=jnp.linspace(0, 1.0, 11), observe=obs))
+    ref = jaxmbd.simulate(m, t1=1.0, integrator=I.RosenbrockNystrom4(), steps=Steps(rtol=1e-10, atol=1e-10), **kw)
     assert int(ref.status) == 0
     assert float(jnp.min(ref.obs)) < -1e-3                              # the ball pressed into the wall
     for integrator in (I.DescriptorSDIRK4(), I.DescriptorTrapezoidal(), I.SDIRK4(), I.RosenbrockNystrom4()):
-        sol = jaxmbd.simulate(m, t1=1.0, integrator=integrator, rtol=1e-6, atol=1e-6, **kw)
+        sol = jaxmbd.simulate(m, t1=1.0, integrator=integrator, steps=Steps(rtol=1e-6, atol=1e-6), **kw)
         name = type(integrator).__name__
         assert int(sol.status) == 0, name
         assert float(jnp.abs(jax.vmap(lambda q: jaxmbd.constraint_residual(m, q))(sol.qs)).max()) < 1e-10, name

@@ -12,6 +12,7 @@ import jaxmbd
 from jaxmbd import integrators as I
 from jaxmbd.forces.contact import Contact, capacities, contact_overflow
 from contact_util import jacobian_tau
+from jaxmbd import Start, Steps
 
 # the closed-form primitives on free, ball, hinge and slide joints (the force after the narrow phase
 # does not depend on the pair's types); geoms on two branches touch each other
@@ -149,12 +150,12 @@ def test_within_capacity_the_forces_are_the_all_pairs_forces_and_beyond_it_the_r
     qc[:, 0] = np.arange(7) * 0.01
     qc = jnp.asarray(qc.reshape(-1))
     assert bool(over(qc))
-    sol = jaxmbd.simulate(m, qc, jnp.zeros(m.nv), 0.0, 0.01, integrator=I.RK4(), dt0=1e-3)
+    sol = jaxmbd.simulate(m, Start(qc, jnp.zeros(m.nv)), 0.01, integrator=I.RK4(), steps=Steps(dt0=1e-3))
     assert int(sol.status) == I.CONTACT_OVERFLOW
     assert jaxmbd.status_name(int(sol.status)).startswith("contact capacity exceeded")
     # within capacity, a run is the all-pairs run
-    s1 = jaxmbd.simulate(m, q, jnp.zeros(m.nv), 0.0, 0.02, integrator=I.RK4(), dt0=1e-3)
-    s2 = jaxmbd.simulate(full, q, jnp.zeros(m.nv), 0.0, 0.02, integrator=I.RK4(), dt0=1e-3)
+    s1 = jaxmbd.simulate(m, Start(q, jnp.zeros(m.nv)), 0.02, integrator=I.RK4(), steps=Steps(dt0=1e-3))
+    s2 = jaxmbd.simulate(full, Start(q, jnp.zeros(m.nv)), 0.02, integrator=I.RK4(), steps=Steps(dt0=1e-3))
     assert int(s1.status) == I.SUCCESS == int(s2.status)
     np.testing.assert_allclose(np.asarray(s1.qs), np.asarray(s2.qs), rtol=0, atol=1e-12)
 

@@ -17,6 +17,7 @@ import pytest
 import jaxmbd
 from jaxmbd import design
 from jaxmbd import integrators as I
+from jaxmbd import Start, Steps, Save
 
 BASE = design.hopper()
 START = jnp.log(jnp.array([400.0, 8.0]))     # log(N/m), log(N s/m): a soft, heavily damped leg
@@ -40,8 +41,9 @@ def _dense_run(theta, tol):
     def observe(m, q, v):
         gap = q[0] - design.HOPPER_LEG + q[1] - design.HOPPER_FOOT
         return design.ballistic_apex(m, q, v), design.center_of_mass(m, q, v)[0][2], gap
-    sol = jaxmbd.simulate(m, m.q0, m.v0, t1=T1, integrator=I.Dopri5(), rtol=tol, atol=tol, saveat=DENSE,
-                          observe=observe, keep_states=False, max_steps=100_000)
+    sol = jaxmbd.simulate(m, Start(m.q0, m.v0), T1, integrator=I.Dopri5(),
+                          steps=Steps(rtol=tol, atol=tol, max_steps=100_000),
+                          save=Save(ts=DENSE, observe=observe, states=False))
     return sol.obs, sol.status
 
 

@@ -18,6 +18,7 @@ from contact_util import random_contacts, random_rotations
 from jaxmbd import integrators as I
 from jaxmbd.contact import geometry as G
 from jaxmbd.forces.contact import Contact, contact_forces
+from jaxmbd import Steps
 
 N, NV, NF, NE = 60, 12, 20, 30
 H1 = np.array([0.1, 0.2, 0.3])                 # the box primitive
@@ -174,8 +175,8 @@ def test_a_mesh_cube_rests_level_on_a_table_and_carries_its_weight(table):
     c = [e for e in table.forces if isinstance(e, Contact)][0]
     assert c.pair_list() == (("table", "cube"),) and c.groups[0][:2] == ("box", "mesh")
     assert c.mesh_nvert == (8,)
-    sol = jaxmbd.simulate(table, t1=1.0, integrator=I.RosenbrockNystrom4(), rtol=1e-8, atol=1e-8,
-                          max_steps=20_000)
+    sol = jaxmbd.simulate(table, t1=1.0, integrator=I.RosenbrockNystrom4(),
+                          steps=Steps(rtol=1e-8, atol=1e-8, max_steps=20_000))
     assert int(sol.status) == 0
     q, v = sol.qs[-1], sol.vs[-1]
     assert float(jnp.max(jnp.abs(q[4:7]))) < 1e-9 and float(jnp.max(jnp.abs(v))) < 1e-6

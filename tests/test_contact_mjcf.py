@@ -13,6 +13,7 @@ import jaxmbd
 from jaxmbd.contact.pairs import from_mujoco
 from jaxmbd.forces.contact import Contact
 from test_mjcf import gym_asset
+from jaxmbd import Save
 
 
 def _contact(m):
@@ -204,7 +205,7 @@ def test_a_loaded_ant_stands_on_its_floor():
     the default integrator settings of a user (Rosenbrock, tol 1e-6)."""
     m = jaxmbd.load_mjcf(gym_asset("ant.xml"), warn=False)
     sol = jaxmbd.simulate(m, t1=1.0, integrator=jaxmbd.integrators.RosenbrockNystrom4(),
-                          saveat=jnp.linspace(0.0, 1.0, 11))
+                          save=Save(ts=jnp.linspace(0.0, 1.0, 11)))
     assert int(sol.status) == 0, jaxmbd.status_name(sol.status)
     z = np.asarray(sol.qs[:, 2])
     assert z.min() > 0.3 and abs(z[-1] - z[-2]) / 0.1 < 0.05

@@ -15,6 +15,7 @@ import dae_reference as R
 import jaxmbd
 from jaxmbd import dae, integrators, odes
 from jaxmbd.constraints import phi_jacobian_tree, phi_tree
+from jaxmbd import Start, Steps, Save, Solver
 
 
 @pytest.fixture(scope="module")
@@ -199,8 +200,8 @@ def test_squeezer_against_radau(squeezer, reference, name, tol, eq, ev):
     integ = {"rosenbrock": integrators.RosenbrockNystrom4(), "sdirk4": integrators.SDIRK4(),
              "descriptor_sdirk4": integrators.DescriptorSDIRK4(),
              "trapezoidal": integrators.SspTrapezoidal()}[name]
-    sol = jaxmbd.simulate(squeezer, t1=0.03, integrator=integ, rtol=tol, atol=tol, saveat=jnp.asarray(ts),
-                          max_steps=20000, multipliers=True)
+    sol = jaxmbd.simulate(squeezer, t1=0.03, integrator=integ, steps=Steps(rtol=tol, atol=tol, max_steps=20000),
+                          save=Save(ts=jnp.asarray(ts), multipliers=True))
     assert int(sol.status) == 0
     assert _rel(sol.qs[-1], qr[-1]) < eq
     assert _rel(sol.vs[-1], vr[-1]) < ev
@@ -242,7 +243,7 @@ def test_descriptor_trapezoidal_is_the_state_space_trapezoidal_rule(squeezer):
     """InflTrap and SspTrap discretize with the same formula and differ only in
     the Newton iteration ((q̈, λ) against the independent accelerations): at
     fixed steps with tight Newton tolerances their solutions coincide."""
-    kw = dict(t1=0.004, dt0=2e-5, rtol=1e-11, atol=1e-11, max_steps=400)
+    kw = dict(t1=0.004, steps=Steps(dt0=2e-5, rtol=1e-11, atol=1e-11, max_steps=400))
     a = jaxmbd.simulate(squeezer, integrator=integrators.DescriptorTrapezoidal(adaptive_steps=False), **kw)
     b = jaxmbd.simulate(squeezer, integrator=integrators.SspTrapezoidal(adaptive_steps=False), **kw)
     assert int(a.status) == int(b.status) == 0 and int(a.stats["accepted"]) == 200
@@ -260,10 +261,10 @@ def test_batched_squeezers_and_the_spring_gradient(squeezer):
     (recovery included) equals central differences of the independent scipy
     reference."""
     ks = jnp.linspace(4000.0, 5000.0, 32)[:, None]
-    kw = dict(t1=0.004, integrator=integrators.Dopri5(), rtol=1e-9, atol=1e-9, max_steps=300)
-    r = jaxmbd.rollout(squeezer, model_params={"tree.forces.0.stiffness": ks}, adjoint="none", **kw)
+    kw = dict(t1=0.004, integrator=integrators.Dopri5(), steps=Steps(rtol=1e-9, atol=1e-9, max_steps=300))
+    r = jaxmbd.rollout(squeezer, solver=Solver(adjoint="none"), model_params={"tree.forces.0.stiffness": ks}, **kw)
     assert np.all(np.asarray(r.status) == 0)
-    one = eqx.filter_jit(lambda m: jaxmbd.simulate(m, adjoint="none", **kw))
+    one = eqx.filter_jit(lambda m: jaxmbd.simulate(m, solver=Solver(adjoint="none"), **kw))
     for i in (0, 13, 31):
         s = one(eqx.tree_at(lambda m: m.tree.forces[0].stiffness, squeezer, ks[i]))
         np.testing.assert_allclose(r.qs[i, -1], s.qs[-1], rtol=1e-12, atol=1e-12)
@@ -272,8 +273,8 @@ def test_batched_squeezers_and_the_spring_gradient(squeezer):
 
     def beta(k):
         m = eqx.tree_at(lambda m: m.tree.forces[0].stiffness, squeezer, k[None])
-        return jaxmbd.simulate(m, t1=0.01, integrator=integrators.Dopri5(), rtol=1e-10, atol=1e-10,
-                               max_steps=600).qs[-1, 0]
+        return jaxmbd.simulate(m, t1=0.01, integrator=integrators.Dopri5(),
+                               steps=Steps(rtol=1e-10, atol=1e-10, max_steps=600)).qs[-1, 0]
     c0 = 4530.0
     g = float(jax.grad(beta)(jnp.asarray(c0)))
     ts = np.array([0.0, 0.01])
@@ -298,8 +299,8 @@ def test_energy_is_conserved_and_the_partition_renewed(make):
     w = 8.0   # crank rate; the other rates from Φ_q v = 0
     v0 = jnp.asarray(np.concatenate([[w], np.linalg.solve(G[:, 1:], -G[:, 0] * w)]))
     ts = jnp.linspace(0.0, 3.0, 31)
-    sol = jaxmbd.simulate(m, q0, v0, t1=3.0, integrator=integrators.RosenbrockNystrom4(), rtol=1e-9, atol=1e-9,
-                          saveat=ts, max_steps=20000)
+    sol = jaxmbd.simulate(m, Start(q0, v0), 3.0, integrator=integrators.RosenbrockNystrom4(),
+                          steps=Steps(rtol=1e-9, atol=1e-9, max_steps=20000), save=Save(ts=ts))
     assert int(sol.status) == 0
     E = np.array([float(jaxmbd.kinetic_energy(m.tree, m.to_tree(q), m.to_tree(v))
                         + jaxmbd.potential_energy(m.tree, m.to_tree(q))) for q, v in zip(sol.qs, sol.vs)])
@@ -339,8 +340,8 @@ def test_assembly_with_redundant_constraints():
     assert (m.n_active, m.dropped_rows) == (2, (2, 3, 4))
     planar = linkage()   # the same bodies, closed by the 2-row planar point only
     planar.add_loop("point_planar", "coupler", "rocker", pos_a=(3, 0, 0), pos_b=(2.5, 0, 0))
-    sol = jaxmbd.simulate(m, q, v, t1=0.1, integrator=integrators.RK4(), dt0=0.01)
-    sol2 = jaxmbd.simulate(planar.build(), q, v, t1=0.1, integrator=integrators.RK4(), dt0=0.01)
+    sol = jaxmbd.simulate(m, Start(q, v), 0.1, integrator=integrators.RK4(), steps=Steps(dt0=0.01))
+    sol2 = jaxmbd.simulate(planar.build(), Start(q, v), 0.1, integrator=integrators.RK4(), steps=Steps(dt0=0.01))
     assert int(sol.status) == 0 and float(jnp.max(sol.max_residuals)) < 1e-10
     np.testing.assert_allclose(sol.qs, sol2.qs, atol=1e-10)
     # no more equations than coordinates but rank-deficient: a status per member, not an exception

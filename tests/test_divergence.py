@@ -12,6 +12,7 @@ import jaxmbd
 from jaxmbd import divergence
 from jaxmbd import integrators as I
 from jaxmbd.simulate import simulate
+from jaxmbd import Start, Inputs, Steps, Solver
 
 K, X0 = 1.0e4, 0.1        # a 1 kg slider on a spring: ω = 100 rad/s
 UNSTABLE, STABLE = 0.032, 1.0e-3   # RK4 is stable for h ω < 2.83
@@ -33,9 +34,9 @@ def test_unstable_step_stops_with_diverged_and_keeps_a_sound_state():
     check the run reports success at 1e9 m; with it, DIVERGED and a final
     state whose energy is within the bound, at the time it was reached."""
     m = slider()
-    bad = simulate(m, integrator=I.RK4(), dt0=UNSTABLE, t1=1.0, divergence_factor=None)
+    bad = simulate(m, t1=1.0, integrator=I.RK4(), steps=Steps(dt0=UNSTABLE, divergence_factor=None))
     assert int(bad.status) == I.SUCCESS and abs(float(bad.qs[-1, 0])) > 1e6   # what the check prevents
-    r = simulate(m, integrator=I.RK4(), dt0=UNSTABLE, t1=1.0)
+    r = simulate(m, t1=1.0, integrator=I.RK4(), steps=Steps(dt0=UNSTABLE))
     assert int(r.status) == I.DIVERGED and jaxmbd.status_name(r.status).startswith("diverged")
     q, v = np.asarray(r.qs[-1]), np.asarray(r.vs[-1])
     assert np.all(np.isfinite(q)) and np.all(np.isfinite(v)) and 0.0 < float(r.t) < 0.5
@@ -45,7 +46,7 @@ def test_unstable_step_stops_with_diverged_and_keeps_a_sound_state():
     # the run is the unchecked one up to where it stopped
     n = int(r.stats["accepted"])
     assert n >= 1 and float(r.t) == pytest.approx(n * UNSTABLE)
-    same = simulate(m, integrator=I.RK4(), dt0=UNSTABLE, t1=n * UNSTABLE, divergence_factor=None)
+    same = simulate(m, t1=n * UNSTABLE, integrator=I.RK4(), steps=Steps(dt0=UNSTABLE, divergence_factor=None))
     np.testing.assert_allclose(q, same.qs[-1], rtol=1e-12)
 
 
@@ -55,7 +56,8 @@ def test_stable_step_succeeds_and_batch_members_keep_their_own_status():
     m = slider()
     dts = jnp.array([STABLE, UNSTABLE, STABLE, UNSTABLE])
     x0 = jnp.array([0.1, 0.1, 0.05, 0.02])
-    run = jax.jit(jax.vmap(lambda x, h: simulate(m, x[None], jnp.zeros(1), 0.0, 1.0, integrator=I.RK4(), dt0=h)))
+    run = jax.jit(jax.vmap(lambda x, h: simulate(m, Start(x[None], jnp.zeros(1)), 1.0, integrator=I.RK4(),
+                                                 steps=Steps(dt0=h))))
     r = run(x0, dts)
     assert r.status.tolist() == [I.SUCCESS, I.DIVERGED, I.SUCCESS, I.DIVERGED]
     assert np.all(np.isfinite(np.asarray(r.qs)))
@@ -65,7 +67,7 @@ def test_stable_step_succeeds_and_batch_members_keep_their_own_status():
         e = energy(m, r.qs[i, -1], r.vs[i, -1])
         assert e == pytest.approx(0.5 * K * float(x0[i]) ** 2, rel=1e-3)
     for i in range(4):
-        alone = simulate(m, x0[i][None], jnp.zeros(1), 0.0, 1.0, integrator=I.RK4(), dt0=dts[i])
+        alone = simulate(m, Start(x0[i][None], jnp.zeros(1)), 1.0, integrator=I.RK4(), steps=Steps(dt0=dts[i]))
         assert int(alone.status) == int(r.status[i]) and float(alone.t) == pytest.approx(float(r.t[i]), rel=1e-12)
         np.testing.assert_allclose(alone.qs[-1], r.qs[i, -1], rtol=1e-10, atol=1e-14)
 
@@ -83,9 +85,9 @@ def test_ball_on_a_plane_diverges_at_a_large_step_only():
         b.set_contact_options(law=law)
         return b.build()
     m = ball("penalty")
-    r = jax.vmap(lambda h: simulate(m, integrator=I.RK4(), dt0=h, t1=1.0, adjoint="none"))(jnp.array([0.002, 0.02]))
+    r = jax.vmap(lambda h: simulate(m, t1=1.0, integrator=I.RK4(), steps=Steps(dt0=h), solver=Solver(adjoint="none")))(jnp.array([0.002, 0.02]))
     assert r.status.tolist() == [I.SUCCESS, I.DIVERGED]
-    soft = simulate(ball("soft"), integrator=I.RK4(), dt0=0.02, t1=1.0, adjoint="none")
+    soft = simulate(ball("soft"), t1=1.0, integrator=I.RK4(), steps=Steps(dt0=0.02), solver=Solver(adjoint="none"))
     assert int(soft.status) == I.SUCCESS and abs(float(soft.qs[-1, 2]) + 0.2) < 2e-3
     np.testing.assert_allclose(r.qs[0, -1, 2], -0.2, atol=2e-3)        # resting on the floor
     assert 0.15 < float(r.t[1]) < 0.3 and abs(float(r.qs[1, -1, 2])) < 0.3   # stopped at the impact
@@ -98,22 +100,23 @@ def test_fast_legitimate_motion_is_not_flagged():
     bound grows with time) all succeed; the last one is within a factor of 4
     of the scale, so a factor of 2 flags it."""
     p = jaxmbd.models.pendulum()
-    r = simulate(p, jnp.array([np.pi / 2]), jnp.zeros(1), t1=3.0, integrator=I.RK4(), dt0=1e-3)
+    r = simulate(p, Start(jnp.array([np.pi / 2]), jnp.zeros(1)), 3.0, integrator=I.RK4(), steps=Steps(dt0=1e-3))
     assert int(r.status) == I.SUCCESS and float(jnp.abs(r.vs[-1, 0])) > 0.1
 
     b = jaxmbd.ModelBuilder()
     b.add_body("stone", joint="free", mass=2.0, inertia=(0.01, 0.02, 0.03))
     stone = b.build()
     v0 = jnp.array([1.0, 0.0, 50.0, 20.0, 5.0, 1.0])
-    r = simulate(stone, stone.q0, v0, t1=12.0, integrator=I.Dopri5(), rtol=1e-8, atol=1e-8)
+    r = simulate(stone, Start(stone.q0, v0), 12.0, integrator=I.Dopri5(), steps=Steps(rtol=1e-8, atol=1e-8))
     assert int(r.status) == I.SUCCESS and float(r.qs[-1, 2]) < -100.0
 
     m = slider(k=0.0)
     push = jnp.array([2 * 9.81])
-    r = simulate(m, t1=2.0, integrator=I.RK4(), dt0=1e-2, control=push)
+    r = simulate(m, t1=2.0, integrator=I.RK4(), inputs=Inputs(tau=push), steps=Steps(dt0=1e-2))
     assert int(r.status) == I.SUCCESS
     np.testing.assert_allclose(r.vs[-1, 0], 2 * 9.81 * 2.0, rtol=1e-12)
-    r2 = simulate(m, t1=2.0, integrator=I.RK4(), dt0=1e-2, control=push, divergence_factor=2.0)
+    r2 = simulate(m, t1=2.0, integrator=I.RK4(), inputs=Inputs(tau=push),
+                  steps=Steps(dt0=1e-2, divergence_factor=2.0))
     assert int(r2.status) == I.DIVERGED
 
 
@@ -132,10 +135,10 @@ def test_gradient_through_the_checked_loop_and_bad_factors_are_refused():
     m = slider()
 
     def final_x(x0):
-        return simulate(m, x0[None], jnp.zeros(1), 0.0, 0.05, integrator=I.RK4(), dt0=STABLE).qs[-1, 0]
+        return simulate(m, Start(x0[None], jnp.zeros(1)), 0.05, integrator=I.RK4(), steps=Steps(dt0=STABLE)).qs[-1, 0]
     assert float(jax.grad(final_x)(jnp.asarray(X0))) == pytest.approx(np.cos(100 * 0.05), rel=1e-4)
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="divergence_factor"):
-            simulate(m, integrator=I.RK4(), dt0=STABLE, divergence_factor=bad)
+            simulate(m, integrator=I.RK4(), steps=Steps(dt0=STABLE, divergence_factor=bad))
     with pytest.raises(TypeError, match="divergence_factor"):
-        simulate(m, integrator=I.RK4(), dt0=STABLE, divergence_factor=True)
+        simulate(m, integrator=I.RK4(), steps=Steps(dt0=STABLE, divergence_factor=True))

@@ -16,6 +16,7 @@ from jaxmbd.integrators import rosenbrock as ros
 from jaxmbd.integrators import sdirk
 from jaxmbd.integrators.base import Attempt
 from jaxmbd.odes import AbstractODE, ChartODE, right_jacobian, right_jacobian_inv
+from jaxmbd import Start, Inputs, Steps, Save, Solver
 
 # --- coefficients ------------------------------------------------------------------
 
@@ -182,7 +183,7 @@ ORDER_CASES = {
 @pytest.fixture(scope="module")
 def ball_reference():
     m = _ball_pendulum()
-    ref = simulate(m, t1=0.5, integrator=I.Dopri5(), rtol=1e-13, atol=1e-13, max_steps=4096)
+    ref = simulate(m, t1=0.5, integrator=I.Dopri5(), steps=Steps(rtol=1e-13, atol=1e-13, max_steps=4096))
     assert int(ref.status) == 0
     return m, ref
 
@@ -200,11 +201,50 @@ def test_empirical_order(name, ball_reference):
     method, order, ns = ORDER_CASES[name]
     errs = []
     for n in ns:
-        sol = simulate(m, t1=0.5, integrator=method, dt0=jnp.asarray(0.5 / n), rtol=jnp.asarray(1e-13),
-                       atol=jnp.asarray(1e-13), max_steps=2048)
+        sol = simulate(m, t1=0.5, integrator=method,
+                       steps=Steps(dt0=jnp.asarray(0.5 / n), rtol=jnp.asarray(1e-13), atol=jnp.asarray(1e-13),
+                                   max_steps=2048))
         assert int(sol.status) == 0 and int(sol.stats["accepted"]) == n
         errs.append(_state_error(m, sol, ref))
     slope = np.polyfit(np.log(0.5 / np.array(ns)), np.log(errs), 1)[0]
+    assert abs(slope - order) < 0.3, (errs, slope)
+
+
+# methods that iterate on a mechanism's (q̈, λ): their orders on the slider-crank (fixed steps) against a
+# tight adaptive Rosenbrock run of the same mechanism
+DESCRIPTOR_ORDER_CASES = {
+    "DescriptorTrapezoidal": (I.DescriptorTrapezoidal(adaptive_steps=False), 2, (20, 40, 80)),
+    "DescriptorSDIRK4": (I.DescriptorSDIRK4(adaptive_steps=False), 4, (10, 20, 40)),
+}
+
+
+def test_every_registered_integrator_has_an_order_case():
+    """The order tests cover the package's registry: a method registered in
+    jaxmbd.integrators without an order case here fails this test."""
+    registered = {cls.__name__ for cls in I.REGISTRY.values()}
+    assert set(ORDER_CASES) | set(DESCRIPTOR_ORDER_CASES) == registered
+    assert not set(ORDER_CASES) & set(DESCRIPTOR_ORDER_CASES)
+    for name, cls in I.REGISTRY.items():   # descriptor methods take mechanisms only: their cases use one
+        assert cls.descriptor == (cls.__name__ in DESCRIPTOR_ORDER_CASES), name
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name", sorted(DESCRIPTOR_ORDER_CASES))
+def test_empirical_order_of_the_descriptor_methods(name):
+    """Fixed steps on the slider-crank over 0.2 s: log-log slope of the
+    final-state error (independent coordinate and its rate) within 0.3 of the
+    method's order."""
+    m = models.slider_crank()
+    T = 0.2
+    ref = simulate(m, t1=T, integrator=I.RosenbrockNystrom4(), steps=Steps(rtol=1e-13, atol=1e-13, max_steps=20000))
+    assert int(ref.status) == 0
+    method, order, ns = DESCRIPTOR_ORDER_CASES[name]
+    errs = []
+    for n in ns:
+        sol = simulate(m, t1=T, integrator=method, steps=Steps(dt0=jnp.asarray(T / n), max_steps=2048))
+        assert int(sol.status) == 0 and int(sol.stats["accepted"]) == n
+        errs.append(float(jnp.max(jnp.abs(jnp.concatenate([sol.qs[-1] - ref.qs[-1], sol.vs[-1] - ref.vs[-1]])))))
+    slope = np.polyfit(np.log(T / np.array(ns)), np.log(errs), 1)[0]
     assert abs(slope - order) < 0.3, (errs, slope)
 
 
@@ -266,8 +306,8 @@ def _protocol(m, ts, ref, method, T=2.0):
     tolerance (rtol = atol, the thesis's protocol), and accepted steps."""
     out = []
     for tol in TOLS:
-        sol = simulate(m, t1=T, integrator=method, rtol=jnp.asarray(tol), atol=jnp.asarray(tol), saveat=ts,
-                       max_steps=40000)
+        sol = simulate(m, t1=T, integrator=method,
+                       steps=Steps(rtol=jnp.asarray(tol), atol=jnp.asarray(tol), max_steps=40000), save=Save(ts=ts))
         assert int(sol.status) == 0
         out.append((float(np.abs(sol.qs[:, 0] - ref[:, 0]).max()),
                     float(np.abs(sol.vs[:, 0] - ref[:, m.nv]).max()), int(sol.stats["accepted"])))
@@ -324,7 +364,7 @@ def test_kept_factorization_and_held_steps():
     m = models.stiff_chain(3)  # released at rest, straight: no stiff transient for fixed steps
     x0 = (jnp.zeros(3), jnp.zeros(3))
     for cls in (I.SDIRK4, I.Trapezoidal):
-        kw = dict(t1=0.3, rtol=1e-6, atol=1e-6, dt0=0.01, saveat=jnp.array([0.1, 0.3]))
+        kw = dict(t1=0.3, steps=Steps(rtol=1e-6, atol=1e-6, dt0=0.01), save=Save(ts=jnp.array([0.1, 0.3])))
         a = simulate(m, *x0, integrator=cls(adaptive_steps=False), **kw)
         b = simulate(m, *x0, integrator=cls(adaptive_steps=False, keep_factorization=False), **kw)
         assert int(a.status) == 0 and int(b.status) == 0
@@ -384,9 +424,9 @@ def test_tol_factor_is_validated_and_applied():
             with pytest.raises(ValueError, match="tol_factor"):
                 cls(tol_factor=bad)
     m = models.stiff_double_pendulum()
-    kw = dict(t1=0.5, saveat=jnp.array([0.5]))
-    a = simulate(m, integrator=I.RosenbrockNystrom4(tol_factor=0.1), rtol=1e-4, atol=1e-4, **kw)
-    b = simulate(m, integrator=I.RosenbrockNystrom4(tol_factor=1.0), rtol=1e-5, atol=1e-5, **kw)
+    kw = dict(t1=0.5, save=Save(ts=jnp.array([0.5])))
+    a = simulate(m, integrator=I.RosenbrockNystrom4(tol_factor=0.1), steps=Steps(rtol=1e-4, atol=1e-4), **kw)
+    b = simulate(m, integrator=I.RosenbrockNystrom4(tol_factor=1.0), steps=Steps(rtol=1e-5, atol=1e-5), **kw)
     np.testing.assert_array_equal(a.qs, b.qs)
     assert int(a.stats["accepted"]) == int(b.stats["accepted"])
 
@@ -399,8 +439,8 @@ def test_vmap_equals_loop_and_a_failing_member_is_isolated():
     B = 64
     q0 = jnp.asarray(rng.normal(size=(B, 2)))
     v0 = jnp.asarray(rng.normal(size=(B, 2))).at[5].set(jnp.array([1e200, -1e200]))  # member 5 blows up
-    run = lambda q, v: simulate(m, q, v, 0.0, 0.3, integrator=I.RosenbrockNystrom4(), rtol=1e-6, atol=1e-6,
-                                max_steps=256)
+    run = lambda q, v: simulate(m, Start(q, v), 0.3, integrator=I.RosenbrockNystrom4(),
+                                steps=Steps(rtol=1e-6, atol=1e-6, max_steps=256))
     sols = jax.vmap(run)(q0, v0)
     assert int(sols.status[5]) == I.NONFINITE
     ok = np.delete(np.arange(B), 5)
@@ -411,8 +451,9 @@ def test_vmap_equals_loop_and_a_failing_member_is_isolated():
         np.testing.assert_allclose(sols.qs[i], one.qs, rtol=1e-12, atol=1e-12)
         assert int(one.stats["accepted"]) == int(sols.stats["accepted"][i])
     # the forward-only while loop gives the same runs
-    fast = jax.vmap(lambda q, v: simulate(m, q, v, 0.0, 0.3, integrator=I.RosenbrockNystrom4(), rtol=1e-6,
-                                          atol=1e-6, max_steps=256, adjoint="none"))(q0, v0)
+    fast = jax.vmap(lambda q, v: simulate(m, Start(q, v), 0.3, integrator=I.RosenbrockNystrom4(),
+                                          steps=Steps(rtol=1e-6, atol=1e-6, max_steps=256),
+                                          solver=Solver(adjoint="none")))(q0, v0)
     np.testing.assert_array_equal(fast.status, sols.status)
     np.testing.assert_allclose(fast.qs[ok], sols.qs[ok], rtol=1e-13, atol=1e-13)
     np.testing.assert_array_equal(fast.stats["accepted"], sols.stats["accepted"])
@@ -420,26 +461,27 @@ def test_vmap_equals_loop_and_a_failing_member_is_isolated():
 
 def test_statuses_and_bad_input():
     m = models.double_pendulum()
-    sol = simulate(m, jnp.array([1.0, 0.0]), jnp.zeros(2), 0.0, 1.0, integrator=I.RK4(), dt0=0.01, max_steps=10)
+    sol = simulate(m, Start(jnp.array([1.0, 0.0]), jnp.zeros(2)), 1.0, integrator=I.RK4(),
+                   steps=Steps(dt0=0.01, max_steps=10))
     assert int(sol.status) == I.MAX_STEPS and jaxmbd.status_name(sol.status) == "max_steps reached"
     assert float(sol.t) == pytest.approx(0.1)
     assert int(sol.stats["accepted"]) == 10
     with pytest.raises(ValueError, match="give dt0"):
         simulate(m, integrator=I.RK4())
     with pytest.raises(TypeError, match="integrator"):
-        simulate(m, integrator="rk4", dt0=0.1)
+        simulate(m, integrator="rk4", steps=Steps(dt0=0.1))
     with pytest.raises(ValueError, match="must be greater than t0"):
-        simulate(m, t0=1.0, t1=1.0, integrator=I.Dopri5())
+        simulate(m, Start(t=1.0), 1.0, integrator=I.Dopri5())
     with pytest.raises(ValueError, match="non-decreasing"):
-        simulate(m, t1=1.0, integrator=I.Dopri5(), saveat=jnp.array([0.5, 0.2]))
+        simulate(m, t1=1.0, integrator=I.Dopri5(), save=Save(ts=jnp.array([0.5, 0.2])))
     with pytest.raises(ValueError, match="after t1"):
-        simulate(m, t1=1.0, integrator=I.Dopri5(), saveat=jnp.array([0.5, 2.0]))
+        simulate(m, t1=1.0, integrator=I.Dopri5(), save=Save(ts=jnp.array([0.5, 2.0])))
     with pytest.raises(ValueError, match="dt0 must be positive"):
-        simulate(m, integrator=I.RK4(), dt0=-0.1)
+        simulate(m, integrator=I.RK4(), steps=Steps(dt0=-0.1))
     with pytest.raises(ValueError, match="unknown adjoint"):
-        simulate(m, integrator=I.RK4(), dt0=0.1, adjoint="backsolve")
-    with pytest.raises(ValueError, match="saveat"):
-        simulate(m, integrator=I.Dopri5(), saveat=jnp.ones((2, 2)))
+        simulate(m, integrator=I.RK4(), steps=Steps(dt0=0.1), solver=Solver(adjoint="backsolve"))
+    with pytest.raises(ValueError, match="save times"):
+        simulate(m, integrator=I.Dopri5(), save=Save(ts=jnp.ones((2, 2))))
     with pytest.raises(ValueError, match="initial q0"):
         jaxmbd.ModelBuilder().add_body("a", "world", "revolute", axis=(0, 0, 1)).set_initial_state([1.0, 2.0]).build()
 
@@ -457,7 +499,7 @@ def test_gradients_match_finite_differences(method, kw):
 
     def run(k, v):
         mm = eqx_tree_set(m, "stiffness", m.stiffness.at[1].set(k))
-        return simulate(mm, q0, v, 0.0, 0.4, integrator=method, max_steps=256, **kw)
+        return simulate(mm, Start(q0, v), 0.4, integrator=method, steps=Steps(max_steps=256, **kw))
 
     def loss(k, v):
         sol = run(k, v)
@@ -584,7 +626,7 @@ def test_the_rank_bound_pullback_gives_the_full_pullback_s_gradient_through_the_
     q0 = jnp.asarray(m.q0) + 0.05
 
     def loss(v, method):
-        sol = simulate(m, q0, v, 0.0, 0.02, integrator=method, rtol=1e-7, atol=1e-7)
+        sol = simulate(m, Start(q0, v), 0.02, integrator=method, steps=Steps(rtol=1e-7, atol=1e-7))
         return jnp.sum(sol.qs[-1] ** 2) + jnp.sum(sol.vs[-1] * jnp.arange(n))
 
     low = jax.jit(jax.grad(lambda v: loss(v, I.RosenbrockNystrom4())))(v0)
@@ -603,7 +645,7 @@ def test_gradient_through_the_loop_with_the_model_as_a_traced_argument():
 
     def loss(k, mm):
         mm = eqx_tree_set(mm, "stiffness", jnp.array([3.0, 1.0]) * k)
-        sol = simulate(mm, q0, v0, 0.0, 0.1, integrator=I.RosenbrockNystrom4(), rtol=1e-9, atol=1e-9)
+        sol = simulate(mm, Start(q0, v0), 0.1, integrator=I.RosenbrockNystrom4(), steps=Steps(rtol=1e-9, atol=1e-9))
         return jnp.sum(sol.qs[-1] ** 2)
 
     k = jnp.asarray(2.0)
@@ -626,7 +668,8 @@ def test_spinning_body_conserves_energy_and_momentum():
     angular momentum conserved to the tolerance; the spin axis flips."""
     m = models.spinning_body()
     ts = jnp.linspace(0.0, 8.0, 17)
-    sol = simulate(m, integrator=I.RosenbrockNystrom4(), t1=8.0, saveat=ts, rtol=1e-9, atol=1e-9, max_steps=4096)
+    sol = simulate(m, t1=8.0, integrator=I.RosenbrockNystrom4(), steps=Steps(rtol=1e-9, atol=1e-9, max_steps=4096),
+                   save=Save(ts=ts))
     assert int(sol.status) == 0
     Ic = np.diag([1.0, 2.0, 3.0])
 
@@ -658,7 +701,7 @@ def test_sparse_iteration_matrix_equals_the_dense_one():
     ctrl = lambda t, q, v, p: -p * jnp.sin(q) * (1.0 + t) - 0.3 * v * jnp.cos(q)  # state- and time-dependent
     rng = np.random.default_rng(0)
     q0, v0 = jnp.asarray(0.5 * rng.normal(size=m.nq)), jnp.asarray(rng.normal(size=m.nv))
-    ode = ChartODE(m, q0, ctrl, 2.0)
+    ode = ChartODE(m, q0, jaxmbd.Inputs(tau=ctrl, params=2.0))
     t, hg = 0.3, 0.05
     g0, J1, J2 = ode.g_and_jac(t, jnp.zeros(m.nv), v0)
     dense = IterationMatrix.build(J1, J2, hg)
@@ -667,12 +710,14 @@ def test_sparse_iteration_matrix_equals_the_dense_one():
     np.testing.assert_allclose(sparse.solve_S(r), dense.solve_S(r), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(sparse.J1mv(x), J1 @ x, rtol=1e-10, atol=1e-10)
     for cls in (I.RosenbrockNystrom4, I.SDIRK4, I.Trapezoidal):
-        runs = [simulate(m, q0, v0, 0.0, 0.02, integrator=cls(linear_solver=ls, adaptive_steps=False), dt0=0.005,
-                         control=ctrl, params=2.0, max_steps=8, rtol=1e-6, atol=1e-6) for ls in ("dense", "sparse")]
+        runs = [simulate(m, Start(q0, v0), 0.02, integrator=cls(linear_solver=ls, adaptive_steps=False),
+                         inputs=Inputs(tau=ctrl, params=2.0),
+                         steps=Steps(dt0=0.005, max_steps=8, rtol=1e-6, atol=1e-6)) for ls in ("dense", "sparse")]
         assert int(runs[0].status) == 0 and int(runs[1].status) == 0
         np.testing.assert_allclose(runs[1].qs, runs[0].qs, rtol=1e-9, atol=1e-10, err_msg=cls.__name__)
     # a ball joint (its chart's own terms are in the sparse matrix): the same run with either solver
-    runs = [simulate(_ball_pendulum(), t1=0.1, integrator=I.RosenbrockNystrom4(linear_solver=ls), dt0=0.05)
+    runs = [simulate(_ball_pendulum(), t1=0.1, integrator=I.RosenbrockNystrom4(linear_solver=ls),
+                     steps=Steps(dt0=0.05))
             for ls in ("dense", "sparse")]
     assert int(runs[0].status) == 0 and int(runs[1].status) == 0
     np.testing.assert_allclose(runs[1].qs, runs[0].qs, rtol=1e-9, atol=1e-10)

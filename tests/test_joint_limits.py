@@ -12,6 +12,7 @@ import pytest
 import jaxmbd
 from jaxmbd import integrators as I
 from jaxmbd.forces import JointLimit, law
+from jaxmbd import Steps, Save
 
 mujoco = pytest.importorskip("mujoco")
 
@@ -33,8 +34,8 @@ def test_a_joint_pushed_into_its_limit_settles_at_the_predicted_penetration(expo
     run ends there to 1e-8, having hit the stop at 2 rad/s."""
     push, k = 40.0, 1.0e4
     m = _arm(push, k, exponent, width)
-    sol = jaxmbd.simulate(m, t1=20.0, integrator=I.RosenbrockNystrom4(), rtol=1e-10, atol=1e-10,
-                          saveat=jnp.array([0.2, 20.0]))
+    sol = jaxmbd.simulate(m, t1=20.0, integrator=I.RosenbrockNystrom4(), steps=Steps(rtol=1e-10, atol=1e-10),
+                          save=Save(ts=jnp.array([0.2, 20.0])))
     assert int(sol.status) == 0, jaxmbd.status_name(sol.status)
     delta = (push / k) ** (1.0 / exponent)
     assert delta > width
@@ -69,8 +70,8 @@ def test_the_restitution_of_the_stop_equals_the_hunt_crossley_value():
     b.add_joint_limit("arm", -0.5, 0.5, stiffness=1e4, damping=0.3)
     b.set_initial_state(np.array([0.4]), np.array([1.5]))
     m = b.build()
-    sol = jaxmbd.simulate(m, t1=0.5, integrator=I.RosenbrockNystrom4(), rtol=1e-11, atol=1e-11,
-                          saveat=jnp.linspace(0.0, 0.5, 201))
+    sol = jaxmbd.simulate(m, t1=0.5, integrator=I.RosenbrockNystrom4(), steps=Steps(rtol=1e-11, atol=1e-11),
+                          save=Save(ts=jnp.linspace(0.0, 0.5, 201)))
     assert int(sol.status) == 0
     e = law.restitution(1.5, 0.3)
     assert 0.5 < e < 0.9
@@ -180,7 +181,7 @@ def test_limits_work_under_vmap_and_grad():
     """Batched stiffness (vmap) and the gradient of the settled angle w.r.t. the stiffness
     (-δ/(p k) for the power law) through an adaptive run."""
     m = _arm(40.0, 1e4, 1.5, 0.0, damping=20.0)
-    kw = dict(t1=3.0, integrator=I.RosenbrockNystrom4(), rtol=1e-10, atol=1e-10)
+    kw = dict(t1=3.0, integrator=I.RosenbrockNystrom4(), steps=Steps(rtol=1e-10, atol=1e-10))
 
     def final(k):
         lim_i = [i for i, e in enumerate(m.forces) if isinstance(e, JointLimit)][0]

@@ -14,6 +14,7 @@ import pytest
 import jaxmbd
 from jaxmbd import integrators as I
 from jaxmbd import models, simulate
+from jaxmbd import Start, Steps, Save
 
 MODEL = models.double_pendulum()
 B = 6
@@ -39,9 +40,10 @@ def _primitives(jaxpr, out):
 
 @pytest.mark.parametrize("method", ["rk4", "rosenbrock"])
 def test_vmap_at_default_arguments_equals_a_loop_and_stops_when_done(method):
-    integ, kw = (I.RK4(), dict(dt0=0.01)) if method == "rk4" else (I.RosenbrockNystrom4(), dict(rtol=1e-6, atol=1e-6))
+    integ, kw = ((I.RK4(), dict(steps=Steps(dt0=0.01))) if method == "rk4"
+                 else (I.RosenbrockNystrom4(), dict(steps=Steps(rtol=1e-6, atol=1e-6))))
     ts = jnp.linspace(0.0, 0.5, 6)
-    run = lambda q, v: simulate(MODEL, q, v, 0.0, 0.5, integrator=integ, saveat=ts, **kw)  # noqa: E731
+    run = lambda q, v: simulate(MODEL, Start(q, v), 0.5, integrator=integ, save=Save(ts=ts), **kw)  # noqa: E731
     q0, v0 = _states()
     sols = jax.jit(jax.vmap(run))(q0, v0)
     assert np.all(np.asarray(sols.status) == 0)
@@ -64,8 +66,8 @@ def test_gradient_of_a_batched_loss_at_default_arguments_matches_finite_differen
     q0, v0 = _states(1)
 
     def loss(v, tol):
-        sols = jax.vmap(lambda q, v: simulate(MODEL, q, v, 0.0, 0.3, integrator=I.Dopri5(), rtol=tol, atol=tol,
-                                              saveat=ts))(q0, v)
+        sols = jax.vmap(lambda q, v: simulate(MODEL, Start(q, v), 0.3, integrator=I.Dopri5(),
+                                              steps=Steps(rtol=tol, atol=tol), save=Save(ts=ts)))(q0, v)
         return jnp.sum(sols.qs[:, -1, 0] * jnp.arange(1.0, B + 1))
 
     g = jax.grad(loss)(v0, 1e-10)
@@ -77,15 +79,16 @@ def test_gradient_of_a_batched_loss_at_default_arguments_matches_finite_differen
             fd[i, j] = (f(v0.at[i, j].add(e), 1e-12) - f(v0.at[i, j].add(-e), 1e-12)) / (2 * e)
     np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-7)
     # members finish at different step counts (the finished ones wait, masked, for the last)
-    n = jax.vmap(lambda q, v: simulate(MODEL, q, v, 0.0, 0.3, integrator=I.Dopri5(), rtol=1e-10, atol=1e-10,
-                                       saveat=ts).stats["accepted"])(q0, v0)
+    n = jax.vmap(lambda q, v: simulate(MODEL, Start(q, v), 0.3, integrator=I.Dopri5(),
+                                       steps=Steps(rtol=1e-10, atol=1e-10), save=Save(ts=ts)).stats["accepted"])(q0, v0)
     assert len(set(np.asarray(n).tolist())) > 1
 
 
 # --- inputs checked inside the trace --------------------------------------------------------------
 
 def _run(model, q0, v0, t0, t1, rtol, atol):
-    return simulate(model, q0, v0, t0, t1, integrator=I.RosenbrockNystrom4(), rtol=rtol, atol=atol)
+    return simulate(model, Start(q0, v0, t=t0), t1, integrator=I.RosenbrockNystrom4(),
+                    steps=Steps(rtol=rtol, atol=atol))
 
 
 RUN = eqx.filter_jit(eqx.filter_vmap(_run, in_axes=(eqx.if_array(0), 0, 0, 0, 0, 0, 0)))
@@ -116,7 +119,7 @@ def test_bad_traced_inputs_give_failure_statuses_per_member():
     assert np.all(np.asarray(sol.stats["accepted"])[1:] == 0) and int(sol.stats["accepted"][0]) > 0
     np.testing.assert_array_equal(np.asarray(sol.qs)[1:, -1], np.asarray(q0)[1:])
     # the same model unbatched, and a traced negative dt0 for a fixed-step method
-    f = jax.jit(lambda dt0: simulate(MODEL, q0[0], v0[0], 0.0, 0.2, integrator=I.RK4(), dt0=dt0))
+    f = jax.jit(lambda dt0: simulate(MODEL, Start(q0[0], v0[0]), 0.2, integrator=I.RK4(), steps=Steps(dt0=dt0)))
     assert int(f(-0.01).status) == I.BAD_TIMES and int(f(0.01).status) == I.SUCCESS
     # rtol = 0 with atol > 0 is a valid (pure absolute) tolerance
     assert int(jax.jit(_run)(MODEL, q0[0], v0[0], 0.0, 0.2, 0.0, 1e-6).status) == I.SUCCESS
@@ -128,7 +131,7 @@ def test_max_steps_is_a_traced_bound_shared_by_one_program():
     bound is too small stops with status 1 after exactly that many attempts,
     the others finish."""
     kw = dict(t1=0.5, integrator=I.Dopri5())
-    a = simulate(MODEL, max_steps=1000, rtol=1e-6, atol=1e-6, **kw)
+    a = simulate(MODEL, steps=Steps(max_steps=1000, rtol=1e-6, atol=1e-6), **kw)
     compiles = []
 
     def listen(event, duration, **_):
@@ -136,17 +139,17 @@ def test_max_steps_is_a_traced_bound_shared_by_one_program():
             compiles.append(duration)
     jax.monitoring.register_event_duration_secs_listener(listen)
     try:
-        b = simulate(MODEL, max_steps=4, rtol=1e-8, atol=1e-8, **kw)
+        b = simulate(MODEL, steps=Steps(max_steps=4, rtol=1e-8, atol=1e-8), **kw)
     finally:
         jax.monitoring.unregister_event_duration_listener(listen)
     assert not compiles   # the first call's program
     assert int(a.status) == 0 and int(b.status) == 1
     assert int(b.stats["accepted"]) + int(b.stats["rejected"]) == 4
-    r = jax.vmap(lambda n: simulate(MODEL, max_steps=n, **kw))(jnp.array([3, 1000, 7]))
+    r = jax.vmap(lambda n: simulate(MODEL, steps=Steps(max_steps=n), **kw))(jnp.array([3, 1000, 7]))
     np.testing.assert_array_equal(np.asarray(r.status), [1, 0, 1])
     np.testing.assert_array_equal(np.asarray(r.stats["accepted"] + r.stats["rejected"]), [3, a.stats["accepted"]
                                                                                           + a.stats["rejected"], 7])
     with pytest.raises(ValueError, match="max_steps must be >= 1"):
-        simulate(MODEL, max_steps=0, **kw)
+        simulate(MODEL, steps=Steps(max_steps=0), **kw)
     with pytest.raises(TypeError, match="max_steps must be an integer"):
-        simulate(MODEL, max_steps=jnp.asarray(10.0), **kw)
+        simulate(MODEL, steps=Steps(max_steps=jnp.asarray(10.0)), **kw)

@@ -6,6 +6,7 @@ import pytest
 import jax.numpy as jnp
 import jaxmbd
 from jaxmbd import models
+from jaxmbd import Steps
 
 
 def D1(model):
@@ -145,7 +146,7 @@ def test_the_quadruped_stands_where_its_contact_law_puts_it():
     import importlib
     Q = importlib.import_module("jaxmbd.models.quadruped")
     m = models.quadruped(drop=1e-3)
-    sol = jaxmbd.simulate(m, t1=3.0, integrator=I.RK4(), dt0=1e-3, max_steps=4000)
+    sol = jaxmbd.simulate(m, t1=3.0, integrator=I.RK4(), steps=Steps(dt0=1e-3, max_steps=4000))
     assert int(sol.status) == 0
     q, v = sol.qs[-1], sol.vs[-1]
     f = contact_forces(m, q, v)

@@ -13,6 +13,7 @@ import pytest
 
 import jaxmbd
 from jaxmbd import integrators as I, models
+from jaxmbd import Start, Steps, Save
 
 Z, Y = (0.0, 0.0, 1.0), (0.0, 1.0, 0.0)
 
@@ -124,7 +125,8 @@ def test_accelerations_equal_the_full_augmented_solve(mechs, name):
 @pytest.mark.slow
 def test_a_one_second_run_keeps_every_row_satisfied(mechs):
     fb, ref = mechs["four_bar"], mechs["ref"]
-    kw = dict(t1=1.0, integrator=I.RosenbrockNystrom4(), rtol=1e-8, atol=1e-8, saveat=jnp.linspace(0, 1.0, 11))
+    kw = dict(t1=1.0, integrator=I.RosenbrockNystrom4(), steps=Steps(rtol=1e-8, atol=1e-8),
+              save=Save(ts=jnp.linspace(0, 1.0, 11)))
     sol, sol2 = jaxmbd.simulate(fb, **kw), jaxmbd.simulate(ref, **kw)
     assert int(sol.status) == 0 and int(sol2.status) == 0
     assert float(jnp.max(sol.max_residuals)) <= 1e-10
@@ -141,8 +143,8 @@ def test_a_batch_of_256_grippers_and_gradients(mechs):
     v0 = np.zeros((B, gr.nv))
     v0[:, 0] = rng.uniform(-1, 1, B)     # crank rates; the others follow from Φ_q v = 0 (assembly)
     v0[:, 3] = rng.uniform(-1, 1, B)
-    kw = dict(t1=0.2, integrator=I.RK4(), dt0=0.01)
-    r = jaxmbd.rollout(gr, v0=jnp.asarray(v0), **kw)
+    kw = dict(t1=0.2, integrator=I.RK4(), steps=Steps(dt0=0.01))
+    r = jaxmbd.rollout(gr, Start(v=jnp.asarray(v0)), **kw)
     assert np.all(np.asarray(r.status) == 0)
     assert float(jnp.max(r.max_residuals)) <= 1e-10
 
@@ -163,7 +165,8 @@ _REFERENCE = {}
 def _reference_end_state(mechs, name):
     """Dopri5 at 1e-11: the reference final state of each mechanism, computed once."""
     if name not in _REFERENCE:
-        _REFERENCE[name] = jaxmbd.simulate(mechs[name], t1=T_LOOPS, integrator=I.Dopri5(), rtol=1e-11, atol=1e-11).qs[-1]
+        _REFERENCE[name] = jaxmbd.simulate(mechs[name], t1=T_LOOPS, integrator=I.Dopri5(),
+                                           steps=Steps(rtol=1e-11, atol=1e-11)).qs[-1]
     return _REFERENCE[name]
 
 
@@ -177,8 +180,8 @@ def test_every_integrator_on_every_redundant_loop(mechs, name, integrator):
     step, the end state equal to a tight Dopri5 run, zero multipliers on the
     dropped rows."""
     mech = mechs[name]
-    kw = dict(dt0=1e-3) if isinstance(integrator, I.RK4) else dict(rtol=1e-7, atol=1e-7)
-    sol = jaxmbd.simulate(mech, t1=T_LOOPS, integrator=integrator, multipliers=True, **kw)
+    kw = dict(steps=Steps(dt0=1e-3)) if isinstance(integrator, I.RK4) else dict(steps=Steps(rtol=1e-7, atol=1e-7))
+    sol = jaxmbd.simulate(mech, t1=T_LOOPS, integrator=integrator, save=Save(multipliers=True), **kw)
     assert int(sol.status) == 0, jaxmbd.status_name(sol.status)
     assert float(jnp.max(sol.max_residuals)) <= 1e-10
     want = _reference_end_state(mechs, name)
@@ -279,7 +282,7 @@ def test_a_mechanism_with_no_motion_left_is_refused_before_compiling():
     m = b.build()
     assert (m.nc, m.n_active, m.nv) == (6, 3, 3)     # the pinned crank tip adds one independent row
     with pytest.raises(ValueError, match="no degree of freedom is left"):
-        jaxmbd.simulate(m, t1=0.1, integrator=I.RK4(), dt0=0.01)
+        jaxmbd.simulate(m, t1=0.1, integrator=I.RK4(), steps=Steps(dt0=0.01))
 
 
 def test_the_host_constraint_jacobian_equals_the_traced_one():

@@ -16,6 +16,7 @@ import pytest
 
 import jaxmbd
 from jaxmbd.integrators import RK4, SDIRK4, RosenbrockNystrom4
+from jaxmbd import Start, Inputs, Steps, Save
 
 jax.config.update("jax_enable_x64", True)
 
@@ -162,9 +163,9 @@ def test_one_second_standing_from_the_keyframe_is_mujocos(name, method):
     ref = _mj_run(mj, ts)
     key = m.keyframes[list(m.keyframes)[0]]
     integ = {"rosenbrock": RosenbrockNystrom4(), "sdirk4": SDIRK4(), "rk4": RK4()}[method]
-    kw = dict(dt0=mj.opt.timestep) if method == "rk4" else dict(rtol=1e-4, atol=1e-4)
-    sol = jaxmbd.simulate(m, jnp.asarray(key.qpos), jnp.asarray(key.qvel), 0.0, 1.0, integrator=integ,
-                          saveat=jnp.asarray(ts), ctrl=jnp.asarray(key.ctrl), **kw)
+    kw = dict(steps=Steps(dt0=mj.opt.timestep)) if method == "rk4" else dict(steps=Steps(rtol=1e-4, atol=1e-4))
+    sol = jaxmbd.simulate(m, Start(jnp.asarray(key.qpos), jnp.asarray(key.qvel)), 1.0, integrator=integ,
+                          inputs=Inputs(ctrl=jnp.asarray(key.ctrl)), save=Save(ts=jnp.asarray(ts)), **kw)
     assert int(sol.status) == 0
     qs = np.asarray(sol.qs)
     assert np.abs(qs[:, 2] - ref[:, 2]).max() < 0.01
@@ -186,8 +187,8 @@ def test_the_ant_rests_where_mujoco_rests():
     while d.time < 1.5 - 1e-9:
         mujoco.mj_step(mj, d)
     m = jaxmbd.load_mjcf(path, warn=False)
-    sol = jaxmbd.simulate(m, jnp.asarray(mj.qpos0), jnp.zeros(mj.nv), 0.0, 1.5, integrator=RosenbrockNystrom4(),
-                          rtol=1e-5, atol=1e-5)
+    sol = jaxmbd.simulate(m, Start(jnp.asarray(mj.qpos0), jnp.zeros(mj.nv)), 1.5, integrator=RosenbrockNystrom4(),
+                          steps=Steps(rtol=1e-5, atol=1e-5))
     assert int(sol.status) == 0
     assert abs(float(sol.qs[-1, 2]) - d.qpos[2]) < 0.01, (float(sol.qs[-1, 2]), d.qpos[2])
 
@@ -208,8 +209,8 @@ def test_a_pendulum_with_friction_loss_stops_where_mujocos_stops():
         mujoco.mj_step(mj, d)
     assert abs(d.qvel[0]) < 0.01      # stuck (creeping)
     m = jaxmbd.load_mjcf(PENDULUM.format(dt=1e-4), warn=False)
-    sol = jaxmbd.simulate(m, jnp.array([0.6]), jnp.zeros(1), 0.0, 2.0, integrator=RosenbrockNystrom4(),
-                          rtol=1e-8, atol=1e-8)
+    sol = jaxmbd.simulate(m, Start(jnp.array([0.6]), jnp.zeros(1)), 2.0, integrator=RosenbrockNystrom4(),
+                          steps=Steps(rtol=1e-8, atol=1e-8))
     assert int(sol.status) == 0
     assert abs(float(sol.qs[-1, 0]) - d.qpos[0]) < 1e-3, (float(sol.qs[-1, 0]), d.qpos[0])
 
@@ -226,7 +227,8 @@ def test_a_joint_below_its_friction_loss_stays():
         mujoco.mj_step(mj, d)
     m = jaxmbd.load_mjcf(PENDULUM.format(dt=1e-3), warn=False)
     q = jnp.array([1.45])
-    sol = jaxmbd.simulate(m, q, jnp.zeros(1), 0.0, 3.0, integrator=RosenbrockNystrom4(), rtol=1e-8, atol=1e-8)
+    sol = jaxmbd.simulate(m, Start(q, jnp.zeros(1)), 3.0, integrator=RosenbrockNystrom4(),
+                          steps=Steps(rtol=1e-8, atol=1e-8))
     v = float(sol.vs[-1, 0])
     tau = 1.0 * 9.81 * 0.2 * np.cos(float(sol.qs[-1, 0]))
     R = (1 - 0.9) / 0.9 * mj.dof_invweight0[0]

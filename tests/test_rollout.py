@@ -15,6 +15,7 @@ import pytest
 import jaxmbd
 from jaxmbd import integrators as I
 from jaxmbd import models, rollout, simulate
+from jaxmbd import Start, Inputs, Steps, Save, Solver
 
 
 def _setup():
@@ -26,22 +27,24 @@ def _setup():
     return m, B, q0, v0, ks
 
 
-@pytest.mark.parametrize("method, kw", [(I.RK4(), dict(dt0=0.01)), (I.RosenbrockNystrom4(), dict(rtol=1e-6, atol=1e-6))])
+@pytest.mark.parametrize("method, kw", [(I.RK4(), dict(steps=Steps(dt0=0.01))),
+                                        (I.RosenbrockNystrom4(), dict(steps=Steps(rtol=1e-6, atol=1e-6)))])
 def test_rollout_equals_a_loop_of_simulate(method, kw):
     m, B, q0, v0, ks = _setup()
     ts = jnp.array([0.1, 0.3, 0.5])
-    r = rollout(m, q0, v0, t1=0.5, integrator=method, saveat=ts, model_params={"stiffness": ks}, **kw)
+    r = rollout(m, Start(q0, v0), 0.5, integrator=method, save=Save(ts=ts), model_params={"stiffness": ks}, **kw)
     assert r.qs.shape == (B, 3, m.nq) and r.status.shape == (B,) and r.stats["accepted"].shape == (B,)
     np.testing.assert_array_equal(r.ts, ts)
     for b in range(B):
         mb = eqx.tree_at(lambda mm: mm.stiffness, m, ks[b])
-        s = simulate(mb, q0[b], v0[b], 0.0, 0.5, integrator=method, saveat=ts, **kw)
+        s = simulate(mb, Start(q0[b], v0[b]), 0.5, integrator=method, save=Save(ts=ts), **kw)
         np.testing.assert_allclose(r.qs[b], s.qs, rtol=1e-12, atol=1e-13)
         np.testing.assert_allclose(r.vs[b], s.vs, rtol=1e-12, atol=1e-13)
         assert int(r.status[b]) == int(s.status) == 0
         assert int(r.stats["accepted"][b]) == int(s.stats["accepted"])
     # two members at a time (the last chunk padded): the same members
-    c = rollout(m, q0, v0, t1=0.5, integrator=method, saveat=ts, model_params={"stiffness": ks}, chunk_size=2, **kw)
+    c = rollout(m, Start(q0, v0), 0.5, integrator=method, save=Save(ts=ts), model_params={"stiffness": ks},
+                chunk_size=2, **kw)
     np.testing.assert_allclose(c.qs, r.qs, rtol=1e-13, atol=1e-14)
     np.testing.assert_array_equal(c.stats["accepted"], r.stats["accepted"])
 
@@ -50,13 +53,14 @@ def test_observe_keeps_only_what_is_asked():
     m, B, q0, v0, _ = _setup()
     tip = lambda model, q, v: jaxmbd.forward_kinematics(model, q).pos[-1]  # noqa: E731
     ts = jnp.array([0.2, 0.4])
-    full = rollout(m, q0, v0, t1=0.4, integrator=I.RK4(), dt0=0.01, saveat=ts)
-    obs = rollout(m, q0, v0, t1=0.4, integrator=I.RK4(), dt0=0.01, saveat=ts, observe=tip, keep_states=False)
+    full = rollout(m, Start(q0, v0), 0.4, integrator=I.RK4(), steps=Steps(dt0=0.01), save=Save(ts=ts))
+    obs = rollout(m, Start(q0, v0), 0.4, integrator=I.RK4(), steps=Steps(dt0=0.01),
+                  save=Save(ts=ts, observe=tip, states=False))
     assert obs.qs is None and obs.vs is None and obs.obs.shape == (B, 2, 3)
     want = jax.vmap(jax.vmap(lambda q: tip(m, q, None)))(full.qs)
     np.testing.assert_allclose(obs.obs, want, rtol=1e-13, atol=1e-14)
     # nothing batched: the model's own initial state, broadcast to batch_size members
-    r = rollout(m, t1=0.2, integrator=I.RK4(), dt0=0.01, batch_size=2)
+    r = rollout(m, t1=0.2, integrator=I.RK4(), steps=Steps(dt0=0.01), batch_size=2)
     np.testing.assert_array_equal(r.qs[0], r.qs[1])
 
 
@@ -67,12 +71,12 @@ def test_gradient_through_a_batched_rollout_matches_finite_differences():
     method = I.RosenbrockNystrom4()
 
     def loss(ks, v0):
-        r = rollout(m, q0, v0, t1=0.3, integrator=method, rtol=1e-7, atol=1e-7, max_steps=256,
+        r = rollout(m, Start(q0, v0), 0.3, integrator=method, steps=Steps(rtol=1e-7, atol=1e-7, max_steps=256),
                     model_params={"stiffness": ks})
         return jnp.mean(jnp.sum(r.qs[:, -1] ** 2, -1)) + 0.1 * jnp.mean(jnp.sum(r.vs[:, -1] ** 2, -1))
 
-    assert bool(jnp.all(rollout(m, q0, v0, t1=0.3, integrator=method, rtol=1e-7, atol=1e-7, max_steps=256,
-                                model_params={"stiffness": ks}).ok))
+    assert bool(jnp.all(rollout(m, Start(q0, v0), 0.3, integrator=method,
+                                steps=Steps(rtol=1e-7, atol=1e-7, max_steps=256), model_params={"stiffness": ks}).ok))
     gk, gv = jax.grad(loss, argnums=(0, 1))(ks, v0)
     eps = 1e-5
     for (b, j) in ((0, 1), (2, 0)):
@@ -85,18 +89,18 @@ def test_gradient_through_a_batched_rollout_matches_finite_differences():
 def test_bad_input():
     m, B, q0, v0, ks = _setup()
     with pytest.raises(ValueError, match="batch size"):
-        rollout(m, q0, v0[:2], t1=0.1, integrator=I.RK4(), dt0=0.01)
+        rollout(m, Start(q0, v0[:2]), 0.1, integrator=I.RK4(), steps=Steps(dt0=0.01))
     with pytest.raises(ValueError, match="not a parameter field"):
-        rollout(m, q0, v0, t1=0.1, integrator=I.RK4(), dt0=0.01, model_params={"springiness": ks})
+        rollout(m, Start(q0, v0), 0.1, integrator=I.RK4(), steps=Steps(dt0=0.01), model_params={"springiness": ks})
     with pytest.raises(ValueError, match="nothing is batched"):
-        rollout(m, t1=0.1, integrator=I.RK4(), dt0=0.01)
+        rollout(m, t1=0.1, integrator=I.RK4(), steps=Steps(dt0=0.01))
     with pytest.raises(ValueError, match=r"q0, v0 must be"):
-        rollout(m, q0[:, :1], v0, t1=0.1, integrator=I.RK4(), dt0=0.01)
+        rollout(m, Start(q0[:, :1], v0), 0.1, integrator=I.RK4(), steps=Steps(dt0=0.01))
     with pytest.raises(ValueError, match="must be greater than t0"):
-        rollout(m, q0, v0, t0=1.0, t1=0.5, integrator=I.RK4(), dt0=0.01)
+        rollout(m, Start(q0, v0, t=1.0), 0.5, integrator=I.RK4(), steps=Steps(dt0=0.01))
     for bad in (0, -3, 2.5, True):
         with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
-            rollout(m, q0, v0, t1=0.1, integrator=I.RK4(), dt0=0.01, chunk_size=bad)
+            rollout(m, Start(q0, v0), 0.1, integrator=I.RK4(), steps=Steps(dt0=0.01), chunk_size=bad)
 
 
 SHARDED = textwrap.dedent("""
@@ -109,10 +113,10 @@ SHARDED = textwrap.dedent("""
     key = jax.random.PRNGKey(0)
     q0 = jax.random.normal(key, (B, 2)); v0 = jnp.zeros((B, 2))
     ks = jnp.abs(jax.random.normal(jax.random.PRNGKey(1), (B, 2))) * 5
-    kw = dict(t1=0.5, integrator=I.RosenbrockNystrom4(), rtol=1e-6, atol=1e-6, saveat=jnp.array([0.25, 0.5]),
-              model_params={"stiffness": ks})
-    a = rollout(m, q0, v0, shard=True, **kw)
-    b = rollout(m, q0, v0, shard=False, **kw)
+    kw = dict(t1=0.5, integrator=I.RosenbrockNystrom4(), steps=jaxmbd.Steps(rtol=1e-6, atol=1e-6),
+              save=jaxmbd.Save(ts=jnp.array([0.25, 0.5])), model_params={"stiffness": ks})
+    a = rollout(m, jaxmbd.Start(q0, v0), shard=True, **kw)
+    b = rollout(m, jaxmbd.Start(q0, v0), shard=False, **kw)
     assert a.qs.shape == (B, 2, 2)
     np.testing.assert_array_equal(np.asarray(a.qs), np.asarray(b.qs))
     np.testing.assert_array_equal(np.asarray(a.vs), np.asarray(b.vs))
@@ -141,8 +145,8 @@ def test_batch_gradients_wrt_mass_damping_and_control_parameters():
     control = lambda t, q, v, p: p * jnp.cos(3.0 * t) - 0.1 * p * q  # noqa: E731
 
     def loss(masses, damp, gains):
-        r = rollout(m, q0, v0, t1=0.2, integrator=I.RK4(), dt0=0.01, control=control, params=gains,
-                    model_params={"mass": masses, "damping": damp})
+        r = rollout(m, Start(q0, v0), 0.2, integrator=I.RK4(), inputs=Inputs(tau=control, params=gains),
+                    steps=Steps(dt0=0.01), model_params={"mass": masses, "damping": damp})
         return jnp.sum(r.qs[:, -1] ** 2) + 0.1 * jnp.sum(r.vs[:, -1] ** 2)
 
     grads = jax.grad(loss, argnums=(0, 1, 2))(masses, damp, gains)
@@ -162,12 +166,13 @@ def test_observe_inside_the_loop_carries_no_trajectory_buffer():
     m, _, q0, v0, _ = _setup()
     tip = lambda model, q, v: jaxmbd.forward_kinematics(model, q).pos[-1]  # noqa: E731
     ts = jnp.linspace(0.01, 0.37, 37)
-    kw = dict(t1=0.37, integrator=I.RK4(), dt0=0.01, saveat=ts, adjoint="none")
-    full = simulate(m, q0[0], v0[0], **kw)
-    obs = simulate(m, q0[0], v0[0], observe=tip, keep_states=False, **kw)
+    kw = dict(t1=0.37, integrator=I.RK4(), steps=Steps(dt0=0.01), solver=Solver(adjoint="none"))
+    full = simulate(m, Start(q0[0], v0[0]), save=Save(ts=ts), **kw)
+    obs = simulate(m, Start(q0[0], v0[0]), save=Save(ts=ts, observe=tip, states=False), **kw)
     assert obs.qs is None and obs.vs is None and obs.obs.shape == (37, 3)
     np.testing.assert_allclose(obs.obs, jax.vmap(lambda q: tip(m, q, None))(full.qs), rtol=1e-13, atol=1e-14)
-    text = str(jax.make_jaxpr(lambda q, v: simulate(m, q, v, observe=tip, keep_states=False, **kw).obs)(q0[0], v0[0]))
+    text = str(jax.make_jaxpr(lambda q, v: simulate(m, Start(q, v), save=Save(ts=ts, observe=tip, states=False),
+                                                    **kw).obs)(q0[0], v0[0]))
     assert "f64[37,3]" in text and "f64[37,2]" not in text
-    with pytest.raises(ValueError, match="keep_states=False needs an observe"):
-        simulate(m, q0[0], v0[0], keep_states=False, **kw)
+    with pytest.raises(ValueError, match="states=False. needs an observe"):
+        simulate(m, Start(q0[0], v0[0]), save=Save(ts=ts, states=False), **kw)

@@ -11,6 +11,7 @@ import pytest
 
 import jaxmbd
 from jaxmbd.forces import soft
+from jaxmbd import Start, Steps
 
 jax.config.update("jax_enable_x64", True)
 
@@ -149,8 +150,8 @@ def test_rest_penetration_closed_form():
     from scipy.optimize import brentq
     m, mj = _both(BALL.format(solref="0.02 1", solimp="0.9 0.95 0.001 0.5 2"))
     q0 = jnp.array([0, 0, 0.12, 1, 0, 0, 0.0])
-    sol = jaxmbd.simulate(m, q0, jnp.zeros(6), 0.0, 1.0, integrator=jaxmbd.integrators.RosenbrockNystrom4(),
-                          rtol=1e-7, atol=1e-7)
+    sol = jaxmbd.simulate(m, Start(q0, jnp.zeros(6)), 1.0, integrator=jaxmbd.integrators.RosenbrockNystrom4(),
+                          steps=Steps(rtol=1e-7, atol=1e-7))
     assert int(sol.status) == 0
     K = 1.0 / (0.95 * 0.02) ** 2
     closed = brentq(lambda x: (1 - _imp(x)) * 9.81 - _imp(x) ** 2 * K * x, 1e-7, 1e-2, xtol=1e-14)

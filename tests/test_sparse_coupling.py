@@ -13,6 +13,7 @@ from scipy.spatial.transform import Rotation
 import jaxmbd
 from jaxmbd import forces, integrators as I, models
 from jaxmbd.odes import ChartODE, IterationMatrix, SparseIterationMatrix
+from jaxmbd import Start, Inputs, Steps, Save
 
 
 def _cross_spring_tree():
@@ -49,8 +50,8 @@ def test_the_reproduction_is_exact():
     assert bool(exact)
     np.testing.assert_allclose(xs, xd, rtol=1e-12, atol=1e-12 * float(jnp.abs(xd).max()))
     # and the integration: sparse = dense, where dropping the coupling once departed by 2.5e-3 rad in 0.05 s
-    runs = [jaxmbd.simulate(m, q0, v0, 0.0, 0.05, integrator=I.RosenbrockNystrom4(linear_solver=ls), rtol=1e-8,
-                            atol=1e-8) for ls in ("dense", "sparse")]
+    runs = [jaxmbd.simulate(m, Start(q0, v0), 0.05, integrator=I.RosenbrockNystrom4(linear_solver=ls),
+                            steps=Steps(rtol=1e-8, atol=1e-8)) for ls in ("dense", "sparse")]
     assert [int(s.status) for s in runs] == [0, 0]
     np.testing.assert_allclose(runs[1].qs, runs[0].qs, rtol=0, atol=1e-9)
 
@@ -159,8 +160,8 @@ def test_ball_and_free_joints_through_contact_onset():
     q0 = jaxmbd.neutral_q(d).at[2].set(0.15)
     v0 = jnp.array([0.3, 0.0, -1.0, 1.0, 2.0, 3.0, 0.0, 4.0, -2.0, 1.0])
     obs = lambda model, q, v: jnp.min(jaxmbd.forces.contact_forces(model, q, v)["dist"])   # noqa: E731
-    runs = [jaxmbd.simulate(d, q0, v0, 0.0, 0.2, integrator=I.RosenbrockNystrom4(linear_solver=ls), rtol=1e-6,
-                            atol=1e-6, saveat=jnp.linspace(0.0, 0.2, 21), observe=obs) for ls in ("dense", "sparse")]
+    runs = [jaxmbd.simulate(d, Start(q0, v0), 0.2, integrator=I.RosenbrockNystrom4(linear_solver=ls),
+                            steps=Steps(rtol=1e-6, atol=1e-6), save=Save(ts=jnp.linspace(0.0, 0.2, 21), observe=obs)) for ls in ("dense", "sparse")]
     assert [int(s.status) for s in runs] == [0, 0]
     assert float(jnp.min(runs[0].obs)) < 0                          # it did touch the floor
     np.testing.assert_allclose(runs[1].qs, runs[0].qs, rtol=0, atol=1e-9)
@@ -182,19 +183,20 @@ def test_a_control_that_couples_two_branches_is_refused():
     couple = lambda t, q, v, p: (jnp.zeros(m.nv).at[i].set(-p * (q[i] - q[j]))   # noqa: E731
                                  .at[j].set(-p * (q[j] - q[i])))
     q0, v0, _ = _state(m, 1)
-    kw = dict(integrator=I.RosenbrockNystrom4(linear_solver="sparse"), control=couple, rtol=1e-6, atol=1e-6)
+    kw = dict(integrator=I.RosenbrockNystrom4(linear_solver="sparse"), steps=Steps(rtol=1e-6, atol=1e-6))
     on, off = jnp.asarray(30.0), jnp.asarray(0.0)   # arrays: the runs below share their programs
-    bad = jaxmbd.simulate(m, q0, v0, 0.0, 0.05, params=on, **kw)
+    bad = jaxmbd.simulate(m, Start(q0, v0), 0.05, inputs=Inputs(tau=couple, params=on), **kw)
     assert int(bad.status) == I.SPARSE_COUPLING
     assert "use linear_solver='dense'" in jaxmbd.status_name(bad.status)
     assert int(bad.stats["accepted"]) == 0
     # the same control without the coupling term integrates (and agrees with dense)
-    ok = jaxmbd.simulate(m, q0, v0, 0.0, 0.05, params=off, **kw)
-    ref = jaxmbd.simulate(m, q0, v0, 0.0, 0.05, params=off, **dict(kw, integrator=I.RosenbrockNystrom4()))
+    ok = jaxmbd.simulate(m, Start(q0, v0), 0.05, inputs=Inputs(tau=couple, params=off), **kw)
+    ref = jaxmbd.simulate(m, Start(q0, v0), 0.05, inputs=Inputs(tau=couple, params=off),
+                          **dict(kw, integrator=I.RosenbrockNystrom4()))
     assert int(ok.status) == 0 and int(ref.status) == 0
     np.testing.assert_allclose(ok.qs, ref.qs, rtol=0, atol=1e-9)
     # the dense matrix integrates the coupled control
-    assert int(jaxmbd.simulate(m, q0, v0, 0.0, 0.05, params=on,
+    assert int(jaxmbd.simulate(m, Start(q0, v0), 0.05, inputs=Inputs(tau=couple, params=on),
                                **dict(kw, integrator=I.RosenbrockNystrom4())).status) == 0
 
 
@@ -207,4 +209,4 @@ def test_the_sparse_matrix_refuses_soft_rows():
     b.add_geom("ball", "sphere", 0.1, name="ball")
     m = b.build()
     with pytest.raises(ValueError, match="soft-constraint rows"):
-        jaxmbd.simulate(m, integrator=I.RosenbrockNystrom4(linear_solver="sparse"), t1=0.01)
+        jaxmbd.simulate(m, t1=0.01, integrator=I.RosenbrockNystrom4(linear_solver="sparse"))

@@ -9,6 +9,7 @@ import pytest
 
 import jaxmbd
 from jaxmbd import integrators as I
+from jaxmbd import Steps, Save
 
 RTOL = 1e-10
 
@@ -121,14 +122,16 @@ def test_simulate_conserves_energy():
     m = _pendulum()
     E = jax.jit(jax.vmap(lambda q, v: _energy(m, q, v)))
     ts = jnp.linspace(0.0, 2.0, 9)
-    sol = jaxmbd.simulate(m, t1=2.0, integrator=I.Dopri5(), rtol=1e-10, atol=1e-10, saveat=ts, max_steps=20000)
+    sol = jaxmbd.simulate(m, t1=2.0, integrator=I.Dopri5(), steps=Steps(rtol=1e-10, atol=1e-10, max_steps=20000),
+                          save=Save(ts=ts))
     assert int(sol.status) == 0
     e = np.asarray(E(sol.qs, sol.vs))
     assert np.abs(e - e[0]).max() < 1e-7 * max(abs(e[0]), 1.0)
     assert np.ptp(np.asarray(sol.qs[:, 1])) > 0.1  # both angles move
     # a few fixed RK4 steps run and stay close to the adaptive solution
-    rk = jaxmbd.simulate(m, t1=0.05, integrator=I.RK4(), dt0=0.005, saveat=jnp.array([0.0, 0.05]))
-    ref = jaxmbd.simulate(m, t1=0.05, integrator=I.Dopri5(), rtol=1e-12, atol=1e-12, saveat=jnp.array([0.0, 0.05]))
+    rk = jaxmbd.simulate(m, t1=0.05, integrator=I.RK4(), steps=Steps(dt0=0.005), save=Save(ts=jnp.array([0.0, 0.05])))
+    ref = jaxmbd.simulate(m, t1=0.05, integrator=I.Dopri5(), steps=Steps(rtol=1e-12, atol=1e-12),
+                          save=Save(ts=jnp.array([0.0, 0.05])))
     assert int(rk.status) == 0
     np.testing.assert_allclose(rk.qs[-1], ref.qs[-1], atol=1e-7)
     e_rk = np.asarray(E(rk.qs, rk.vs))

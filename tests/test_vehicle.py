@@ -15,6 +15,7 @@ import jaxmbd
 from jaxmbd import dae, forces, integrators, odes
 from jaxmbd.constraints import phi_jacobian_tree
 from jaxmbd.models import vehicle as V
+from jaxmbd import Start, Steps, Save
 
 
 @pytest.fixture(scope="module")
@@ -199,9 +200,9 @@ def test_descriptor_codes_with_ball_joints():
     q0 = jaxmbd.normalize_q(m.tree, m.q0 + 0.2 * rng.normal(size=m.nq))   # tree order = mechanism order here
     q0, v0, info = jaxmbd.assemble(m, q0, jnp.asarray(rng.normal(size=m.nv)))
     assert float(info["residual"]) < 1e-12
-    kw = dict(t1=0.3, rtol=1e-9, atol=1e-9, max_steps=5000)
-    ref = jaxmbd.simulate(m, q0, v0, integrator=integrators.SDIRK4(), **kw)
-    s = jaxmbd.simulate(m, q0, v0, integrator=integrators.DescriptorSDIRK4(), **kw)
+    kw = dict(t1=0.3, steps=Steps(rtol=1e-9, atol=1e-9, max_steps=5000))
+    ref = jaxmbd.simulate(m, Start(q0, v0), integrator=integrators.SDIRK4(), **kw)
+    s = jaxmbd.simulate(m, Start(q0, v0), integrator=integrators.DescriptorSDIRK4(), **kw)
     assert int(ref.status) == int(s.status) == 0
     assert float(jnp.abs(jaxmbd.difference_q(m.tree, s.qs[-1], ref.qs[-1])).max()) < 1e-7
     assert float(jnp.abs(jaxmbd.difference_q(m.tree, ref.qs[-1], q0)).max()) > 0.1   # it moved
@@ -209,9 +210,9 @@ def test_descriptor_codes_with_ball_joints():
     assert abs(E(s.qs[-1], s.vs[-1]) - E(q0, v0)) < 1e-6 * abs(E(q0, v0))
     assert np.all(np.asarray(s.max_residuals) <= 1e-10)
     # InflTrap and SspTrap: the same formula, so equal at fixed steps (tight Newton tolerances)
-    kw = dict(t1=0.05, dt0=5e-4, rtol=1e-11, atol=1e-11, max_steps=200)
-    a = jaxmbd.simulate(m, q0, v0, integrator=integrators.DescriptorTrapezoidal(adaptive_steps=False), **kw)
-    b = jaxmbd.simulate(m, q0, v0, integrator=integrators.SspTrapezoidal(adaptive_steps=False), **kw)
+    kw = dict(t1=0.05, steps=Steps(dt0=5e-4, rtol=1e-11, atol=1e-11, max_steps=200))
+    a = jaxmbd.simulate(m, Start(q0, v0), integrator=integrators.DescriptorTrapezoidal(adaptive_steps=False), **kw)
+    b = jaxmbd.simulate(m, Start(q0, v0), integrator=integrators.SspTrapezoidal(adaptive_steps=False), **kw)
     assert int(a.status) == int(b.status) == 0 and int(a.stats["accepted"]) == 100
     assert float(jnp.abs(jaxmbd.difference_q(m.tree, a.qs[-1], b.qs[-1])).max()) < 1e-10
     assert np.all(np.asarray(a.max_residuals) <= 1e-10)
@@ -222,7 +223,8 @@ def test_step_history_records_the_accepted_steps():
     the sizes add up to the span, the end times are their running sum, and
     slots beyond the steps taken stay NaN."""
     m = jaxmbd.models.pendulum()
-    s = jaxmbd.simulate(m, t1=0.5, integrator=integrators.Dopri5(), rtol=1e-6, atol=1e-6, step_history=400)
+    s = jaxmbd.simulate(m, t1=0.5, integrator=integrators.Dopri5(), steps=Steps(rtol=1e-6, atol=1e-6),
+                        save=Save(step_history=400))
     n = int(s.stats["accepted"])
     t, h = np.asarray(s.steps["t"]), np.asarray(s.steps["h"])
     assert int(s.status) == 0 and 5 < n < 400
@@ -230,7 +232,7 @@ def test_step_history_records_the_accepted_steps():
     np.testing.assert_allclose(np.cumsum(h[:n]), t[:n], rtol=1e-12)
     assert t[n - 1] == pytest.approx(0.5, rel=1e-12)
     with pytest.raises(ValueError, match="step_history"):
-        jaxmbd.simulate(m, t1=0.5, integrator=integrators.Dopri5(), step_history=-1)
+        jaxmbd.simulate(m, t1=0.5, integrator=integrators.Dopri5(), save=Save(step_history=-1))
 
 
 def test_static_equilibrium_of_a_hanging_four_bar():

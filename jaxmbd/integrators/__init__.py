@@ -23,7 +23,7 @@ codes iterate on (q̈, λ): InflSDIRK = :class:`DescriptorSDIRK4` (SDIRK4/16,
 from .base import (BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TIMES, BAD_TOLERANCES, CONSTRAINT_FAILURE, CONTACT_OVERFLOW,
                    DIVERGED, MAX_STEPS,
                    NEWTON_FAILURE, NONFINITE, SPARSE_COUPLING, STATUS_NAMES, STEP_UNDERFLOW, SUCCESS,
-                   AbstractIntegrator, Attempt, Controller)
+                   REGISTRY, AbstractAdaptive, AbstractImplicit, AbstractIntegrator, Attempt, Controller)
 from .explicit import RK4, Dopri5, SemiImplicitEuler
 from .newmark import Trapezoidal
 from .rosenbrock import RosenbrockNystrom4
@@ -32,7 +32,7 @@ from .descriptor import DescriptorSDIRK4, DescriptorTrapezoidal
 
 SspTrapezoidal = Trapezoidal  # the thesis's SspTrap: the trapezoidal rule on a mechanism's state-space ODE
 
-__all__ = ["AbstractIntegrator", "Attempt", "Controller", "SemiImplicitEuler", "RK4", "Dopri5",
+__all__ = ["REGISTRY", "AbstractIntegrator", "AbstractAdaptive", "AbstractImplicit", "Attempt", "Controller", "SemiImplicitEuler", "RK4", "Dopri5",
            "RosenbrockNystrom4", "SDIRK4", "Trapezoidal", "SspTrapezoidal", "DescriptorSDIRK4", "DescriptorTrapezoidal", "SUCCESS", "MAX_STEPS", "STEP_UNDERFLOW",
            "NEWTON_FAILURE", "NONFINITE", "CONSTRAINT_FAILURE", "BAD_MASS_MATRIX", "BAD_PARAMETERS", "BAD_TOLERANCES",
            "BAD_TIMES", "SPARSE_COUPLING", "CONTACT_OVERFLOW", "DIVERGED", "STATUS_NAMES"]

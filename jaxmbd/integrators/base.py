@@ -3,6 +3,8 @@ simplified-Newton iteration shared by the implicit methods."""
 
 from __future__ import annotations
 
+import abc
+import inspect
 from typing import ClassVar, NamedTuple
 
 import equinox as eqx
@@ -60,40 +62,85 @@ class Attempt(NamedTuple):
     exact: object = None
 
 
+REGISTRY: dict = {}
+"""Every concrete integrator of :mod:`jaxmbd.integrators`, by its ``name``
+(the CLI's ``--integrator``); filled as the classes are defined."""
+
+
 class AbstractIntegrator(eqx.Module):
     """A one-step method for y'' = g(t, y, y') (see ``chart.ChartODE``).
 
-    Subclasses define ``order`` (of the solution), ``error_order`` (q, the
-    order of the embedded estimate; the step-size exponent is 1/(q+1);
-    None for fixed-step methods) and ``attempt(ode, t, v0, h, scale, cache)``.
+    Subclasses define ``name`` (the registry's and the CLI's name),
+    ``order`` (of the solution), ``error_order`` (q, the order of the
+    embedded estimate; the step-size exponent is 1/(q+1); None for
+    fixed-step methods) and ``attempt(ode, t, v0, h, scale, cache)``.
+    Error-controlled methods derive from :class:`AbstractAdaptive`, methods
+    with an iteration matrix from :class:`AbstractImplicit`; ``descriptor``:
+    the method iterates on a mechanism's (q̈, λ) and takes mechanisms only.
 
     Methods that carry data from step to step (a reusable factorization, the
     stages for a predictor) return it as ``Attempt.cache``; ``init_cache``
     gives its initial value (same structure) and ``commit(cache, accepted)``
     is called after each attempt.  ``holds_step``: the controller keeps h
     when it would change by a factor in [1, 1.2], so that the factorization
-    can be kept (digest negrut.md §3.6)."""
+    can be kept (Negrut's thesis §4.3; Hairer and Wanner, Solving ODEs II,
+    IV.8)."""
+    name: ClassVar[str]
     order: ClassVar[int]
     error_order: ClassVar[int | None] = None
     holds_step: ClassVar[bool] = False
+    descriptor: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if cls.__module__.startswith("jaxmbd.integrators.") and not inspect.isabstract(cls) \
+                and not cls.__name__.startswith("Abstract"):
+            if "name" not in cls.__dict__:
+                raise TypeError(f"integrator {cls.__name__} must define its registry name (name: ClassVar[str])")
+            REGISTRY[cls.name] = cls
 
     @property
     def adaptive(self) -> bool:
-        return self.error_order is not None and getattr(self, "adaptive_steps", True)
+        """Whether simulate controls the step size (error-controlled and not built with adaptive_steps=False)."""
+        return False
 
     @property
     def tolerance_factor(self) -> float:
-        """The factor simulate applies to rtol and atol (``tol_factor``; 1 if none)."""
-        return float(getattr(self, "tol_factor", 1.0))
+        """The factor simulate applies to rtol and atol."""
+        return 1.0
 
-    def attempt(self, ode, t, v0, h, scale, cache=None) -> Attempt:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abc.abstractmethod
+    def attempt(self, ode, t, v0, h, scale, cache=None) -> Attempt:
+        """One step attempt from (y = 0, y' = v0) at t with step h; ``scale``
+        = (sy, sv), the error scales of Newton's convergence test."""
 
     def init_cache(self, ode, t, v0):
         return None
 
     def commit(self, cache, accepted):
         return cache
+
+
+class AbstractAdaptive(AbstractIntegrator):
+    """An error-controlled method: ``adaptive_steps`` (False: fixed steps of
+    dt0) and ``tol_factor`` (the factor on rtol and atol) are its fields."""
+    adaptive_steps: eqx.AbstractVar[bool]
+    tol_factor: eqx.AbstractVar[float]
+
+    @property
+    def adaptive(self) -> bool:
+        return self.error_order is not None and bool(self.adaptive_steps)
+
+    @property
+    def tolerance_factor(self) -> float:
+        return float(self.tol_factor)
+
+
+class AbstractImplicit(AbstractAdaptive):
+    """An implicit or linearly implicit method with an iteration matrix:
+    ``linear_solver`` is "dense" or "sparse" (the branch-sparse LᵀDL of a
+    kinematic tree)."""
+    linear_solver: eqx.AbstractVar[str]
 
 
 def check_tol_factor(name, tol_factor):

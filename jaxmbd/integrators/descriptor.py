@@ -37,7 +37,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 
 from ..odes.base import DescriptorODE
-from .base import NEWTON_MAX, AbstractIntegrator, Attempt, check_tableau, check_tol_factor, newton
+from .base import NEWTON_MAX, AbstractAdaptive, Attempt, check_tableau, check_tol_factor, newton
 
 # --- SDIRK4/16 (γ = 1/4), digest negrut.md §3.3 (Table 13) ---------------------------------
 
@@ -132,7 +132,7 @@ def _newton_scale(ode, scale, h_unit, lam_w):
     return jnp.concatenate([sx, sl])
 
 
-class DescriptorTrapezoidal(AbstractIntegrator):
+class DescriptorTrapezoidal(AbstractAdaptive):
     """InflTrap (digest negrut.md §2.2, §3.1, §3.8): the trapezoidal rule
     on accelerations (Newmark γ = 1/2, β = 1/4; as :class:`Trapezoidal`)
     in descriptor form.  y1 = h y0' + h²/4 (a0 + a1), y1' = y0' + h/2 (a0 + a1)
@@ -150,6 +150,8 @@ class DescriptorTrapezoidal(AbstractIntegrator):
     q̈[ind] in velocity units (h/2 q̈) against the velocity scale, as
     ``Trapezoidal``; q̈[dep] and λ as described in :func:`_newton_scale`.
     Order 2, A-stable, not L-stable."""
+    name: ClassVar[str] = "infl_trap"
+    descriptor: ClassVar[bool] = True
     order: ClassVar[int] = 2
     error_order: ClassVar[int] = 1
     adaptive_steps: bool = True
@@ -175,7 +177,7 @@ class DescriptorTrapezoidal(AbstractIntegrator):
                        newton=it, cache=cache)
 
 
-class DescriptorSDIRK4(AbstractIntegrator):
+class DescriptorSDIRK4(AbstractAdaptive):
     """InflSDIRK (digest negrut.md §2.1 SDIRK paragraph, §2.2, §3.3, §3.8):
     SDIRK4/16 (γ = 1/4, stiffly accurate, L-stable, order 4 with an
     embedded order-3 b̂; tableau checked exactly at import) in the
@@ -202,6 +204,8 @@ class DescriptorSDIRK4(AbstractIntegrator):
     ``newton_max`` (default 10): the iteration matrix is the step start's,
     not the stage's, so Newton contracts more slowly than in the z-form
     ``SDIRK4`` and 7 iterations (H&W) cause many Newton rejections."""
+    name: ClassVar[str] = "infl_sdirk"
+    descriptor: ClassVar[bool] = True
     order: ClassVar[int] = 4
     error_order: ClassVar[int] = 3
     adaptive_steps: bool = True

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import AbstractIntegrator, Attempt, check_tableau
+from .base import AbstractAdaptive, AbstractIntegrator, Attempt, check_tableau, check_tol_factor
 
 
 def _zero_work(y):
@@ -19,6 +19,7 @@ def _zero_work(y):
 
 class SemiImplicitEuler(AbstractIntegrator):
     """v1 = v0 + h a(q0, v0); q1 = q0 ⊕ h v1.  Order 1, fixed step."""
+    name: ClassVar[str] = "euler"
     order: ClassVar[int] = 1
 
     def attempt(self, ode, t, v0, h, scale, cache=None):
@@ -62,6 +63,7 @@ _RK4 = (np.array([[0, 0, 0, 0], [0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 1, 0]], f
 
 class RK4(AbstractIntegrator):
     """The classical fourth-order Runge-Kutta method, fixed step."""
+    name: ClassVar[str] = "rk4"
     order: ClassVar[int] = 4
 
     def __check_init__(self):
@@ -85,16 +87,19 @@ _DP_BHAT = np.array([5179 / 57600, 0, 7571 / 16695, 393 / 640, -92097 / 339200, 
 _DP_C = np.array([0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1, 1])
 
 
-class Dopri5(AbstractIntegrator):
+class Dopri5(AbstractAdaptive):
     """Dormand-Prince 5(4), adaptive; the explicit baseline (standing in for the
     thesis's DEABM).  Seven RHS evaluations per attempt (no FSAL reuse: each
     step starts a new chart, see jaxmbd.odes.chart)."""
+    name: ClassVar[str] = "dopri5"
     order: ClassVar[int] = 5
     error_order: ClassVar[int] = 4
     adaptive_steps: bool = True
+    tol_factor: float = 1.0
 
     def __check_init__(self):
         check_tableau("Dopri5", _DP_A, _DP_B, _DP_C, strictly_lower=True)
+        check_tol_factor("Dopri5", self.tol_factor)
 
     def attempt(self, ode, t, v0, h, scale, cache=None):
         y1, d1, ey, ed, n = _explicit_rk(ode, t, v0, h, _DP_A, _DP_B, _DP_C, _DP_BHAT)

@@ -8,10 +8,10 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from .base import AbstractIntegrator, Attempt, Kept, check_linear_solver, check_tol_factor, newton, step_iteration_matrix
+from .base import AbstractImplicit, Attempt, Kept, check_linear_solver, check_tol_factor, newton, step_iteration_matrix
 
 
-class Trapezoidal(AbstractIntegrator):
+class Trapezoidal(AbstractImplicit):
     """y1 = h y0' + h²/4 (a0 + a1), y1' = y0' + h/2 (a0 + a1), with a1 the
     solution of a1 = g(t + h, y1, y1') by modified Newton (matrix
     S = I - h/2 J2 - h²/4 J1 at the step start, predictor a1 = a0).
@@ -26,6 +26,7 @@ class Trapezoidal(AbstractIntegrator):
     ``tol_factor`` (default 0.3) scales rtol and atol: with it the global
     error of the stiff double pendulum over the thesis's protocol stays
     within 7x the requested tolerance (19x without)."""
+    name: ClassVar[str] = "trapezoidal"
     order: ClassVar[int] = 2
     error_order: ClassVar[int] = 1
     holds_step: ClassVar[bool] = True

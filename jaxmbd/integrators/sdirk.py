@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import (AbstractIntegrator, Attempt, Kept, check_linear_solver, check_tableau, check_tol_factor, newton,
+from .base import (AbstractImplicit, Attempt, Kept, check_linear_solver, check_tableau, check_tol_factor, newton,
                    step_iteration_matrix)
 
 GAMMA_FR = Fr(4, 15)
@@ -87,7 +87,7 @@ class SDIRKCache(NamedTuple):
     accepted: jax.Array
 
 
-class SDIRK4(AbstractIntegrator):
+class SDIRK4(AbstractImplicit):
     """SDIRK4 (Hairer-Wanner, γ = 4/15), order 4(3), on w = (y, y').
 
     Per step: one Jacobian (J1, J2) and one LU of S = I - h γ J2 - h² γ² J1
@@ -108,6 +108,7 @@ class SDIRK4(AbstractIntegrator):
     ``tol_factor`` (default 0.5) scales rtol and atol: with it the global
     error of the stiff double pendulum over the thesis's protocol stays
     within 4x the requested tolerance (6x without)."""
+    name: ClassVar[str] = "sdirk4"
     order: ClassVar[int] = 4
     error_order: ClassVar[int] = 3
     holds_step: ClassVar[bool] = True

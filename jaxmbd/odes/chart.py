@@ -28,7 +28,8 @@ import numpy as np
 
 from .. import forces, joints, kinematics, ltdl
 from ..crba import compact_to_dense, mass_matrix_compact
-from ..dynamics import check_ctrl, forward_dynamics, inverse_dynamics
+from ..dynamics import forward_dynamics, inverse_dynamics
+from ..inputs import NO_INPUTS, actuation  # noqa: F401 - actuation is re-exported
 from ..spatial import skew
 from .base import AbstractODE, solve_first_order
 
@@ -64,39 +65,19 @@ def right_jacobian_inv(phi):
     return I + 0.5 * K + c3[..., None, None] * (K @ K)
 
 
-def actuation(model, t, q, v, ctrl, params, user=None):
-    """(nv,) the actuators' generalized force at (t, q, v) (zero without
-    actuators) for ctrl: None (every control zero, as MuJoCo's default
-    ``ctrl``), an (nu,) array, or ``ctrl(t, q, v, params)`` -> (nu,), called
-    with ``user(q)``, ``user(v)`` when the caller's coordinate order differs
-    (a mechanism's)."""
-    if model.actuators is None:
-        return jnp.zeros(model.nv, q.dtype)
-    if ctrl is None:
-        u = jnp.zeros(model.nu, q.dtype)
-    elif callable(ctrl):
-        u = jnp.asarray(ctrl(t, q, v, params) if user is None else ctrl(t, user(q), user(v), params), q.dtype)
-        check_ctrl(model, u, "ctrl(t, q, v, params)")
-    else:
-        u = jnp.asarray(ctrl, q.dtype)
-    return model.actuators.generalized_force(model.nv, q, v, u)
-
-
 class ChartODE(AbstractODE):
-    """y'' = g(t, y, y') around q0 for a model, control and parameters.
+    """y'' = g(t, y, y') around q0 for a model and what is applied to it.
 
-    control: None (zero torque), an (nv,) array, or a function
-    ``tau(t, q, v, params)``; ctrl: the actuators' inputs, None (zero), an
-    (nu,) array or ``ctrl(t, q, v, params)``; the applied force is the
-    control's torque plus the actuators' force (:func:`actuation`).
-    ``linear_solver="sparse"`` in :meth:`iteration_matrix`:
-    :class:`SparseIterationMatrix`."""
+    inputs: a :class:`jaxmbd.Inputs` (joint torques, actuator inputs and
+    their parameters; default none); the applied force is
+    :meth:`jaxmbd.Inputs.force`.  ``linear_solver="sparse"`` in
+    :meth:`iteration_matrix`: :class:`SparseIterationMatrix`."""
 
-    def __init__(self, model, q0, control=None, params=None, dynamics="aba", ctrl=None):
-        self.model, self.q0, self.control, self.params = model, q0, control, params
-        self.dynamics, self.ctrl = dynamics, ctrl
+    def __init__(self, model, q0, inputs=None, dynamics="aba"):
+        self.model, self.q0, self.dynamics = model, q0, dynamics
+        self.inputs = NO_INPUTS if inputs is None else inputs
         self.R = joints.rotation_dofs(model.topo)
-        self.time_dependent = callable(control) or callable(ctrl)
+        self.time_dependent = self.inputs.time_dependent
 
     def velocity(self, y, yd):
         """Joint velocity v = Jr(y) y' (identity on scalar DoFs)."""
@@ -109,17 +90,8 @@ class ChartODE(AbstractODE):
         return kinematics.integrate_q(self.model, self.q0, y)
 
     def tau(self, t, q, v):
-        """The applied generalized force: the control's torque plus the actuators' force."""
-        c = self.control
-        if c is None:
-            tau = jnp.zeros(self.model.nv, q.dtype)
-        elif callable(c):
-            tau = jnp.asarray(c(t, q, v, self.params), q.dtype)
-        else:
-            tau = jnp.broadcast_to(jnp.asarray(c, q.dtype), (self.model.nv,))
-        if self.model.actuators is None:    # (the program of a model without actuators is unchanged)
-            return tau
-        return tau + actuation(self.model, t, q, v, self.ctrl, self.params)
+        """The applied generalized force (:meth:`jaxmbd.Inputs.force`)."""
+        return self.inputs.force(self.model, t, q, v)
 
     def accel(self, t, q, v):
         return forward_dynamics(self.model, q, v, self.tau(t, q, v), method=self.dynamics)

@@ -28,24 +28,25 @@ from ..dae import NEWTON_ITERS, RECOVERY_TOL, accel_tree, partition
 from ..dynamics import bias_force
 from ..kinematics import normalize_q
 from .base import DescriptorODE, value_and_jacobians
-from .chart import ChartODE, actuation, right_jacobian_inv
+from ..inputs import NO_INPUTS, Inputs
+from .chart import ChartODE, right_jacobian_inv
 
 
 class ConstrainedChartODE(DescriptorODE):
     """y'' = g(t, y, y') for the independent chart coordinates of a mechanism
     around a consistent tree-ordered configuration q0 (see the module
-    docstring).  ``control(t, q, v, params)``, ``ctrl(t, q, v, params)`` (the
-    actuators' inputs, see :class:`~jaxmbd.odes.ChartODE`) and the saved
-    states use the mechanism's coordinate order; everything inside is in tree
-    order."""
+    docstring).  The functions of ``inputs`` (a :class:`jaxmbd.Inputs`) and
+    the saved states use the mechanism's coordinate order; everything inside
+    is in tree order."""
 
-    def __init__(self, mech, q0, dep, ind, control=None, params=None, method="schur", ctrl=None):
+    def __init__(self, mech, q0, dep, ind, inputs=None, method="schur"):
         self.mech, self.q0, self.dep, self.ind = mech, q0, dep, ind
         self.chart = ChartODE(mech.tree, q0)
         self.model = mech.tree
-        self.control, self.params, self.method, self.ctrl = control, params, method, ctrl
+        self.inputs = NO_INPUTS if inputs is None else inputs
+        self.method = method
         self.R = self.chart.R
-        self.time_dependent = callable(control) or callable(ctrl)
+        self.time_dependent = self.inputs.time_dependent
         self.nv = mech.nv
         if self.dep.shape[0]:
             # the tangent plane at the step start: x_dep ≈ -Φ_u⁻¹ Φ_v y, Newton's starting guess
@@ -116,17 +117,8 @@ class ConstrainedChartODE(DescriptorODE):
         return self.chart.config(x), self.chart.velocity(x, xd), x, xd, ok, G
 
     def tau(self, t, q, v):
-        """The applied generalized force (tree order): the control's torque plus the actuators' force."""
-        c, mech = self.control, self.mech
-        if c is None:
-            tau = jnp.zeros(self.nv, q.dtype)
-        elif callable(c):
-            tau = mech.to_tree(jnp.asarray(c(t, mech.from_tree(q), mech.from_tree(v), self.params), q.dtype))
-        else:
-            tau = mech.to_tree(jnp.broadcast_to(jnp.asarray(c, q.dtype), (self.nv,)))
-        if self.model.actuators is None:
-            return tau
-        return tau + actuation(self.model, t, q, v, self.ctrl, self.params, mech.from_tree)
+        """The applied generalized force (tree order; :meth:`jaxmbd.Inputs.force`)."""
+        return self.inputs.force(self.model, t, q, v, self.mech)
 
     def accel_full(self, t, y, yd, iters=NEWTON_ITERS):
         """(x'' (nv,), a (nv,), λ, ok) at independent (y, y')."""
@@ -227,10 +219,11 @@ def static_equilibrium(mech, q=None, iterations=8, tau=None):
     q = mech.q0 if q is None else jnp.asarray(q)
     _check(mech, q)
     control = None if tau is None else jnp.asarray(tau, q.dtype)
+    inputs = Inputs(tau=control)
 
     def step(qt, _):
         P = partition(mech.rows(phi_jacobian_tree(mech, qt)))
-        ode = ConstrainedChartODE(mech, qt, P["dep"], P["ind"], control)
+        ode = ConstrainedChartODE(mech, qt, P["dep"], P["ind"], inputs)
         y0 = jnp.zeros(P["ind"].shape[0], q.dtype)
         g0, J1, _ = ode.g_and_jac(jnp.zeros((), q.dtype), y0, y0)
         dy = jnp.linalg.lstsq(J1, -g0, rcond=1e-10)[0]
