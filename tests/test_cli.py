@@ -99,6 +99,7 @@ KILLED = {
 }
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("model", [pytest.param(k, marks=pytest.mark.slow) if k == "quadruped" else k for k in KILLED])
 def test_killed_run_resumes_without_losing_or_duplicating(model, tmp_path, capsys):
     """Start a chunked run in a subprocess, SIGKILL it after a few chunks,

@@ -78,6 +78,7 @@ def test_the_pairs_and_parameters_are_what_was_asked(ball, box):
     np.testing.assert_allclose(c.friction[0], [0.5, 0, 0])
 
 
+@pytest.mark.long
 def test_a_ball_at_rest_sinks_the_penetration_of_the_law(ball):
     """k δ^p = m g: the settled ball's centre is at r - (m g / k)^(1/p) (1e-8)
     (the damping set near critical, a traced value: the same program)."""
@@ -131,6 +132,7 @@ def test_friction_law_derivatives_are_finite_without_friction():
     np.testing.assert_allclose(np.asarray(g)[0], np.asarray(fd), rtol=1e-7)
 
 
+@pytest.mark.long
 def test_a_dropped_ball_bounces_with_the_law_s_restitution_and_never_rises_higher(ball):
     """In zero gravity a ball thrown at the floor leaves at e v_in with e
     from law.restitution (1e-6; exact for the Hunt-Crossley law).  Dropped
@@ -162,6 +164,7 @@ def test_a_dropped_ball_bounces_with_the_law_s_restitution_and_never_rises_highe
     assert float(E[-1]) < float(E[0]) - 0.1
 
 
+@pytest.mark.long
 def test_a_sliding_block_stops_after_v0_squared_over_2_mu_g(box):
     """Two friction coefficients in one vmapped run (contact parameters are
     traced: batched like any model number): each block stops v0²/(2μg) from
@@ -175,7 +178,7 @@ def test_a_sliding_block_stops_after_v0_squared_over_2_mu_g(box):
     assert float(jnp.max(jnp.abs(sol.vs[:, -1, 0]))) < 1e-3
 
 
-@pytest.mark.parametrize("tan_theta", [0.3, 0.7])
+@pytest.mark.parametrize("tan_theta", [pytest.param(0.3, marks=pytest.mark.long), 0.7])  # 0.7 in the default run
 def test_a_block_on_an_incline_creeps_below_the_friction_angle_and_slides_above(box, tan_theta):
     """The incline is gravity tilted by θ.  Below atan μ the block creeps no
     faster than v_s tanθ/sqrt(μ² - tan²θ); above, it accelerates at

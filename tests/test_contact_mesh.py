@@ -166,6 +166,7 @@ def table():
     return b.build()
 
 
+@pytest.mark.long
 def test_a_mesh_cube_rests_level_on_a_table_and_carries_its_weight(table):
     """Face on face, the four bottom vertices carry the weight (one GJK point
     would let the cube rock): after 1 s it is level to 1e-9, at rest, the

@@ -31,6 +31,7 @@ def _rel(a, b):
     return np.max(np.abs(np.asarray(a) - b) / np.abs(b))
 
 
+@pytest.mark.long
 def test_squeezer_is_the_test_set_problem(squeezer):
     m = squeezer
     assert (m.nq, m.nv, m.nc) == (7, 7, 6)
@@ -80,8 +81,9 @@ def _random_mechanism(kind, seed):
     return b.build()
 
 
-@pytest.mark.parametrize("kind", ["point", "point_planar", "revolute", "prismatic", "weld", "distance",
-                                  "point_on_line"])
+@pytest.mark.parametrize("kind", [k if k == "point_planar" else pytest.param(k, marks=pytest.mark.long)  # long but one
+                                  for k in ["point", "point_planar", "revolute", "prismatic", "weld", "distance",
+                                            "point_on_line"]])
 def test_constraint_derivatives(kind):
     """Φ_q = dΦ/dq and τ = -(Φ_q v)_q v against central differences (scalar joints: q ⊕ x = q + x)."""
     m = _random_mechanism(kind, hash(kind) % 1000)
@@ -136,6 +138,7 @@ def test_force_elements_are_conservative_and_dissipative(squeezer):
         assert float(damp @ v) <= 0.0
 
 
+@pytest.mark.long
 def test_cartesian_pendulum_partition_and_thesis_jacobians():
     """Full-pivot GCP picks (y2, θ1) as independent (digest §1.2), and the autodiff
     J1, J2 of the state-space ODE equal the thesis's §2.4 chain-rule formulas."""
@@ -184,6 +187,7 @@ def test_assembly_converges_quadratically():
     assert abs(float(qa[0] - q[0])) < 0.05   # minimum norm: stays near the start
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name,tol,eq,ev", [("rosenbrock", 1e-8, 1e-7, 1e-5),
                                             pytest.param("sdirk4", 1e-8, 1e-7, 1e-5, marks=pytest.mark.slow),
                                             pytest.param("descriptor_sdirk4", 1e-8, 1e-7, 1e-5,
@@ -211,6 +215,7 @@ def test_squeezer_against_radau(squeezer, reference, name, tol, eq, ev):
     assert int(sol.stats["partitions"]) >= 0
 
 
+@pytest.mark.long
 def test_schur_through_sparse_ltdl_equals_the_augmented_solve():
     """A branched tree (31 DoF) with two loops: the Schur-complement path through
     the branch-sparse LᵀDL, dense Cholesky and the dense augmented solve agree,
@@ -282,6 +287,7 @@ def test_batched_squeezers_and_the_spring_gradient(squeezer):
     assert abs(g - fd) <= 1e-5 * abs(fd), (g, fd)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("make", ["four_bar", pytest.param("slider_crank", marks=pytest.mark.slow)])
 def test_energy_is_conserved_and_the_partition_renewed(make):
     """A conservative four-bar over several crank turns and a slider-crank
@@ -310,6 +316,7 @@ def test_energy_is_conserved_and_the_partition_renewed(make):
         assert int(sol.stats["partitions"]) >= 1
 
 
+@pytest.mark.long
 def test_assembly_with_redundant_constraints():
     """A planar four-bar closed by a spatial revolute constraint (5 equations,
     rank 2): assembly converges on the independent rows (full rank: no

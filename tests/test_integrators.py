@@ -143,6 +143,7 @@ def _ball_pendulum():
     return b.set_initial_state(q0, [0.5, -1.0, 2.0, 1.5]).build()
 
 
+@pytest.mark.long
 def test_chart_jacobians_match_finite_differences():
     m = _ball_pendulum()
     ode = ChartODE(m, m.q0)
@@ -192,7 +193,8 @@ def _state_error(m, sol, ref):
     return float(jnp.max(jnp.abs(jnp.concatenate([dq, sol.vs[-1] - ref.vs[-1]]))))
 
 
-@pytest.mark.parametrize("name", sorted(ORDER_CASES))
+@pytest.mark.parametrize("name", [n if n == "RK4" else pytest.param(n, marks=pytest.mark.long)  # long but RK4
+                                  for n in sorted(ORDER_CASES)])
 def test_empirical_order(name, ball_reference):
     """Fixed steps on a ball-and-hinge pendulum (rotations go through the chart):
     log-log slope of the final-state error within 0.3 of the method's order."""
@@ -281,6 +283,7 @@ def _check_protocol(res):
         assert np.all(np.diff(r[:, 0]) < 0) and np.all(np.diff(r[:, 1]) < 0), (name, r)
 
 
+@pytest.mark.long
 def test_stiff_double_pendulum_protocol(pendulum_reference):
     """T = 2 s, tol 1e-2 .. 1e-6, 40 save points: the errors of θ1 and θ̇1 stay
     within 10x the tolerance and decrease with it, for SDIRK4,
@@ -316,6 +319,7 @@ def test_stiff_chain_protocol():
     _check_protocol({name: _protocol(m, jnp.asarray(ts), r.y.T, method, T) for name, method in IMPLICIT})
 
 
+@pytest.mark.long
 def test_kept_factorization_and_held_steps():
     """SDIRK4 and the trapezoidal rule keep J and the LU while h is unchanged
     and Newton contracts fast: with a fixed step they factor a few times
@@ -378,6 +382,7 @@ def test_sdirk_dense_output():
     assert 3.7 < p < 4.6, (p, errs)
 
 
+@pytest.mark.long
 def test_tol_factor_is_validated_and_applied():
     for cls in (I.RosenbrockNystrom4, I.SDIRK4, I.Trapezoidal):
         for bad in (0.0, -1.0, 2.0, "x"):
@@ -393,6 +398,7 @@ def test_tol_factor_is_validated_and_applied():
 
 # --- batching, statuses, gradients, conservation -------------------------------------------
 
+@pytest.mark.long
 def test_vmap_equals_loop_and_a_failing_member_is_isolated():
     m = models.double_pendulum()
     rng = np.random.default_rng(0)
@@ -444,6 +450,7 @@ def test_statuses_and_bad_input():
         jaxmbd.ModelBuilder().add_body("a", "world", "revolute", axis=(0, 0, 1)).set_initial_state([1.0, 2.0]).build()
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("method, kw", [(I.RK4(), dict(dt0=0.02)),
                                         pytest.param(I.RosenbrockNystrom4(), dict(rtol=1e-7, atol=1e-7),
                                                      marks=pytest.mark.slow)])
@@ -570,6 +577,7 @@ def test_rosenbrock_attempt_uses_its_jacobians_with_a_cotangent_of_rank_at_most_
         assert sv[4] > 1e-8 * sv[0] and sv[5] < 1e-13 * sv[0], sv
 
 
+@pytest.mark.long
 def test_the_rank_bound_pullback_gives_the_full_pullback_s_gradient_through_the_loop():
     """Through the loop (a long check): the gradient with RosenbrockNystrom4's
     5-JVP pullback equals the one with the full n-JVP pullback on a 7-DoF
@@ -593,6 +601,7 @@ def test_the_rank_bound_pullback_gives_the_full_pullback_s_gradient_through_the_
     np.testing.assert_allclose(low, full, rtol=1e-9, atol=1e-12 * float(jnp.max(jnp.abs(full))))
 
 
+@pytest.mark.long
 def test_gradient_through_the_loop_with_the_model_as_a_traced_argument():
     """The loop's Jacobian pullback with every model array traced (its integer
     topology arrays too, which the forward pass's tracers must not carry into
@@ -621,6 +630,7 @@ def eqx_tree_set(model, field, value):
     return eqx.tree_at(lambda mm: getattr(mm, field), model, value)
 
 
+@pytest.mark.long
 def test_spinning_body_conserves_energy_and_momentum():
     """Free body about its intermediate axis (the flip): kinetic energy and world
     angular momentum conserved to the tolerance; the spin axis flips."""

@@ -176,6 +176,7 @@ def test_bad_limits_are_refused_naming_the_joint(kw, msg):
         b.build()
 
 
+@pytest.mark.long
 def test_limits_work_under_vmap_and_grad():
     """Batched stiffness (vmap) and the gradient of the settled angle w.r.t. the stiffness
     (-δ/(p k) for the power law) through an adaptive run."""

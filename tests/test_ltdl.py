@@ -84,6 +84,7 @@ def test_matches_mujoco_factorM_and_solveM():
     np.testing.assert_allclose(ltdl.solve(model, F, y.T).T, x, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.long
 def test_grads_through_factor_and_solve():
     model = perturb(base_tree(2), 3)
     H, _ = _H(model, 3)
@@ -123,6 +124,7 @@ def test_products_and_triangular_solves(topo):
     np.testing.assert_allclose(ltdl.mul_H(model, Hc, X[:, 0]), H @ X[:, 0], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.long
 def test_forward_dynamics_factorizations_agree_and_auto_rule():
     from jaxmbd.dynamics import factorization_for
     for model in (perturb(base_tree(0), 7), models.binary_tree(6)):

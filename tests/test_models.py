@@ -129,6 +129,7 @@ def test_double_pendulum_closed_form():
         np.testing.assert_allclose(jaxmbd.forward_dynamics(m, q, v, tau), np.linalg.solve(H, tau - c - gq), rtol=1e-11)
 
 
+@pytest.mark.long
 def test_the_quadruped_stands_where_its_contact_law_puts_it():
     """The main job's contact scene: started on straight legs just above the
     floor, the quadruped settles on its four feet and nothing else: after 3 s

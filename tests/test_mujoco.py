@@ -40,7 +40,8 @@ def _relerr(a, b):
     return np.abs(np.asarray(a) - np.asarray(b)).max() / max(np.abs(np.asarray(b)).max(), 1e-300)
 
 
-@pytest.mark.parametrize("name,spec", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("name,spec", [c if c[0] == "hinge_tree" else pytest.param(*c, marks=pytest.mark.long)
+                                       for c in CASES], ids=[c[0] for c in CASES])  # long but hinge_tree
 def test_matches_mujoco(name, spec):
     model, mj = _pair(spec)
     d = mujoco.MjData(mj)

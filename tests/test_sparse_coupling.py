@@ -39,6 +39,7 @@ def _state(model, seed):
             jnp.asarray(rng.normal(size=model.nv)))
 
 
+@pytest.mark.long
 def test_the_reproduction_is_exact():
     m = _cross_spring_tree()
     q0, v0, r = _state(m, 0)
@@ -55,6 +56,7 @@ def test_the_reproduction_is_exact():
     np.testing.assert_allclose(runs[1].qs, runs[0].qs, rtol=0, atol=1e-9)
 
 
+@pytest.mark.long
 def test_random_trees_with_random_cross_branch_springs():
     """Random trees, springs between random pairs of bodies (some on one
     branch, some across): sparse = dense to 1e-12 in every case."""
@@ -80,6 +82,7 @@ def test_random_trees_with_random_cross_branch_springs():
     assert checked_cross >= 2  # most draws do couple two branches
 
 
+@pytest.mark.long
 def test_contact_keeps_the_sparse_matrix_exact():
     """Contact: a leaf's sphere pressed into a floor plane depends only on its
     own branch (the pattern holds); two leaves of different branches pressed
@@ -126,6 +129,7 @@ def _dumbbell():
     return b.build()
 
 
+@pytest.mark.long
 def test_ball_and_free_joints_with_contact():
     """Rotations (a free root, a ball joint) have their own chart terms in
     the iteration matrix (v = Jr(y) y'): the sparse S⁻¹ r and J1 x equal the
@@ -176,6 +180,7 @@ def _pattern(m):
     return on | on.T
 
 
+@pytest.mark.long
 def test_a_control_that_couples_two_branches_is_refused():
     m = models.binary_tree(3)
     i, j = m.body_id("node4"), m.body_id("node7")

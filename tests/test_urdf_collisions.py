@@ -111,6 +111,7 @@ def test_collision_geoms_are_mujoco_s(urdf_path):
                 assert dd.min(1).max() < 1e-6 and dd.min(0).max() < 1e-6
 
 
+@pytest.mark.long
 def test_the_floor_and_which_pairs(urdf_path):
     """"floor": every geom of a moving link against the floor and nothing else
     (the base is welded to the world: its box is static); "all": the floor

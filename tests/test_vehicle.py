@@ -70,6 +70,7 @@ def test_geometry_and_inertias_match_the_data_sheet():
     np.testing.assert_allclose(T, (1.490410, 0.467689, 0.211073), atol=1e-6)
 
 
+@pytest.mark.long
 def test_the_initial_state_is_the_static_equilibrium(baseline, stiff):
     """At rest the constrained accelerations vanish; the baseline rests where
     the data sheet's independent static solve puts it (§10-§11: chassis COM
@@ -141,6 +142,7 @@ def _toy():
     return b.build()
 
 
+@pytest.mark.long
 def test_rotational_spring_and_tire_forces():
     """Without damping (flat road), the generalized forces are -∂U/∂x of the
     elements' potential; the dampers dissipate; the tire force is k δ + c δ'
@@ -233,6 +235,7 @@ def test_step_history_records_the_accepted_steps():
         jaxmbd.simulate(m, t1=0.5, integrator=integrators.Dopri5(), step_history=-1)
 
 
+@pytest.mark.long
 def test_static_equilibrium_of_a_hanging_four_bar():
     """jaxmbd.static_equilibrium on a four-bar under gravity: the accelerations
     vanish at the result, the constraints hold, and the potential energy is
