@@ -140,8 +140,10 @@ def test_force_elements_are_conservative_and_dissipative(squeezer):
 
 @pytest.mark.long
 def test_cartesian_pendulum_partition_and_thesis_jacobians():
-    """Full-pivot GCP picks (y2, θ1) as independent (digest §1.2), and the autodiff
-    J1, J2 of the state-space ODE equal the thesis's §2.4 chain-rule formulas."""
+    """Full-pivot GCP picks (y2, θ1) as independent (Negrut's thesis §3.1 applied to
+    its §5.1 pendulum; with first-maximum tie-breaking), and the autodiff J1, J2 of
+    the state-space ODE equal the thesis's chain-rule formulas (3.38)-(3.45),
+    (3.88)-(3.99)."""
     m = jaxmbd.models.cartesian_double_pendulum()
     assert (m.nq, m.nc) == (6, 4)
     q0, v0 = np.asarray(m.q0), np.asarray(m.v0)

@@ -35,7 +35,8 @@ def test_rosenbrock_order_conditions_and_derived_coefficients():
                                 bh @ np.tril(beta, -1) @ bp - (1 / 6 - e + e * e)], 0.0, atol=2e-15)
     assert A[3, 2] == 0 and np.allclose(A[3], A[2]) and b[2] == 0 and A[1, 0] == 2 * e
     np.testing.assert_allclose(a[2], (0.2 - a[1] / 4) / (0.25 - a[1] / 3), rtol=1e-14)
-    # derived set against the thesis's (4.72)-(4.81), typos corrected (digest §3.5)
+    # derived set against Negrut's thesis (4.72)-(4.81), with its misprints corrected (w21 = 2.0, printed
+    # 0.2E0; d41 printed with an extra digit)
     k = ros.derived()
     np.testing.assert_allclose(k["W"][1, 0], 2.0, rtol=1e-14)
     np.testing.assert_allclose([k["W"][2, 0], k["W"][2, 1]], [1.86794814949823713234476, 0.234445568517238850023220],
@@ -252,7 +253,7 @@ def test_stiff_double_pendulum_model_matches_the_closed_form():
         x = rng.normal(size=4) * [1, 0.3, 3, 3]
         a = jaxmbd.forward_dynamics(m, x[:2], x[2:], jnp.zeros(2))
         np.testing.assert_allclose(a, rhs(0.0, x)[2:], rtol=1e-10)
-    # dominant eigenvalue about -1e5 (digest §4.1)
+    # dominant eigenvalue about -1e5 (the thesis's §5.1)
     _, J1, J2 = ChartODE(m, m.q0).g_and_jac(0.0, jnp.zeros(2), m.v0)
     G = np.block([[np.zeros((2, 2)), np.eye(2)], [np.asarray(J1), np.asarray(J2)]])
     lam = np.linalg.eigvals(G).real.min()
