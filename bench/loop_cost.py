@@ -11,7 +11,7 @@ so the same file measures either tree (run it from a checkout of the old
 commit with ``PYTHONPATH=<checkout>`` for the "before" column):
 
     python bench/loop_cost.py                 # writes bench/results/loop_cost_cpu.md
-    python bench/loop_cost.py --label before --out /tmp/before   # a second tree
+    python bench/loop_cost.py --label before --out <dir>   # a second tree
 
 Cases (humanoid30 unless said): RK4 at dt = 2 ms for 25 steps (the issue's
 measurement); Dopri5 at tol 1e-6 over 0.05 s (adaptive: members take
@@ -41,7 +41,7 @@ jax.config.update("jax_enable_x64", True)
 import jaxmbd  # noqa: E402
 from jaxmbd import integrators as I  # noqa: E402
 
-from common import machine, write_result  # noqa: E402
+from common import jaxmbd_commit, machine, write_result  # noqa: E402
 
 
 def cases():
@@ -142,7 +142,7 @@ def main():
 def write_table(rows, label, out, header=None):
     lines = [f"# Batched loop cost ({label}): jax.vmap(simulate) with default arguments", ""]
     lines += [f"- {x}" for x in (header or machine())]
-    lines += [f"- jaxmbd source: {os.path.dirname(jaxmbd.__file__)}", ""]
+    lines += [f"- jaxmbd source: commit {jaxmbd_commit()}", ""]
     lines += ["| case | batch | steps (sum over members; max) | adjoint='none' (s) | default (s) | default / none | "
               "grad of batched loss (s) | grad / default | compile none / default / grad (s) | "
               "max abs(q_default - q_none) | grad finite | grad, every step stored (s) | its / default | "
