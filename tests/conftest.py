@@ -6,7 +6,7 @@ import sys
 # runs on every kernel it emits (5-15% less compile time, bench/results/compile_flags_cpu.md;
 # a check of XLA's own code generator, not of ours).  Single-threaded Eigen:
 # XLA:CPU's multithreaded Eigen pool is reported to wedge on vmapped graphs
-# (PyAutoFit#1528; benchmark runs here also hung, all threads in a futex
+# (PyAutoFit#1528; benchmark runs of jaxmbd also hung, all threads in a futex
 # wait), and the tests run one xdist worker per core anyway.  Set before JAX
 # starts.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "

@@ -1,4 +1,4 @@
-"""Contact (issue 20): closed-form physics of the compliant law with
+"""Contact: closed-form physics of the compliant law with
 friction, integration with error control, gradients through contact.
 
 Models are small and shared: numbers that differ between cases (gravity,
@@ -236,15 +236,15 @@ def test_a_tumbling_box_at_tolerance_1e_6_agrees_with_1e_10(box, integrator):
 def test_the_gradient_through_a_cube_toss_equals_central_differences(box, integrator, rtol):
     """d(final x)/d(initial vx) of a cube tossed onto the floor, by jax.grad
     through an adaptive Rosenbrock run (tol 1e-8), equals central differences
-    of tol-1e-11 Rosenbrock runs to 1e-4.  SDIRK4's gradient, to 1e-3: it was
-    NaN on this scene (a diverging Newton iterate of a rejected step,
-    discarded by the run but not by the reverse pass; see
-    integrators.base.newton); now finite, it is 5e-4 off at tol 1e-8 and 6.9e-4
-    at 1e-6 (bench/contact_gradients.py).  Not the simplified Newton
+    of tol-1e-11 Rosenbrock runs to 1e-4.  SDIRK4's gradient, to 1e-3: it is
+    5e-4 off at tol 1e-8 and 6.9e-4 at 1e-6 (bench/contact_gradients.py), and
+    finite because a failed Newton solve does not take its diverging iterate
+    (integrators.base.newton), which the reverse pass of a rejected step would
+    otherwise see.  The difference is not from the simplified Newton
     iterations: differentiating each stage's solution by the implicit-function
-    theorem instead (jax.lax.custom_root, exact ∂r/∂z) gave 2.9e-4 at 1e-8
-    and 2.4e-3 at 1e-6 (tried 2026-11-25, not kept).  What remains is the
-    accuracy of the discrete map's derivative with the steps held fixed."""
+    theorem instead (jax.lax.custom_root, exact ∂r/∂z) gives 2.9e-4 at 1e-8
+    and 2.4e-3 at 1e-6.  What remains is the accuracy of the discrete map's
+    derivative with the steps held fixed."""
     q0, v0 = _tumbling_box()
 
     def final_x(vx, tol, method=I.RosenbrockNystrom4()):

@@ -1,4 +1,4 @@
-"""Convex mesh geoms in models (issue 20): the hull a mesh collides as
+"""Convex mesh geoms in models: the hull a mesh collides as
 (:func:`jaxmbd.contact.geometry.make_mesh`), the several candidates of a
 polytope pair (a mesh against a plane, a box or a mesh), against the box
 primitive, against MuJoCo, and in a simulation (a mesh cube resting on a

@@ -1,4 +1,4 @@
-"""Contact from MJCF (issue 20): the loaded collision geoms, pairs and
+"""Contact from MJCF: the loaded collision geoms, pairs and
 parameters against MuJoCo's compiled model and its contacts."""
 
 import warnings

@@ -343,8 +343,8 @@ def test_assembly_with_redundant_constraints():
     assert float(info["residual"]) < 1e-11 and float(info["velocity_residual"]) < 1e-11
     assert int(info["status"]) == jaxmbd.linalg.OK
     np.testing.assert_allclose(jaxmbd.constraint_residual(ref, q), 0, atol=1e-11)   # the planar closure holds
-    # issue 19: the redundant rows are found at build time and simulate integrates the mechanism (it refused
-    # it before); every row stays satisfied and the motion is the planar four-bar's
+    # the redundant rows are found at build time and simulate integrates the mechanism; every row stays
+    # satisfied and the motion is the planar four-bar's
     assert (m.n_active, m.dropped_rows) == (2, (2, 3, 4))
     planar = linkage()   # the same bodies, closed by the 2-row planar point only
     planar.add_loop("point_planar", "coupler", "rocker", pos_a=(3, 0, 0), pos_b=(2.5, 0, 0))
@@ -364,8 +364,8 @@ def test_assembly_with_redundant_constraints():
     b2.add_loop("distance", "crank", "world", pos_a=(1, 0, 0), distance=1.0)   # always true: a zero row
     m2 = b2.build()
     assert (m2.nv, m2.nc) == (4, 3)
-    # (simulate maps this to the CONSTRAINT_FAILURE status; compiling that RK4 run crashed XLA's compiler
-    # in two clean-clone CI runs, so the partition's rank test is checked directly)
+    # (simulate maps this to the CONSTRAINT_FAILURE status; compiling that RK4 run has crashed XLA's CPU
+    # compiler, so the partition's rank test is checked directly)
     P = dae.partition(phi_jacobian_tree(m2, jnp.concatenate([m2.to_tree(q), jnp.zeros(1)])))
     assert not bool(P["ok"])
     assert bool(dae.partition(phi_jacobian_tree(m2, jnp.concatenate([q, jnp.zeros(1)]))[:2])["ok"])

@@ -1,4 +1,4 @@
-"""Joint limits (issue 20): the compliant stop of jaxmbd.forces.JointLimit
+"""Joint limits: the compliant stop of jaxmbd.forces.JointLimit
 with the law of jaxmbd.forces.law, from the builder, MJCF and URDF."""
 
 import math

@@ -133,7 +133,7 @@ def test_double_pendulum_closed_form():
 
 @pytest.mark.long
 def test_the_quadruped_stands_where_its_contact_law_puts_it():
-    """The main job's contact scene: started on straight legs just above the
+    """The built-in contact scene: started on straight legs just above the
     floor, the quadruped settles on its four feet and nothing else: after 3 s
     they carry its weight (5e-3: the last of the settling), each about a
     quarter (2e-2: four feet on a plane are statically indeterminate and the

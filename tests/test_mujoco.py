@@ -15,7 +15,7 @@ from jaxmbd import models
 mujoco = pytest.importorskip("mujoco")
 from mjcf_util import builder_to_mjcf, depth_first  # noqa: E402
 
-RTOL = 1e-10  # the tolerance; observed agreement is ~1e-15
+RTOL = 1e-10  # the required agreement; observed agreement is ~1e-15
 
 CASES = [
     ("free_root_mixed", dict(key=0, n=7, joint_types=("revolute", "prismatic", "spherical"), root_joint="free")),

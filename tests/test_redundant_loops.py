@@ -1,4 +1,4 @@
-"""Mechanisms with redundant loop constraints (issue 19): planar loops closed
+"""Mechanisms with redundant loop constraints: planar loops closed
 by 3-row point constraints (a four-bar, a parallel gripper, a Cassie-like
 leg).  The redundant rows are found when the mechanism is built; the
 dynamics use the independent rows, every row stays satisfied."""

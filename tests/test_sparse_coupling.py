@@ -16,7 +16,7 @@ from jaxmbd.odes import ChartODE, IterationMatrix, SparseIterationMatrix
 
 
 def _cross_spring_tree():
-    """The reproduction of issue 18: a stiff damped spring between two leaves on different branches."""
+    """A stiff damped spring between two leaves on different branches: a force that couples two branches."""
     b = models.binary_tree_builder(3)
     b.add_spring("node4", (0.1, 0, 0), "node7", (0.1, 0, 0), stiffness=5e3, damping=50.0)
     return b.build()

@@ -1,4 +1,4 @@
-"""URDF collision geometry (issue 20): ``load_urdf(..., collisions="floor" |
+"""URDF collision geometry: ``load_urdf(..., collisions="floor" |
 "all")`` turns each link's ``<collision>`` box, sphere, cylinder and mesh
 into collision geoms and adds a floor.  Checked against MuJoCo's own URDF
 import (the geoms' types, sizes and world poses at random joint angles) and
