@@ -77,6 +77,20 @@ def machine(versions=""):
     ]
 
 
+def jaxmbd_commit():
+    """The git commit (and whether modified) of the jaxmbd imported, or "unknown"."""
+    import subprocess
+    where = Path(jaxmbd.__file__).resolve().parent
+    try:
+        rev = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--", "."], capture_output=True,
+                               text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (rev + (" with uncommitted changes" if dirty else "")) if rev else "unknown"
+
+
 def mjx_subprocess(write_xml, states, steps, timeout, contacts=False):
     """Run bench/mjx_rollout.py in MJX's own environment ($MJX_PYTHON, default
     .venv-mjx): ``write_xml(path)`` writes the model, ``states`` (q, v and

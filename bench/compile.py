@@ -19,7 +19,7 @@ know, so the same file measures an older checkout (run it from there with
     python bench/compile.py                      # writes bench/results/compile_cpu.md
     python bench/compile.py --vehicle            # also the stiff vehicle (minutes per row)
     python bench/compile.py --only squeezer      # rows whose name contains the string
-    cd /tmp/base && PYTHONPATH=/tmp/base python /work/main/bench/compile.py --label before --out /tmp/x
+    cd <old checkout> && PYTHONPATH=. python <this checkout>/bench/compile.py --label before --out <dir>
 
 Rows: forward dynamics (ABA, unrolled ABA, CRBA), mass matrix and inverse
 dynamics on humanoid30; simulate on humanoid30 over 0.02 s with RK4
@@ -56,8 +56,8 @@ jax.config.update("jax_enable_x64", True)
 import jaxmbd  # noqa: E402
 from jaxmbd import integrators as I  # noqa: E402
 
-from common import machine, write_result  # noqa: E402
-from jaxmbd import Start, Steps, Solver
+from common import jaxmbd_commit, machine, write_result  # noqa: E402
+from jaxmbd import Start, Steps, Solver  # noqa: E402
 
 BATCH = 8
 SPRING = "tree.forces.0.stiffness"  # the squeezer's spring constant, as rollout's model_params names it
@@ -221,7 +221,7 @@ def main():
 
     header = [f"# Compile time of the public entry points ({a.label})", ""]
     header += [f"- {x}" for x in machine()]
-    header += [f"- jaxmbd source: {os.path.dirname(jaxmbd.__file__)}",
+    header += [f"- jaxmbd source: commit {jaxmbd_commit()}",
                f"- command: python bench/compile.py {' '.join(sys.argv[1:])}",
                "- each row: jax.clear_caches(), then jax.jit(f).lower(*args) (trace + lower) and .compile() "
                "(XLA, default optimisation level); lines: of lowered.as_text() (StableHLO); XLA CPU: the "

@@ -1,7 +1,8 @@
 """Featherstone's humanoid vs the equivalent 30-DoF chain: predicted operation
 counts next to measured times.
 
-The seed (Featherstone 2005, §6; digests/factorization.md §4) compares, by
+R. Featherstone ("Efficient factorization of the joint-space inertia matrix
+for branched kinematic trees", IJRR 24(6), 2005, §6) compares, by
 operation counts only, the 30-DoF humanoid (a torso on a 6-DoF free joint and
 four 6-link revolute limbs: ``models.humanoid30()``) with "the equivalent
 unbranched chain": the same 25 bodies in series with the floating base at one
@@ -23,14 +24,14 @@ ratio alike):
 - LTDL+sol  ``ltdl.factor_solve`` (factor + one back-substitution);
 - RNEA      ``bias_force`` (the C(q, v) that the CRBA route needs);
 - FD-CRBA   ``forward_dynamics(method="crba", factorization="sparse")``: the
-            seed's O(n³) route, the same algorithm on both models;
+            paper's O(n³) route, the same algorithm on both models;
 - FD-chol   the same with a dense Cholesky (``factorization="dense"``; what
             ``"auto"`` picks for chains);
 - ABA       ``forward_dynamics(method="aba")``.
 
 A third model, ``chain30-rev`` (``models.chain(30)``: 30 revolute bodies), can
 be added for reference (``--models humanoid30 chain30-free chain30-rev``); it
-is not the seed's chain (30 bodies, no floating base: its CRBA, RNEA and ABA
+is not the paper's chain (30 bodies, no floating base: its CRBA, RNEA and ABA
 counts are higher).
 
 Writes a markdown report to ``<out>/humanoid_vs_chain_<backend>.md`` and
@@ -67,13 +68,13 @@ ROOT = Path(__file__).resolve().parents[1]
 HUMANOID, CHAIN = "humanoid30", "chain30-free"
 # name -> (constructor, description)
 MODELS = {
-    HUMANOID: (models.humanoid30, "the seed's humanoid: torso on a free joint, four 6-link revolute limbs "
+    HUMANOID: (models.humanoid30, "the paper's humanoid: torso on a free joint, four 6-link revolute limbs "
                                   "(`models.humanoid30()`)"),
     CHAIN: (lambda: models.chain(25, floating=True),
-            "the seed's equivalent chain: the same 25 bodies in series, free joint first, then 24 revolute "
+            "the paper's equivalent chain: the same 25 bodies in series, free joint first, then 24 revolute "
             "(`models.chain(25, floating=True)`; nv = 30, H dense)"),
     "chain30-rev": (lambda: models.chain(30),
-                    "reference only, not the seed's chain: 30 revolute bodies (`models.chain(30)`)"),
+                    "reference only, not the paper's chain: 30 revolute bodies (`models.chain(30)`)"),
 }
 DEFAULT_MODELS = (HUMANOID, CHAIN)
 BATCHES = (1, 64, 1024)
@@ -93,7 +94,7 @@ ALGORITHMS = {
     "LTDL+sol": (lambda mdl, q, v, u, Hc: ltdl.factor_solve(mdl, Hc, u),
                  lambda r: _add(r.factor_ltdl, r.solve_ltdl), "factor + n div + 2 D1 (m + a)"),
     "RNEA": (lambda mdl, q, v, u, Hc: jaxmbd.bias_force(mdl, q, v),
-             lambda r: r.rnea, "Balafoutis-Patel-Misra + the seed's root/branch terms"),
+             lambda r: r.rnea, "Balafoutis-Patel-Misra + the paper's root/branch terms"),
     "FD-CRBA": (lambda mdl, q, v, u, Hc: jaxmbd.forward_dynamics(mdl, q, v, u, method="crba",
                                                                  factorization="sparse"),
                 lambda r: r.fd_crba_ltdl, "CRBA + LTDL + solve + RNEA"),
@@ -102,15 +103,15 @@ ALGORITHMS = {
                 lambda r: _add(r.crba, r.factor_dense, r.solve_dense, r.rnea),
                 "CRBA + dense LDLᵀ counts + RNEA (Cholesky's n square roots not counted)"),
     "ABA": (lambda mdl, q, v, u, Hc: jaxmbd.forward_dynamics(mdl, q, v, u, method="aba"),
-            lambda r: r.aba, "McMillan-Orin + the seed's branch terms"),
+            lambda r: r.aba, "McMillan-Orin + the paper's branch terms"),
 }
 
-# The seed's figures (Featherstone 2005 §6, as reproduced in the digest §4):
+# The paper's figures (Featherstone 2005, §6 and the abstract):
 # chain / humanoid operation-count ratios at a = m and a = 0, and FD-CRBA / ABA.
-SEED_CHAIN_OVER_HUMANOID = {"CRBA": "2.37 (a=m), 2.61 (a=0)",
+PAPER_CHAIN_OVER_HUMANOID = {"CRBA": "2.37 (a=m), 2.61 (a=0)",
                             "FD-CRBA": "2.18 (a=m), 2.25 (a=0): \"about 2.2\"",
                             "ABA": "\"only 15% faster on the humanoid\" than FD-CRBA; ABA itself ~equal"}
-SEED_FD_OVER_ABA = {HUMANOID: "1.14 (a=m), 1.17 (a=0): \"only 15% slower\"",
+PAPER_FD_OVER_ABA = {HUMANOID: "1.14 (a=m), 1.17 (a=0): \"only 15% slower\"",
                     CHAIN: "2.57 (a=m), 2.72 (a=0): \"2.6 times slower\""}
 
 
@@ -205,16 +206,16 @@ def ratio_text(num, den):
 
 def report(names, reports, rows, batches, algs):
     lines = ["## Predicted operation counts", "",
-             "`jaxmbd.cost.analyze` (the seed's §3/§6 formulas; m = multiplications and divisions, "
+             "`jaxmbd.cost.analyze` (the paper's §3/§6 formulas; m = multiplications and divisions, "
              "a = additions and subtractions).  Ratio: chain ÷ humanoid, with a = m and, in brackets, a = 0.", ""]
-    head = "| algorithm | counted as | " + " | ".join(names) + " | predicted chain ÷ humanoid | seed |"
+    head = "| algorithm | counted as | " + " | ".join(names) + " | predicted chain ÷ humanoid | Featherstone 2005 |"
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
     for alg in algs:
         counts = [ALGORITHMS[alg][1](reports[n]) for n in names]
         pr = ratio_text(ALGORITHMS[alg][1](reports[CHAIN]), ALGORITHMS[alg][1](reports[HUMANOID])) \
             if CHAIN in names and HUMANOID in names else "-"
         lines.append(f"| {alg} | {ALGORITHMS[alg][2]} | " + " | ".join(fmt_count(c) for c in counts)
-                     + f" | {pr} | {SEED_CHAIN_OVER_HUMANOID.get(alg, '-')} |")
+                     + f" | {pr} | {PAPER_CHAIN_OVER_HUMANOID.get(alg, '-')} |")
     lines += ["", "FD-CRBA ÷ ABA predicted: " + "; ".join(
         f"{n} {ratio_text(reports[n].fd_crba_ltdl, reports[n].aba)}" for n in names), ""]
 
@@ -236,7 +237,7 @@ def report(names, reports, rows, batches, algs):
 
     if "FD-CRBA" in algs and "ABA" in algs:
         lines += ["", "## FD-CRBA ÷ ABA (same model, same batch)", ""]
-        head = "| model | " + " | ".join(f"B={B}" for B in batches) + " | predicted (a = m) | seed |"
+        head = "| model | " + " | ".join(f"B={B}" for B in batches) + " | predicted (a = m) | Featherstone 2005 |"
         lines += [head, "|" + "---|" * (head.count("|") - 1)]
         for n in names:
             cells = []
@@ -244,7 +245,7 @@ def report(names, reports, rows, batches, algs):
                 a, b = t.get((n, "FD-CRBA", B)), t.get((n, "ABA", B))
                 cells.append(f"{a['t'] / b['t']:.2f}" if a and b else "-")
             pred = sum(reports[n].fd_crba_ltdl) / sum(reports[n].aba)
-            lines.append(f"| {n} | " + " | ".join(cells) + f" | {pred:.2f} | {SEED_FD_OVER_ABA.get(n, '-')} |")
+            lines.append(f"| {n} | " + " | ".join(cells) + f" | {pred:.2f} | {PAPER_FD_OVER_ABA.get(n, '-')} |")
 
     lines += ["", "## Compile times (s, `jax.jit(f).lower(...).compile()`)", ""]
     head = "| algorithm | B | " + cols + " |"
@@ -294,7 +295,7 @@ def main(argv=None):
            f"benchmark took {elapsed:.0f} s, load average {os.getloadavg()[0]:.2f} at the end",
            "- inputs: distinct random states per member (`normalize_q(neutral_q + 0.7 N(0,1))`, v and τ ~ N(0,1)); "
            "LTDL's input is the CRBA's compact H at those states",
-           "- the seed's figures are operation-count predictions (Featherstone 2005 §6), not timings", "",
+           "- the paper's figures are operation-count predictions (Featherstone 2005 §6), not timings", "",
            "Models:", ""]
         + [f"- **{n}**: {MODELS[n][1]}; {built[n].summary()}, D1 = {reports[n].D1}, D2 = {reports[n].D2}; "
            f"{structure(built[n])}" for n in names]

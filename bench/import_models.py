@@ -64,8 +64,8 @@ def main():
             test_mjcf.check_layout(model, mj)
             w = test_mjcf.compare_with_mujoco(model, mj, n=a.states)
             res = f"{w[0]:.1e} | {w[1]:.1e} | {w[3]:.1e}"
-        except Exception as e:  # report, keep going
-            res, model = f"error: {e}", None
+        except Exception as e:  # report, keep going (paths relative to the assets directory)
+            res, model = f"error: {str(e).replace(gym + os.sep, '')}", None
         rows.append(("MuJoCo", name, "", model.nv if model else "-", res, run_cli(path)))
         print(rows[-1], flush=True)
 
@@ -77,8 +77,8 @@ def main():
                 P = test_urdf.PinPair(path, floating)
                 w = test_urdf.compare_with_pinocchio(P, a.states)
                 res, nv = f"{w[0]:.1e} | {w[1]:.1e} | {w[2]:.1e}", P.model.nv
-            except Exception as e:
-                res, nv = f"error: {str(e)[:160]}", "-"
+            except Exception as e:  # paths relative to the robots directory
+                res, nv = f"error: {str(e).replace(robots + os.sep, '')[:160]}", "-"
             rows.append(("Pinocchio", name, "floating" if floating else "fixed", nv, res,
                          run_cli(path, ["--floating-base"] if floating else [])))
             print(rows[-1], flush=True)

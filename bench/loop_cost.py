@@ -3,18 +3,18 @@
 ``adjoint="none"`` loop, and the gradient of a batched loss against its
 forward pass.
 
-Before issue 17 the default loop (``adjoint="checkpoint"``) was a bounded scan
-of ``max_steps`` (default 4096) iterations, and under vmap every member ran all
-of them, masked; since then it is a checkpointed while loop that stops when the
-last member is done.  The script only uses arguments that both versions know,
-so the same file measures either tree (run it from a checkout of the old
-commit with ``PYTHONPATH=<checkout>`` for the "before" column):
+The default loop (``adjoint="checkpoint"``) is a checkpointed while loop that
+stops when the last member is done; in older versions it was a bounded scan of
+``max_steps`` (default 4096) iterations, and under vmap every member ran all of
+them, masked.  The script only uses arguments that both versions know, so the
+same file measures either tree (run it from a checkout of an older commit with
+``PYTHONPATH=<checkout>`` for the "before" column):
 
     python bench/loop_cost.py                 # writes bench/results/loop_cost_cpu.md
-    python bench/loop_cost.py --label before --out /tmp/before   # a second tree
+    python bench/loop_cost.py --label before --out <dir>   # a second tree
 
-Cases (humanoid30 unless said): RK4 at dt = 2 ms for 25 steps (the issue's
-measurement); Dopri5 at tol 1e-6 over 0.05 s (adaptive: members take
+Cases (humanoid30 unless said): RK4 at dt = 2 ms for 25 steps (a short
+run: a bounded scan of max_steps wastes the most on it); Dopri5 at tol 1e-6 over 0.05 s (adaptive: members take
 different step counts); RosenbrockNystrom4 at tol 1e-6 over 0.2 s on the
 stiff 10-link chain and over 0.05 s on humanoid30 (implicit).  Batch 256 by
 default.  Times: best of ``--repeats`` after a warm-up; compile time of the
@@ -41,8 +41,8 @@ jax.config.update("jax_enable_x64", True)
 import jaxmbd  # noqa: E402
 from jaxmbd import integrators as I  # noqa: E402
 
-from common import machine, write_result  # noqa: E402
-from jaxmbd import Start, Steps, Solver
+from common import jaxmbd_commit, machine, write_result  # noqa: E402
+from jaxmbd import Start, Steps, Solver  # noqa: E402
 
 
 def cases():
@@ -145,7 +145,7 @@ def main():
 def write_table(rows, label, out, header=None):
     lines = [f"# Batched loop cost ({label}): jax.vmap(simulate) with default arguments", ""]
     lines += [f"- {x}" for x in (header or machine())]
-    lines += [f"- jaxmbd source: {os.path.dirname(jaxmbd.__file__)}", ""]
+    lines += [f"- jaxmbd source: commit {jaxmbd_commit()}", ""]
     lines += ["| case | batch | steps (sum over members; max) | adjoint='none' (s) | default (s) | default / none | "
               "grad of batched loss (s) | grad / default | compile none / default / grad (s) | "
               "max abs(q_default - q_none) | grad finite | grad, every step stored (s) | its / default | "

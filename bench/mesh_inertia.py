@@ -52,13 +52,13 @@ def main():
             try:
                 mj = mujoco.MjModel.from_xml_string(xml)
             except Exception as e:
-                mj = str(e).splitlines()[0]
+                mj = str(e).splitlines()[0].replace(root + os.sep, "")  # paths relative to the robots directory
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     model = jaxmbd.load_mjcf(xml, warn=False)
             except ValueError as e:
-                model = str(e)
+                model = str(e).replace(root + os.sep, "")
             rel = os.path.relpath(f, root)
             if isinstance(mj, str) or isinstance(model, str):
                 if isinstance(mj, str) and isinstance(model, str):

@@ -60,23 +60,9 @@ from jaxmbd import Start, Inputs, Steps
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import compiled, machine, per_call, write_result  # noqa: E402
+from common import compiled, jaxmbd_commit, machine, per_call, write_result  # noqa: E402
 
 PARTS = ("mujoco", "fd", "rk4", "rosenbrock", "stand")
-
-
-def jaxmbd_commit():
-    """The git commit (and whether modified) of the jaxmbd imported, or "unknown"."""
-    import subprocess
-    where = Path(jaxmbd.__file__).resolve().parent
-    try:
-        rev = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--", "."], capture_output=True,
-                               text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (rev + (" with uncommitted changes" if dirty else "")) if rev else "unknown"
 
 
 def scene_path(given=None):

@@ -1,8 +1,8 @@
-"""Operation counts of the seed's algorithms, from the topology alone.
-
-Featherstone (seed 000, digests/factorization.md §3-4).  Counts are pairs
-(multiplications, additions); divisions count as multiplications and
-subtractions as additions, as in the seed's §6.
+"""Operation counts of the algorithms of R. Featherstone, "Efficient
+factorization of the joint-space inertia matrix for branched kinematic trees",
+Int. J. Robotics Research 24(6), 2005 (§3-6, Tables 1-2), from the topology
+alone.  Counts are pairs (multiplications, additions); divisions count as
+multiplications and subtractions as additions, as in the paper's §6.
 
 * Factorization and back-substitution use the *expanded* graph (one node per
   DoF, ``dof_parent``): D1 = Σ (d_i - 1), D2 = Σ d_i (d_i - 1) / 2.
@@ -12,8 +12,8 @@ subtractions as additions, as in the seed's §6.
   and the savings of a floating base's DH child.
 * "dense" means the same algorithm on a chain of the same n, i.e. a dense
   LDLᵀ / Cholesky.
-* RNEA and ABA use the published closed forms the seed quotes (Balafoutis-
-  Patel-Misra; McMillan-Orin), with the seed's per-branch corrections.
+* RNEA and ABA use the published closed forms the paper quotes (Balafoutis-
+  Patel-Misra; McMillan-Orin), with the paper's per-branch corrections.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def crba_counts(t):
 
 
 def analyze(model) -> CostReport:
-    """Operation counts of the seed's algorithms for a model's topology (a
+    """Operation counts of the paper's algorithms for a model's topology (a
     :class:`jaxmbd.Model` or its ``Topology``)."""
     topo = getattr(model, "topo", model)
     n, N = topo.nv, topo.n_bodies
@@ -118,10 +118,10 @@ def analyze(model) -> CostReport:
     n_extra = int(sum(max(0, int(np.sum(topo.parent_np == p)) - 1) for p in range(-1, N)))
     root6 = bool(floating.any())
     # Balafoutis-Patel-Misra (93n-69)m + (81n-66)a, +7m+13a for a 6-DoF root,
-    # +4m+8a per extra branch (seed §6)
+    # +4m+8a per extra branch (the paper's §6)
     rnea = (93 * N - 69 + 7 * root6 + 4 * n_extra, 81 * N - 66 + 13 * root6 + 8 * n_extra)
     # McMillan-Orin (224n-30)m + (205n-37)a with n = moving bodies beyond a
-    # floating root (the seed's figure), +66m+57a per extra branch
+    # floating root (the paper's figure), +66m+57a per extra branch
     Na = N - root6
     aba = (224 * Na - 30 + 66 * n_extra, 205 * Na - 37 + 57 * n_extra)
     crba, crba_chain = crba_counts(terms), crba_counts(chain_terms)
@@ -144,6 +144,6 @@ def predicted_factor_solve_speedup(model) -> float:
 
 
 def simple_cost(model) -> int:
-    """The seed's §4.2 metric D1 + 2 D2 of the (expanded) factorization."""
+    """The paper's §4.2 metric D1 + 2 D2 of the (expanded) factorization."""
     D1, D2 = _sums(getattr(model, "topo", model).dof_depth)
     return D1 + 2 * D2

@@ -2,7 +2,7 @@
 
 Backward pass (RBDA Table 6.2): composite inertias Ic_λ(k) += X_upᵀ Ic_k X_up
 over the nodes.  Then F_k = Ic_k s_k and, for every structural non-zero (k, j)
-with j an ancestor of k or k itself (digests/factorization.md eq. 5),
+with j an ancestor of k or k itself (Featherstone, IJRR 24(6), 2005, eqs. 5-6),
 H_kj = s_jᵀ F_k.  Both vectors are carried to world coordinates first, so each
 entry is one 6-vector dot product and all n + D1 entries are computed at once:
 no entry off the ancestor pattern is ever written, and those zeros are exact.

@@ -1,14 +1,16 @@
-"""Closed loops as index-3 DAEs (Negrut's thesis; digests/negrut.md §1-2).
+"""Closed loops as index-3 DAEs (D. Negrut, "On the implicit integration of
+differential-algebraic equations of multibody dynamics", PhD thesis,
+University of Iowa, 1998: Ch. 2-3).
 
 * :func:`constrained_dynamics`: accelerations and multipliers from the
   augmented system ``[[H, Φ_qᵀ], [Φ_q, 0]] [a; λ] = [τ - C; τ_c]``, through
   the factorization of H and the Schur complement ``Φ_q H⁻¹ Φ_qᵀ`` (formed
   with the LᵀDL half-solve on branched trees), or densely (the reference).
-* Generalized coordinate partitioning (§1.2): :func:`partition` runs full-
+* Generalized coordinate partitioning (thesis §3.1, §4.1.2): :func:`partition` runs full-
   pivot Gaussian elimination on Φ_q and returns the dependent (pivot) and
   independent columns; ``cond(Φ_u)`` is watched and the partition is
   renewed when it exceeds 1.25x its value at partitioning.
-* The state-space ODE (SSODE, §1.4) the integrators advance is
+* The state-space ODE (SSODE, thesis (3.15)-(3.17), (3.85)) the integrators advance is
   :class:`jaxmbd.odes.ConstrainedChartODE` (the position recovery below is
   its).
 * :func:`assemble`: consistent positions (Gauss-Newton with the LU
@@ -41,7 +43,7 @@ from .dynamics import bias_force, factorization_for, forward_dynamics
 from .kinematics import integrate_q, normalize_q
 from .constraints import Mechanism, _check, phi_bias_tree, phi_jacobian_tree, phi_tree
 
-REPARTITION_FACTOR = 1.25   # the thesis's α (§1.2)
+REPARTITION_FACTOR = 1.25   # the thesis's α (§4.1.2, the repartition test of Table 11)
 NEWTON_ITERS = 5            # position recovery: Newton steps from the step start's dependent coordinates
 RECOVERY_TOL = 1e-12        # |Φ| after them (relative to 1 + |q0|); above it the evaluation fails
 

@@ -134,7 +134,7 @@ def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="
     bench/results/throughput_gpu.md) or "crba" (H from the CRBA, then a
     factorization of H).  factorization (method="crba" only):
     "sparse" (branch-sparse LᵀDL, jaxmbd.ltdl), "dense" (Cholesky) or "auto"
-    (sparse where the seed's operation counts predict at least a 2x gain,
+    (sparse where Featherstone's (2005) operation counts predict at least a 2x gain,
     i.e. every branched tree; dense for chains: bench/results/ltdl_cpu.md).  f_ext:
     optional (n, 6) body-frame spatial forces on the bodies.
     """

@@ -1,5 +1,6 @@
 """Quasi-square rectangular systems by the LU-based projection method of
-Cardenal, Duff and Jiménez (RAL report 1996; digests/projection.md).
+J. Cardenal, I. S. Duff and J. M. Jiménez, "A projection method for the
+solution of rectangular systems", Rutherford Appleton Laboratory report, 1996.
 
 For a tall matrix T (m x n, m >= n, full column rank) one row-pivoted LU,
 ``P T = [L1; L2] U``, gives everything:
@@ -120,7 +121,8 @@ def _unpermute(F, top, bottom):
 
 def augmented_solve(F: LUProjection, c1, c2):
     """Solve ``[[I, T], [Tᵀ, 0]] [y1; y2] = [c1; c2]`` with the factors of T
-    (digests/projection.md §2.4; the system is symmetric, so the same
+    (the report's block factorization (3.6) applied to a general right-hand
+    side; the system is symmetric, so the same
     factors serve adjoint solves).  Returns (y1 (m,), y2 (n,))."""
     n = F.U.shape[0]
     pc1 = jnp.asarray(c1)[F.perm]

@@ -1,6 +1,8 @@
 """Branch-induced sparse LᵀDL / LᵀL factorization of the joint-space inertia
-matrix (Featherstone, seed 000; digests/factorization.md §2) as scans over
-the depth of the tree, with batch-minor kernels.
+matrix (R. Featherstone, "Efficient factorization of the joint-space inertia
+matrix for branched kinematic trees", Int. J. Robotics Research 24(6), 2005:
+§2 and the Appendix) as scans over the depth of the tree, with batch-minor
+kernels.
 
 Storage.  Factors and H use the compact per-row ancestor storage of
 :func:`jaxmbd.mass_matrix_compact` (MuJoCo's legacy qM/qLD order): row k
@@ -9,11 +11,11 @@ starts at ``dof_Madr[k]`` and lists ``[A(k, k), A(k, λ(k)), A(k, λ(λ(k))),
 ``anc_{t+1}(k) = λ(anc_t(k))``.  A factor holds ``d_k`` on the diagonal and
 ``l_{k, anc_t(k)}`` (t >= 1) of the unit lower L (kind "ltdl"), or row k of
 L = sqrt(D) L_unit itself (kind "ltl").  No entry off the ancestor pattern
-exists in this storage, so there is no fill-in by construction (the seed's
-induction: row k only updates pairs of its own ancestors, which are
+exists in this storage, so there is no fill-in by construction (Featherstone's
+§2 induction: row k only updates pairs of its own ancestors, which are
 related, hence on the pattern).
 
-Algorithm.  The seed's loop (k = n..1: scale row k by d_k, then for every
+Algorithm.  Featherstone's LTDL loop (Appendix; k = n..1: scale row k by d_k, then for every
 pair of ancestors i = anc_t(k), j = anc_u(k), t <= u, update A(i, j) -=
 l_ki d_k l_kj) is split into independent tasks:
 

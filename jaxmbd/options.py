@@ -64,7 +64,7 @@ class Steps(eqx.Module):
       an adaptive one built with ``adaptive_steps=False``), and the first
       step of an adaptive one (None: Hairer-Wanner's starting-step estimate).
     rtol, atol: scaled RMS error per step over positions and velocities with
-      sc = atol + rtol max(|x0|, |x1|) (Negrut's thesis, §4.3); |x| is the
+      sc = atol + rtol max(|x0|, |x1|) (D. Negrut, PhD thesis, University of Iowa, 1998, §4.2.1, (4.6)-(4.7)); |x| is the
       coordinate's magnitude for scalar joints and 0 for rotation vectors.
       Both are first multiplied by the integrator's ``tolerance_factor``
       (Rosenbrock 0.15, SDIRK4 0.5, Trapezoidal 0.3, else 1), calibrated so

@@ -4,8 +4,9 @@ The topology is compiled once, in NumPy, when a model is built.  It is hashable
 (it is a static field of :class:`jaxmbd.Model`), so changing only physical
 parameters never recompiles.
 
-Nodes.  Tree passes run over the *expanded* graph of the seed (digests/
-factorization.md §1): one node per degree of freedom, with parent array
+Nodes.  Tree passes run over the *expanded* graph of Featherstone ("Efficient
+factorization of the joint-space inertia matrix for branched kinematic trees",
+IJRR 24(6), 2005, §2): one node per degree of freedom, with parent array
 ``dof_parent``.  A joint with k DoFs is a chain of k nodes; the joint's
 transform sits on its first node, the body's inertia on its last, and the
 transforms between them are identities (all of a joint's motion axes are
@@ -49,7 +50,7 @@ class Topology:
       q_adr, v_adr   first index of body i's coordinates in q and v.
       depth[i]       1 for children of the world.
       dof_parent[k]  expanded (per-DoF) parent array, -1 for the root
-                     (MuJoCo's dof_parentid; digests/factorization.md §1).
+                     (MuJoCo's dof_parentid; Featherstone 2005, §2).
       dof_body[k]    body owning DoF k.
       subtree_size[i] number of bodies in the subtree of body i (itself included).
     """

@@ -6,7 +6,7 @@ import sys
 # runs on every kernel it emits (5-15% less compile time, bench/results/compile_flags_cpu.md;
 # a check of XLA's own code generator, not of ours).  Single-threaded Eigen:
 # XLA:CPU's multithreaded Eigen pool is reported to wedge on vmapped graphs
-# (PyAutoFit#1528; benchmark runs here also hung, all threads in a futex
+# (PyAutoFit#1528; benchmark runs of jaxmbd also hung, all threads in a futex
 # wait), and the tests run one xdist worker per core anyway.  Set before JAX
 # starts.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
@@ -67,47 +67,3 @@ if _PROFILE_DIR:
         os.makedirs(_PROFILE_DIR, exist_ok=True)
         with open(os.path.join(_PROFILE_DIR, f"{os.getpid()}.jsonl"), "a") as f:
             f.write(json.dumps(rec) + "\n")
-
-
-# --- the long checks (tests/long_checks.txt): marked `long`, left out of the default run
-# (pyproject's addopts), run by .ci/run after it with `-m 'long and not slow'`.
-def _long_checks():
-    table = {}
-    path = os.path.join(os.path.dirname(__file__), "long_checks.txt")
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            line = line.split("#", 1)[0].strip()
-            if not line:
-                continue
-            node, _, rest = line.partition(" ")
-            rest = rest.strip()
-            keep = None
-            if rest:
-                if not (rest.startswith("keep [") and rest.endswith("]")):
-                    raise pytest.UsageError(f"{path}:{n}: expected '<node id>  [keep [<id>]]', got {line!r}")
-                keep = rest[len("keep "):]
-            if node in table:
-                raise pytest.UsageError(f"{path}:{n}: {node} is listed twice")
-            table[node] = keep
-    return path, table
-
-
-def pytest_collection_modifyitems(config, items):
-    path, table = _long_checks()
-    seen = {}
-    for item in items:
-        node = item.nodeid.split("[", 1)[0]
-        if node not in table:
-            continue
-        params = item.nodeid[len(node):]
-        seen.setdefault(node, set()).add(params)
-        if params != table[node]:
-            item.add_marker(pytest.mark.long)
-    # keep the list true to the suite: when the whole suite is collected, every entry and
-    # every kept case must name a collected test (a renamed test must not drop out silently)
-    if not config.args or [os.path.normpath(a) for a in config.args] == ["tests"]:
-        for node, keep in table.items():
-            if node not in seen:
-                raise pytest.UsageError(f"{path}: {node} names no collected test")
-            if keep is not None and keep not in seen[node]:
-                raise pytest.UsageError(f"{path}: {node} has no case {keep} to keep in the default run")

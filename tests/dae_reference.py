@@ -2,14 +2,21 @@
 
 Nothing here imports JAX or jaxmbd: every formula is written out by hand from
 
-* ``/work/shared/data/andrews_squeezer.md`` (the "data sheet"): Andrews'
-  squeezing mechanism in the IVP-test-set formulation (7 angles, 6 loop
+* the IVP test set's problem ``andrews`` (Bari/CWI Test Set for IVP Solvers,
+  ``andrews.f``; Hairer and Wanner, Solving ODEs II, Sect. VII.7, eq. (7.11)):
+  Andrews' squeezing mechanism in the test set's formulation (7 angles, 6 loop
   constraints), and
-* ``/work/shared/digests/negrut.md`` (the "digest" of Negrut's 1998 thesis):
-  the planar double pendulum in Cartesian coordinates (digest section 4.1),
-  generalized coordinate partitioning (sections 1.2-1.4) and the integration
+* D. Negrut, "On the implicit integration of differential-algebraic equations
+  of multibody dynamics", PhD thesis, University of Iowa, 1998 (the "thesis"):
+  the planar double pendulum in Cartesian coordinates (§5.1, Tables 18-19),
+  generalized coordinate partitioning (§3.1, (3.5)-(3.17)) and the integration
   Jacobians J1 = d(vdd)/d(v), J2 = d(vdd)/d(vdot) by the chain-rule formulas
-  of section 2.4 and by Appendix A.
+  (3.38)-(3.45), (3.88)-(3.99) and by Appendix A.
+
+Where the thesis's scanned equations carry misprints, the formulas here are the
+corrected ones (each checked numerically, e.g. against complex-step
+derivatives); the thesis leaves some pendulum data open, and those values are
+chosen here (see :func:`cpend_params`).
 
 Run ``python3 tests/dae_reference.py`` for the self-checks.  The module holds
 no pytest tests; test modules import it (``tests/`` is on ``sys.path`` via
@@ -31,10 +38,10 @@ import scipy.integrate
 import scipy.linalg
 
 # =============================================================================
-# 1. Andrews' squeezing mechanism (data sheet sections 3-7)
+# 1. Andrews' squeezing mechanism (the IVP test set's andrews.f)
 # =============================================================================
 
-#: Data sheet section 3 (test-set values, SI units).  ``lo`` is the spring rest
+#: The test set's parameter values (SI units).  ``lo`` is the spring rest
 #: length (``l0`` in the test set); ``I1..I7`` are centroidal inertias.
 SQUEEZER_PARAMS = {
     "m1": 0.04325, "m2": 0.00365, "m3": 0.02373, "m4": 0.00706,
@@ -77,7 +84,7 @@ def _sp(p=None):
 
 
 def squeezer_q0():
-    """Consistent initial angles (data sheet section 7), order (beta, Theta, gamma, Phi, delta, Omega, epsilon)."""
+    """Consistent initial angles (the test set's), order (beta, Theta, gamma, Phi, delta, Omega, epsilon)."""
     return np.array([
         -0.0617138900142764496358948458001,
         0.0,
@@ -90,15 +97,15 @@ def squeezer_q0():
 
 
 def squeezer_w0():
-    """Initial accelerations w0 = q''(0) for qd = 0 (data sheet section 7; test-set parameters)."""
+    """Initial accelerations w0 = q''(0) for qd = 0 (the test set's consistent initial values)."""
     return np.array([14222.4439199541138705911625887, -10666.8329399655854029433719415,
                      0.0, 0.0, 0.0, 0.0, 0.0])
 
 
 def squeezer_lambda0():
-    """Initial multipliers (data sheet section 7; test-set parameters).
+    """Initial multipliers (the test set's consistent initial values).
 
-    Sign/order (data sheet sections 5.2 and 6.7): the constraints are
+    Sign/order (the test set's g and its equations of motion): the constraints are
     g = (E2 - E3, E2 - E4, E2 - E6), each as (x, y), and the equations of motion
     read M q'' = f - G^T lam.  Hence at the cut joint E of loop k = 1, 2, 3 the
     force on body 2 is -(lam[2k-2], lam[2k-1]) and the force on body 3 / 4 / 6
@@ -110,7 +117,7 @@ def squeezer_lambda0():
 
 
 def squeezer_M(q, p=None):
-    """Mass matrix M(q), 7x7 (data sheet section 6.1)."""
+    """Mass matrix M(q), 7x7 (the test set's)."""
     P = _sp(p)
     _, th, _, ph, _, om, _ = q
     m2, m4, m6 = P["m2"], P["m4"], P["m6"]
@@ -135,7 +142,7 @@ def squeezer_M(q, p=None):
 
 
 def squeezer_spring_point(q, p=None):
-    """World position of the spring point D on body 3 (data sheet section 5.3)."""
+    """World position of the spring point D on body 3 (closed form from the tree of body frames)."""
     P = _sp(p)
     ga = q[2]
     cg, sg = math.cos(ga), math.sin(ga)
@@ -143,7 +150,7 @@ def squeezer_spring_point(q, p=None):
 
 
 def squeezer_f(q, qd, p=None):
-    """Force vector f(q, q') = applied forces - Coriolis/centrifugal terms (data sheet section 6.2).
+    """Force vector f(q, q') = applied forces - Coriolis/centrifugal terms (the test set's f).
 
     Includes the driving torque ``mom`` on beta and the linear spring from D
     (body 3) to the ground point C, generalized onto gamma.
@@ -176,7 +183,7 @@ def squeezer_f(q, qd, p=None):
 
 
 def squeezer_g(q, p=None):
-    """Position constraints g(q) = (E2 - E3, E2 - E4, E2 - E6), 6 entries (data sheet sections 5.2, 6.3)."""
+    """Position constraints g(q) = (E2 - E3, E2 - E4, E2 - E6), 6 entries (the test set's g)."""
     P = _sp(p)
     be, th, ga, ph, de, om, ep = q
     rr, d, ss, e, zt, zf, u = P["rr"], P["d"], P["ss"], P["e"], P["zt"], P["zf"], P["u"]
@@ -193,7 +200,7 @@ def squeezer_g(q, p=None):
 
 
 def squeezer_G(q, p=None):
-    """Constraint Jacobian G = dg/dq, 6x7 (data sheet section 6.4)."""
+    """Constraint Jacobian G = dg/dq, 6x7 (the test set's)."""
     P = _sp(p)
     be, th, ga, ph, de, om, ep = q
     rr, d, ss, e, zt, zf, u = P["rr"], P["d"], P["ss"], P["e"], P["zt"], P["zf"], P["u"]
@@ -220,7 +227,7 @@ def squeezer_G(q, p=None):
 
 
 def squeezer_gamma(q, qd, p=None):
-    """Velocity-product term gamma(q, q') with g'' = G q'' + gamma (data sheet section 6.5)."""
+    """Velocity-product term gamma(q, q') with g'' = G q'' + gamma (derived from the test set's g)."""
     P = _sp(p)
     be, th, ga, ph, de, om, ep = q
     bd, thd, gad, phd, ded, omd, epd = qd
@@ -241,7 +248,7 @@ def squeezer_gamma(q, qd, p=None):
 
 
 def squeezer_accel(q, qd, p=None):
-    """Accelerations and multipliers from the index-1 augmented system (data sheet section 6.5).
+    """Accelerations and multipliers from the index-1 augmented system (M, f, G and gamma above).
 
     Solves ``[M G^T; G 0] [w; lam] = [f; -gamma]``; returns ``(w, lam)`` with
     ``w = q''`` (7,) and ``lam`` (6,) in the sign/order of :func:`squeezer_lambda0`.
@@ -311,16 +318,17 @@ def squeezer_reference_cached(rtol=1e-11, atol=1e-11, method="Radau", **override
 
 
 # =============================================================================
-# 2. Planar double pendulum in Cartesian coordinates (digest section 4.1)
+# 2. Planar double pendulum in Cartesian coordinates (the thesis's §5.1)
 # =============================================================================
 #
 # q = (x1, y1, th1, x2, y2, th2); L1, L2 are half-lengths (joint-to-CM
 # distances); ground pivot at the origin, body-1/body-2 joint at body-1 local
-# (+L1, 0) = body-2 local (-L2, 0).  Data from Table 18 and the digest's [H]
-# "best physical guess" (gravity, slender-rod inertias, RSDA free angles).
+# (+L1, 0) = body-2 local (-L2, 0) (the only reading with which Table 19's
+# positions are consistent).  Data from Table 18; gravity, slender-rod inertias
+# and RSDA free angles, which the thesis does not give, are chosen here.
 
 def cpend_params():
-    """Pendulum data (digest section 4.1, Table 18 plus the [H] guesses)."""
+    """Pendulum data (the thesis's Table 18, plus the values chosen here)."""
     L1, L2, m1, m2 = 1.0, 1.5, 3.0, 0.3
     return {
         "L1": L1, "L2": L2, "m1": m1, "m2": m2,
@@ -335,7 +343,7 @@ _CP = cpend_params()
 
 
 def cpend_Phi(q):
-    """Constraints Phi(q), 4 entries, exactly as in digest section 4.1 ("Constraints:")."""
+    """Constraints Phi(q), 4 entries, for the joints above (ground pivot, body-1/body-2 joint)."""
     x1, y1, t1, x2, y2, t2 = q
     L1, L2 = _CP["L1"], _CP["L2"]
     c1, s1, c2, s2 = math.cos(t1), math.sin(t1), math.cos(t2), math.sin(t2)
@@ -367,7 +375,7 @@ def cpend_M():
 
 
 def _rsda_torques(q, qd):
-    """(T1, T2): generalized torques on th1 and th2 from both RSDAs (digest section 4.1 [H])."""
+    """(T1, T2): generalized torques on th1 and th2 from both RSDAs (free angles and signs chosen here)."""
     P = _CP
     t1, t2 = q[2], q[5]
     w1, w2 = qd[2], qd[5]
@@ -384,7 +392,7 @@ def cpend_QA(q, qd):
 
 
 def cpend_tau(q, qd):
-    """tau(q, qd) = -(Phi_q qd)_q qd, 4 entries (digest eq. (2.4))."""
+    """tau(q, qd) = -(Phi_q qd)_q qd, 4 entries (the thesis's (2.4))."""
     t1, t2 = q[2], q[5]
     w1, w2 = qd[2], qd[5]
     L1, L2 = _CP["L1"], _CP["L2"]
@@ -397,7 +405,7 @@ def cpend_tau(q, qd):
     ])
 
 
-# --- hand-written "basic derivatives" (digest section 2.4, last paragraph) ---
+# --- hand-written "basic derivatives" (the thesis's (Mqdd)_q, (Phi_q^T lam)_q, ...) ---
 
 def _cp_Phiq_x_q(q, x):
     """(Phi_q x)_q for a fixed vector x (4x6); used with x = qd and x = qdd."""
@@ -485,7 +493,7 @@ def _cp_Mqdd_q(q, qdd):
 def cpend_consistent_state(th1=2 * math.pi, th2=23 * math.pi / 12, th1d=0.0, th2d=10.0):
     """Consistent (q, qd) from the angles and angular rates (Cartesian coordinates recovered).
 
-    The defaults are Table 19's angles with the digest's [H] velocities
+    The defaults are Table 19's angles with the angular rates chosen here
     (th1d = 0, th2d = 10); Table 19's printed xd2 = yd2 = 0 is not consistent.
     """
     L1, L2 = _CP["L1"], _CP["L2"]
@@ -514,7 +522,7 @@ def cpend_accel(q, qd):
 
 
 def full_pivot_partition(Phi_q):
-    """Generalized coordinate partitioning by Gaussian elimination with full pivoting (digest section 1.2).
+    """Generalized coordinate partitioning by Gaussian elimination with full pivoting (the thesis's §3.1).
 
     Works on a copy of the m x n Jacobian with physical row/column swaps.  At
     step k the pivot is the first maximum of |A[k:, k:]| in row-major order
@@ -524,9 +532,9 @@ def full_pivot_partition(Phi_q):
 
     At the pendulum's initial configuration (:func:`cpend_consistent_state`
     defaults) this returns dep = (5, 1, 3, 0) = (th2, y1, x2, x1) and
-    ind = (2, 4) = (th1, y2), i.e. the digest's (y2, th1) independent set, not
+    ind = (2, 4) = (th1, y2), i.e. the independent set (y2, th1), not
     (th1, th2).  Before sorting, the non-pivot columns are left in the order
-    (y2, th1), the digest's order.  The ties there are exact (entries +-1,
+    (y2, th1).  The ties there are exact (entries +-1,
     cos(2 pi) == 1.0), so the tie-breaking rule matters: a variant without
     physical swaps (masked argmax on the original ordering) picks the same
     independent set but the pivot order (th2, x1, y1, x2).
@@ -551,7 +559,7 @@ def full_pivot_partition(Phi_q):
 
 
 def thesis_J1_J2(q, qd, ind, dep):
-    """Integration Jacobians J1 = d(vdd)/dv, J2 = d(vdd)/d(vdot) by the digest's section 2.4 formulas.
+    """Integration Jacobians J1 = d(vdd)/dv, J2 = d(vdd)/d(vdot) by the thesis's formulas (3.38)-(3.45), (3.88)-(3.99).
 
     Uses H (3.89), J (3.38), L (3.39, corrected), N (3.40), R (3.41), S (3.42),
     W (3.99), M^ (3.16), M^ J1 (3.93) and M^ J2 (3.98), with all basic
@@ -598,7 +606,7 @@ def thesis_J1_J2(q, qd, ind, dep):
 
 
 def appendix_A_J1_J2(q, qd, ind, dep):
-    """J1, J2 via the digest's Appendix A: one augmented matrix, 2*ndof solves.
+    """J1, J2 via the thesis's Appendix A: one augmented matrix, 2*ndof solves.
 
     J1 column k: q_{v_k} = [h_k; 1_k] (A.2), qd_{v_k} = [-Phi_u^{-1}(Phi_q qd)_q q_{v_k}; 0] (A.3),
     Q^P (A.5, corrected), tau^P (A.7), solve (A.8).  J2 column k: qd_{vd_k} = [h_k; 1_k] (A.10),
@@ -629,7 +637,7 @@ def appendix_A_J1_J2(q, qd, ind, dep):
 
 
 def cpend_recover(q_guess, v, vdot, ind, dep, tol=1e-15, maxit=50):
-    """Recover a consistent (q, qd) from independent (v, vdot) (digest section 1.3).
+    """Recover a consistent (q, qd) from independent (v, vdot) (the thesis's §3.1, (3.12)).
 
     Dependent positions by Newton on Phi(u, v) = 0 starting from ``q_guess``;
     dependent velocities from Phi_u ud = -Phi_v vdot.
@@ -651,7 +659,7 @@ def cpend_recover(q_guess, v, vdot, ind, dep, tol=1e-15, maxit=50):
 
 
 def cpend_ss_accel(q_guess, v, vdot, ind, dep):
-    """State-space acceleration map (v, vdot) -> vdd (digest section 1.4): recover, then solve (2.6)."""
+    """State-space acceleration map (v, vdot) -> vdd (the thesis's (3.85)): recover, then solve (2.6)."""
     q, qd = cpend_recover(q_guess, v, vdot, ind, dep)
     return cpend_accel(q, qd)[0][np.asarray(ind)]
 
@@ -700,7 +708,7 @@ def _selftest():
 
     np.set_printoptions(precision=15, linewidth=140)
     rng = np.random.default_rng(1234)
-    print("Andrews' squeezer (data sheet)")
+    print("Andrews' squeezer (IVP test set)")
     q0 = squeezer_q0()
     check("|g(q0)|_max", float(np.max(np.abs(squeezer_g(q0)))), 1e-14)
     check("rank G(q0) == 6 (0 = yes)", float(np.linalg.matrix_rank(squeezer_G(q0)) != 6), 0.0)
@@ -757,7 +765,7 @@ def _selftest():
     check("|g| along the Radau reference", float(max(np.max(np.abs(squeezer_g(x))) for x in qR)), 1e-12)
     check("Omega + Phi along the reference (mirror symmetry)", float(np.max(np.abs(qR[:, 5] + qR[:, 3]))), 1e-9)
 
-    print("Planar double pendulum in Cartesian coordinates (digest section 4.1)")
+    print("Planar double pendulum in Cartesian coordinates (Negrut's thesis, section 5.1)")
     q, qd = cpend_consistent_state()
     check("|Phi(q0)|", float(np.max(np.abs(cpend_Phi(q)))), 1e-14)
     check("|Phi_q qd|", float(np.max(np.abs(cpend_Phiq(q) @ qd))), 1e-13)
@@ -765,7 +773,7 @@ def _selftest():
     dep, ind = full_pivot_partition(cpend_Phiq(q))
     names = ("x1", "y1", "th1", "x2", "y2", "th2")
     print(f"  full-pivot partition at q0: dep = {[names[i] for i in dep]}, ind = {[names[i] for i in ind]}")
-    check("partition picks ind = (th1, y2) [digest: (y2, th1)] (0 = yes)", float(list(ind) != [2, 4]), 0.0)
+    check("partition picks ind = (th1, y2), i.e. (y2, th1) (0 = yes)", float(list(ind) != [2, 4]), 0.0)
     # basic derivative checks against finite differences
     qr, qdr = cpend_consistent_state(4.1, 3.3, -2.0, 7.0)
     qddr = rng.standard_normal(6)
@@ -792,10 +800,10 @@ def _selftest():
         T1, T2 = thesis_J1_J2(qs, qds, ii, dd)
         A1, A2 = appendix_A_J1_J2(qs, qds, ii, dd)
         F1, F2 = fd_J1_J2(qs, qds, ii, dd)
-        check("    J1 section 2.4 vs Appendix A (rel)", _relmax(T1, A1), 1e-10)
-        check("    J2 section 2.4 vs Appendix A (rel)", _relmax(T2, A2), 1e-10)
-        check("    J1 section 2.4 vs central FD (rel)", _relmax(T1, F1), 1e-6)
-        check("    J2 section 2.4 vs central FD (rel)", _relmax(T2, F2), 1e-6)
+        check("    J1 chain rule vs Appendix A (rel)", _relmax(T1, A1), 1e-10)
+        check("    J2 chain rule vs Appendix A (rel)", _relmax(T2, A2), 1e-10)
+        check("    J1 chain rule vs central FD (rel)", _relmax(T1, F1), 1e-6)
+        check("    J2 chain rule vs central FD (rel)", _relmax(T2, F2), 1e-6)
         vdd = cpend_ss_accel(qs, qs[ii], qds[ii], ii, dd)
         check("    ss-accel map reproduces qdd_ind (rel)", _relmax(vdd, cpend_accel(qs, qds)[0][ii]), 1e-12)
     T1, T2 = thesis_J1_J2(q, qd, ind, dep)

@@ -64,6 +64,7 @@ def test_members_on_the_trailing_axis_equal_vmap(trees):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.long
 def test_gradients_equal_the_array_form(trees):
     m = trees[2]
     q, v, tau, _ = _states(m, 1, 3)

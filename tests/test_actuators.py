@@ -353,6 +353,7 @@ def test_constant_ctrl_equals_control_torque():
     assert abs(float(jaxmbd.actuator_force(model, model.q0, model.v0, jnp.zeros(3))[0])) > 1.0
 
 
+@pytest.mark.long
 def test_gradients_match_central_differences():
     """d(final angles)/d(the servo's gain, MuJoCo's gainprm[0], its bias kept) and /d ctrl."""
     model = servo_model()

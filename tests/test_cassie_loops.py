@@ -258,6 +258,7 @@ def _run(m, integrator):
                            save=Save(ts=jnp.linspace(0.0, 1.0, 11)))
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("integrator", [I.RosenbrockNystrom4(), I.SDIRK4(), I.RK4()], ids=lambda m: type(m).__name__)
 def test_one_second_from_qpos0_keeps_every_row_closed(mech, integrator):
     """1 s from qpos0 at rest under gravity (the springs load and the legs sag):

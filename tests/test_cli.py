@@ -96,15 +96,16 @@ def test_model_file_and_resume_without_a_run(tmp_path, capsys):
 
 KILLED = {
     "stiff_double_pendulum": ["--integrator", "dopri5", "--rtol", "1e-4", "--atol", "1e-4"],
-    "quadruped": ["--integrator", "rk4", "--dt0", "1e-3"],          # the contact scene of the main job
+    "quadruped": ["--integrator", "rk4", "--dt0", "1e-3"],          # the built-in contact scene
 }
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("model", [pytest.param(k, marks=pytest.mark.slow) if k == "quadruped" else k for k in KILLED])
 def test_killed_run_resumes_without_losing_or_duplicating(model, tmp_path, capsys):
     """Start a chunked run in a subprocess, SIGKILL it after a few chunks,
     resume it, and compare with an uninterrupted run: identical arrays,
-    every save time exactly once.  On the quadruped (the main job's contact
+    every save time exactly once.  On the quadruped (the built-in contact
     scene) the summary reports its contacts."""
     common = ["simulate", model, *KILLED[model], "--batch", "2", "--t1", "1.2", "--saves", "24", "--chunks", "24",
               "--no-plot", "--no-compile-cache"]

@@ -1,4 +1,4 @@
-"""Contact (issue 20): closed-form physics of the compliant law with
+"""Contact: closed-form physics of the compliant law with
 friction, integration with error control, gradients through contact.
 
 Models are small and shared: numbers that differ between cases (gravity,
@@ -80,6 +80,7 @@ def test_the_pairs_and_parameters_are_what_was_asked(ball, box):
     np.testing.assert_allclose(c.friction[0], [0.5, 0, 0])
 
 
+@pytest.mark.long
 def test_a_ball_at_rest_sinks_the_penetration_of_the_law(ball):
     """k δ^p = m g: the settled ball's centre is at r - (m g / k)^(1/p) (1e-8)
     (the damping set near critical, a traced value: the same program)."""
@@ -133,6 +134,7 @@ def test_friction_law_derivatives_are_finite_without_friction():
     np.testing.assert_allclose(np.asarray(g)[0], np.asarray(fd), rtol=1e-7)
 
 
+@pytest.mark.long
 def test_a_dropped_ball_bounces_with_the_law_s_restitution_and_never_rises_higher(ball):
     """In zero gravity a ball thrown at the floor leaves at e v_in with e
     from law.restitution (1e-6; exact for the Hunt-Crossley law).  Dropped
@@ -164,6 +166,7 @@ def test_a_dropped_ball_bounces_with_the_law_s_restitution_and_never_rises_highe
     assert float(E[-1]) < float(E[0]) - 0.1
 
 
+@pytest.mark.long
 def test_a_sliding_block_stops_after_v0_squared_over_2_mu_g(box):
     """Two friction coefficients in one vmapped run (contact parameters are
     traced: batched like any model number): each block stops v0²/(2μg) from
@@ -177,7 +180,7 @@ def test_a_sliding_block_stops_after_v0_squared_over_2_mu_g(box):
     assert float(jnp.max(jnp.abs(sol.vs[:, -1, 0]))) < 1e-3
 
 
-@pytest.mark.parametrize("tan_theta", [0.3, 0.7])
+@pytest.mark.parametrize("tan_theta", [pytest.param(0.3, marks=pytest.mark.long), 0.7])  # 0.7 in the default run
 def test_a_block_on_an_incline_creeps_below_the_friction_angle_and_slides_above(box, tan_theta):
     """The incline is gravity tilted by θ.  Below atan μ the block creeps no
     faster than v_s tanθ/sqrt(μ² - tan²θ); above, it accelerates at
@@ -235,15 +238,15 @@ def test_a_tumbling_box_at_tolerance_1e_6_agrees_with_1e_10(box, integrator):
 def test_the_gradient_through_a_cube_toss_equals_central_differences(box, integrator, rtol):
     """d(final x)/d(initial vx) of a cube tossed onto the floor, by jax.grad
     through an adaptive Rosenbrock run (tol 1e-8), equals central differences
-    of tol-1e-11 Rosenbrock runs to 1e-4.  SDIRK4's gradient, to 1e-3: it was
-    NaN on this scene (a diverging Newton iterate of a rejected step,
-    discarded by the run but not by the reverse pass; see
-    integrators.base.newton); now finite, it is 5e-4 off at tol 1e-8 and 6.9e-4
-    at 1e-6 (bench/contact_gradients.py).  Not the simplified Newton
+    of tol-1e-11 Rosenbrock runs to 1e-4.  SDIRK4's gradient, to 1e-3: it is
+    5e-4 off at tol 1e-8 and 6.9e-4 at 1e-6 (bench/contact_gradients.py), and
+    finite because a failed Newton solve does not take its diverging iterate
+    (integrators.base.newton), which the reverse pass of a rejected step would
+    otherwise see.  The difference is not from the simplified Newton
     iterations: differentiating each stage's solution by the implicit-function
-    theorem instead (jax.lax.custom_root, exact ∂r/∂z) gave 2.9e-4 at 1e-8
-    and 2.4e-3 at 1e-6 (tried 2026-11-25, not kept).  What remains is the
-    accuracy of the discrete map's derivative with the steps held fixed."""
+    theorem instead (jax.lax.custom_root, exact ∂r/∂z) gives 2.9e-4 at 1e-8
+    and 2.4e-3 at 1e-6.  What remains is the accuracy of the discrete map's
+    derivative with the steps held fixed."""
     q0, v0 = _tumbling_box()
 
     def final_x(vx, tol, method=I.RosenbrockNystrom4()):

@@ -65,6 +65,7 @@ def _rosenbrock_apex(theta, tol):
     return design.apex_height(_model(theta), T1, rtol=tol)
 
 
+@pytest.mark.long
 def test_the_apex_is_the_highest_point_of_an_independent_dense_run():
     """At the start design and at a stiff, lightly damped one, the apex that
     design.apex_height computes (adaptive Rosenbrock, tol 1e-8, 48 samples of

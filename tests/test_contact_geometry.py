@@ -249,7 +249,10 @@ def _value_and_grad(t1, t2, R1, p1, R2, p2, s1, s2):
     return jax.value_and_grad(f, argnums=(0, 1, 2, 3))(R1, p1, R2, p2)
 
 
-@pytest.mark.parametrize("t1,s1,P1,t2,s2,P2", DEGENERATE, ids=lambda x: x if isinstance(x, str) else "")
+# long; the sphere centred on a box's corner (DEGENERATE[7]) stays in the default run
+@pytest.mark.parametrize("t1,s1,P1,t2,s2,P2",
+                         [c if i == 7 else pytest.param(*c, marks=pytest.mark.long) for i, c in enumerate(DEGENERATE)],
+                         ids=lambda x: x if isinstance(x, str) else "")
 def test_gradients_finite_at_degenerate_poses(t1, s1, P1, t2, s2, P2):
     """Parallel, crossing and zero-length capsule axes, coincident centres, a
     sphere centred in a box or on its corner, an upright cylinder, aligned

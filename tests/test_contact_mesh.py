@@ -1,4 +1,4 @@
-"""Convex mesh geoms in models (issue 20): the hull a mesh collides as
+"""Convex mesh geoms in models: the hull a mesh collides as
 (:func:`jaxmbd.contact.geometry.make_mesh`), the several candidates of a
 polytope pair (a mesh against a plane, a box or a mesh), against the box
 primitive, against MuJoCo, and in a simulation (a mesh cube resting on a
@@ -167,6 +167,7 @@ def table():
     return b.build()
 
 
+@pytest.mark.long
 def test_a_mesh_cube_rests_level_on_a_table_and_carries_its_weight(table):
     """Face on face, the four bottom vertices carry the weight (one GJK point
     would let the cube rock): after 1 s it is level to 1e-9, at rest, the

@@ -1,4 +1,4 @@
-"""Contact from MJCF (issue 20): the loaded collision geoms, pairs and
+"""Contact from MJCF: the loaded collision geoms, pairs and
 parameters against MuJoCo's compiled model and its contacts."""
 
 import warnings
@@ -196,6 +196,7 @@ def test_unsupported_contact_features_are_listed_in_the_warning(tmp_path):
     assert ("floor", "s") in el.pair_list()
 
 
+@pytest.mark.long
 def test_a_loaded_ant_stands_on_its_floor():
     """The gymnasium ant dropped onto its floor lands on its legs: the torso
     (radius 0.25) stays above 0.3, held by the feet and the joint limits, and

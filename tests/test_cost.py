@@ -1,6 +1,7 @@
-"""jaxmbd.cost against the seed's published numbers (digests/factorization.md
-§3-4), and against operation counts measured on an instrumented NumPy
-implementation of the seed's algorithms."""
+"""jaxmbd.cost against the published numbers of R. Featherstone, "Efficient
+factorization of the joint-space inertia matrix for branched kinematic trees",
+IJRR 24(6), 2005 (§3-4, §6, Tables 1-2), and against operation counts measured
+on an instrumented NumPy implementation of the paper's algorithms."""
 
 import numpy as np
 import pytest
@@ -61,7 +62,7 @@ def test_section42_ratios():
     assert round(ratio(models.grid_tree(16)), 1) == 73.9
 
 
-# --- instrumented reference implementations (seed 000 Appendix) -------------
+# --- instrumented reference implementations (the paper's Appendix) ----------
 
 class Ops:
     def __init__(self):
@@ -69,7 +70,7 @@ class Ops:
 
 
 def ltdl_counted(H, lam, ops):
-    """In-situ LTDL (seed's Appendix), counting operations; lam 0-based, -1 = base."""
+    """In-situ LTDL (the paper's Appendix), counting operations; lam 0-based, -1 = base."""
     A = np.array(H, dtype=float)
     for k in range(len(A) - 1, -1, -1):
         i = lam[k]
@@ -171,7 +172,7 @@ def test_instrumented_factorizations_match_formulas(seed, n):
 
 @pytest.mark.parametrize("seed,n", TREES)
 def test_instrumented_crba_operation_mix(seed, n):
-    """The seed's CRBA loop performs D0 rigid-body adds and transforms and D1
+    """The paper's CRBA loop (§5) performs D0 rigid-body adds and transforms and D1
     vector transforms on the body graph (eq. 14)."""
     model = models.random_tree(seed, n)
     parent = model.topo.parent_np
@@ -187,7 +188,7 @@ def test_instrumented_crba_operation_mix(seed, n):
     r = cost.analyze(model)
     assert (ra, rx, vx) == (r.D0, r.D0, r.D1_bodies)
     t = r.crba_terms
-    assert t["D0a"] + t["D0b"] == r.D0 and t["D1a"] + t["D1b"] == r.D1_bodies  # the seed's proof
+    assert t["D0a"] + t["D0b"] == r.D0 and t["D1a"] + t["D1b"] == r.D1_bodies  # the paper's proof
 
 
 def test_predicted_speedup_and_topology_input():

@@ -9,6 +9,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.long
 def test_readme_tour_runs():
     text = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
@@ -35,12 +36,20 @@ def _code(nb):
 # slow checks: the stiff-integration notebook (the stiffened vehicle, minutes of compilation), the contact
 # notebook (two reverse passes through adaptive Rosenbrock, about 7 min in quick mode) and the
 # three whose quick mode still compiles for 40-70 s (closed loops, batched gradients, quickstart); the
-# README tour covers the quickstart's calls in the default run
+# README tour (a long check) covers the quickstart's calls.  Every notebook is a long check but the
+# branch-sparsity one, which stays in the default run.
 SLOW_NOTEBOOKS = ("01_", "03_", "04_", "05_", "07_")
+DEFAULT_NOTEBOOK = "02_branch_sparsity.ipynb"
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.name.startswith(SLOW_NOTEBOOKS)
-                                  else p for p in NOTEBOOKS], ids=lambda p: p.name)
+def _notebook_case(p):
+    if p.name == DEFAULT_NOTEBOOK:
+        return p
+    marks = [pytest.mark.long] + ([pytest.mark.slow] if p.name.startswith(SLOW_NOTEBOOKS) else [])
+    return pytest.param(p, marks=marks)
+
+
+@pytest.mark.parametrize("path", [_notebook_case(p) for p in NOTEBOOKS], ids=lambda p: p.name)
 def test_notebook_runs(path, monkeypatch):
     """Every code cell, in order, in one namespace, as Jupyter would run them:
     cwd = notebooks/, JAXMBD_QUICK=1 (small sizes), the Agg backend; every

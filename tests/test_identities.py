@@ -7,6 +7,7 @@ physical parameters (damping, armature and springs included) and a state.
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
 import jaxmbd
@@ -25,6 +26,7 @@ def test_trees_cover_every_joint_type():
     assert any(len(base_tree(s).frame_names) > base_tree(s).n_bodies for s in TOPOLOGIES)
 
 
+@pytest.mark.long
 @given(topologies, seeds)
 def test_inverse_of_forward_dynamics(topo, seed):
     model = perturb(base_tree(topo), seed)
@@ -73,6 +75,7 @@ def test_mass_matrix_by_unit_accelerations(topo, seed):
     np.testing.assert_allclose(H_id, jaxmbd.mass_matrix(model, q), rtol=0, atol=1e-11)
 
 
+@pytest.mark.long
 @given(topologies, seeds)
 def test_hdot_equals_c_plus_ct(topo, seed):
     model = perturb(base_tree(topo), seed)

@@ -36,7 +36,8 @@ def test_rosenbrock_order_conditions_and_derived_coefficients():
                                 bh @ np.tril(beta, -1) @ bp - (1 / 6 - e + e * e)], 0.0, atol=2e-15)
     assert A[3, 2] == 0 and np.allclose(A[3], A[2]) and b[2] == 0 and A[1, 0] == 2 * e
     np.testing.assert_allclose(a[2], (0.2 - a[1] / 4) / (0.25 - a[1] / 3), rtol=1e-14)
-    # derived set against the thesis's (4.72)-(4.81), typos corrected (digest §3.5)
+    # derived set against Negrut's thesis (4.72)-(4.81), with its misprints corrected (w21 = 2.0, printed
+    # 0.2E0; d41 printed with an extra digit)
     k = ros.derived()
     np.testing.assert_allclose(k["W"][1, 0], 2.0, rtol=1e-14)
     np.testing.assert_allclose([k["W"][2, 0], k["W"][2, 1]], [1.86794814949823713234476, 0.234445568517238850023220],
@@ -144,6 +145,7 @@ def _ball_pendulum():
     return b.set_initial_state(q0, [0.5, -1.0, 2.0, 1.5]).build()
 
 
+@pytest.mark.long
 def test_chart_jacobians_match_finite_differences():
     m = _ball_pendulum()
     ode = ChartODE(m, m.q0)
@@ -193,7 +195,8 @@ def _state_error(m, sol, ref):
     return float(jnp.max(jnp.abs(jnp.concatenate([dq, sol.vs[-1] - ref.vs[-1]]))))
 
 
-@pytest.mark.parametrize("name", sorted(ORDER_CASES))
+@pytest.mark.parametrize("name", [n if n == "RK4" else pytest.param(n, marks=pytest.mark.long)  # long but RK4
+                                  for n in sorted(ORDER_CASES)])
 def test_empirical_order(name, ball_reference):
     """Fixed steps on a ball-and-hinge pendulum (rotations go through the chart):
     log-log slope of the final-state error within 0.3 of the method's order."""
@@ -290,7 +293,7 @@ def test_stiff_double_pendulum_model_matches_the_closed_form():
         x = rng.normal(size=4) * [1, 0.3, 3, 3]
         a = jaxmbd.forward_dynamics(m, x[:2], x[2:], jnp.zeros(2))
         np.testing.assert_allclose(a, rhs(0.0, x)[2:], rtol=1e-10)
-    # dominant eigenvalue about -1e5 (digest §4.1)
+    # dominant eigenvalue about -1e5 (the thesis's §5.1)
     _, J1, J2 = ChartODE(m, m.q0).g_and_jac(0.0, jnp.zeros(2), m.v0)
     G = np.block([[np.zeros((2, 2)), np.eye(2)], [np.asarray(J1), np.asarray(J2)]])
     lam = np.linalg.eigvals(G).real.min()
@@ -321,6 +324,7 @@ def _check_protocol(res):
         assert np.all(np.diff(r[:, 0]) < 0) and np.all(np.diff(r[:, 1]) < 0), (name, r)
 
 
+@pytest.mark.long
 def test_stiff_double_pendulum_protocol(pendulum_reference):
     """T = 2 s, tol 1e-2 .. 1e-6, 40 save points: the errors of θ1 and θ̇1 stay
     within 10x the tolerance and decrease with it, for SDIRK4,
@@ -356,6 +360,7 @@ def test_stiff_chain_protocol():
     _check_protocol({name: _protocol(m, jnp.asarray(ts), r.y.T, method, T) for name, method in IMPLICIT})
 
 
+@pytest.mark.long
 def test_kept_factorization_and_held_steps():
     """SDIRK4 and the trapezoidal rule keep J and the LU while h is unchanged
     and Newton contracts fast: with a fixed step they factor a few times
@@ -418,6 +423,7 @@ def test_sdirk_dense_output():
     assert 3.7 < p < 4.6, (p, errs)
 
 
+@pytest.mark.long
 def test_tol_factor_is_validated_and_applied():
     for cls in (I.RosenbrockNystrom4, I.SDIRK4, I.Trapezoidal):
         for bad in (0.0, -1.0, 2.0, "x"):
@@ -433,6 +439,7 @@ def test_tol_factor_is_validated_and_applied():
 
 # --- batching, statuses, gradients, conservation -------------------------------------------
 
+@pytest.mark.long
 def test_vmap_equals_loop_and_a_failing_member_is_isolated():
     m = models.double_pendulum()
     rng = np.random.default_rng(0)
@@ -486,6 +493,7 @@ def test_statuses_and_bad_input():
         jaxmbd.ModelBuilder().add_body("a", "world", "revolute", axis=(0, 0, 1)).set_initial_state([1.0, 2.0]).build()
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("method, kw", [(I.RK4(), dict(dt0=0.02)),
                                         pytest.param(I.RosenbrockNystrom4(), dict(rtol=1e-7, atol=1e-7),
                                                      marks=pytest.mark.slow)])
@@ -612,6 +620,7 @@ def test_rosenbrock_attempt_uses_its_jacobians_with_a_cotangent_of_rank_at_most_
         assert sv[4] > 1e-8 * sv[0] and sv[5] < 1e-13 * sv[0], sv
 
 
+@pytest.mark.long
 def test_the_rank_bound_pullback_gives_the_full_pullback_s_gradient_through_the_loop():
     """Through the loop (a long check): the gradient with RosenbrockNystrom4's
     5-JVP pullback equals the one with the full n-JVP pullback on a 7-DoF
@@ -635,6 +644,7 @@ def test_the_rank_bound_pullback_gives_the_full_pullback_s_gradient_through_the_
     np.testing.assert_allclose(low, full, rtol=1e-9, atol=1e-12 * float(jnp.max(jnp.abs(full))))
 
 
+@pytest.mark.long
 def test_gradient_through_the_loop_with_the_model_as_a_traced_argument():
     """The loop's Jacobian pullback with every model array traced (its integer
     topology arrays too, which the forward pass's tracers must not carry into
@@ -663,6 +673,7 @@ def eqx_tree_set(model, field, value):
     return eqx.tree_at(lambda mm: getattr(mm, field), model, value)
 
 
+@pytest.mark.long
 def test_spinning_body_conserves_energy_and_momentum():
     """Free body about its intermediate axis (the flip): kinetic energy and world
     angular momentum conserved to the tolerance; the spin axis flips."""

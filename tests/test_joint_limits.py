@@ -1,4 +1,4 @@
-"""Joint limits (issue 20): the compliant stop of jaxmbd.forces.JointLimit
+"""Joint limits: the compliant stop of jaxmbd.forces.JointLimit
 with the law of jaxmbd.forces.law, from the builder, MJCF and URDF."""
 
 import math
@@ -177,6 +177,7 @@ def test_bad_limits_are_refused_naming_the_joint(kw, msg):
         b.build()
 
 
+@pytest.mark.long
 def test_limits_work_under_vmap_and_grad():
     """Batched stiffness (vmap) and the gradient of the settled angle w.r.t. the stiffness
     (-δ/(p k) for the power law) through an adaptive run."""

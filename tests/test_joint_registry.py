@@ -130,7 +130,8 @@ def _compare_algorithms(m, seed):
     return run(q, v, tau), v, tau
 
 
-@pytest.mark.parametrize("t", MOVING, ids=IDS)
+@pytest.mark.parametrize("t", [t if t.name == "prismatic" else pytest.param(t, marks=pytest.mark.long)  # long but one
+                               for t in MOVING], ids=IDS)
 def test_algorithms_agree_on_a_tree(t, monkeypatch):
     """Array ABA, unrolled ABA (closed form and the generic path through jcalc),
     CRBA + RNEA, and the kinetic energy agree on a tree of the type."""

@@ -38,7 +38,7 @@ def _primitives(jaxpr, out):
     return out
 
 
-@pytest.mark.parametrize("method", ["rk4", "rosenbrock"])
+@pytest.mark.parametrize("method", ["rk4", pytest.param("rosenbrock", marks=pytest.mark.long)])
 def test_vmap_at_default_arguments_equals_a_loop_and_stops_when_done(method):
     integ, kw = ((I.RK4(), dict(steps=Steps(dt0=0.01))) if method == "rk4"
                  else (I.RosenbrockNystrom4(), dict(steps=Steps(rtol=1e-6, atol=1e-6))))
@@ -61,6 +61,7 @@ def test_vmap_at_default_arguments_equals_a_loop_and_stops_when_done(method):
     assert all(p != "scan" or params["length"] < 1000 for p, params in prims)
 
 
+@pytest.mark.long
 def test_gradient_of_a_batched_loss_at_default_arguments_matches_finite_differences():
     ts = jnp.array([0.3])
     q0, v0 = _states(1)
@@ -98,6 +99,7 @@ def _batch_of_models(model, n):
     return jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n,) + x.shape) if eqx.is_array(x) else x, model)
 
 
+@pytest.mark.long
 def test_bad_traced_inputs_give_failure_statuses_per_member():
     n = 7
     ms = _batch_of_models(MODEL, n)

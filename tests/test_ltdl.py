@@ -30,7 +30,7 @@ def test_reconstruction_and_exact_sparsity(topo):
     np.testing.assert_allclose(L.T @ np.diag(d) @ L, H, rtol=0, atol=1e-12 * np.abs(H).max())
     assert np.all(L[~ancestor_pattern(model)] == 0.0)
     assert np.all(d > 0)
-    # LᵀL: sqrt(D) L, and equal to the seed's in-situ LTL run in NumPy
+    # LᵀL: sqrt(D) L, and equal to Featherstone's (2005, §2) in-situ LTL run in NumPy
     G = np.asarray(ltdl.to_dense_lower(model, ltdl.factor(model, H, kind="ltl").vals, unit=False))
     np.testing.assert_allclose(G, np.sqrt(d)[:, None] * L, rtol=1e-13, atol=1e-15)
     ref = np.tril(ltl_counted(H, model.dof_parent, Ops()))
@@ -51,7 +51,7 @@ def test_solves(topo):
 
 
 def test_chain_is_reversed_dense_cholesky():
-    """For a chain, LᵀL = (R Gᵀ R)ᵀ (R Gᵀ R) with R H R = G Gᵀ (seed §3)."""
+    """For a chain, LᵀL = (R Gᵀ R)ᵀ (R Gᵀ R) with R H R = G Gᵀ (Featherstone 2005, §3)."""
     model = models.chain(9)
     H, _ = _H(model, 1)
     R = np.eye(9)[::-1]
@@ -84,6 +84,7 @@ def test_matches_mujoco_factorM_and_solveM():
     np.testing.assert_allclose(ltdl.solve(model, F, y.T).T, x, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.long
 def test_grads_through_factor_and_solve():
     model = perturb(base_tree(2), 3)
     H, _ = _H(model, 3)
@@ -123,6 +124,7 @@ def test_products_and_triangular_solves(topo):
     np.testing.assert_allclose(ltdl.mul_H(model, Hc, X[:, 0]), H @ X[:, 0], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.long
 def test_forward_dynamics_factorizations_agree_and_auto_rule():
     from jaxmbd.dynamics import factorization_for
     for model in (perturb(base_tree(0), 7), models.binary_tree(6)):

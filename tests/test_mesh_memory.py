@@ -166,6 +166,7 @@ def test_the_bounded_path_s_deepest_equals_mujoco(t1):
     assert hits > 8
 
 
+@pytest.mark.long
 def test_a_prism_rests_level_on_the_bounded_path():
     """A 32-sided prism (64 vertices: the bounded path) standing on a box
     table, level and 1 mm deep: SUPPORT_DIRS (8) rim vertices of its bottom
@@ -240,6 +241,7 @@ def _temp_bytes(model):
     return f.lower(q, v).compile().memory_analysis().temp_size_in_bytes
 
 
+@pytest.mark.long
 def test_an_arm_of_mesh_links_runs_within_a_memory_budget(monkeypatch):
     """Twelve links of 2,000-vertex meshes (91 pairs: 55 mesh-mesh, 12 each
     against a plane, a box, a sphere): one jitted forward-dynamics call's

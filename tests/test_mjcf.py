@@ -99,7 +99,8 @@ def check_layout(model, mj):
     np.testing.assert_allclose(model.q0, mj.qpos0, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", GYM)
+@pytest.mark.parametrize("name", [n if n == "humanoidstandup" else pytest.param(n, marks=pytest.mark.long)  # long but one
+                                  for n in GYM])
 def test_gymnasium_model_matches_mujoco(name):
     path = gym_asset(name + ".xml")
     with warnings.catch_warnings():
@@ -304,9 +305,9 @@ WELD_DOC = """<mujoco><worldbody>
 
 @pytest.mark.parametrize("doc,nc", [
     (FEATURES, 3),
-    (WELD_DOC.format(eq='<weld body1="b" body2="c"/>'), 6),
-    (WELD_DOC.format(eq='<weld body1="c" body2="b" relpose="0.1 0.2 0.3 0.9 0.1 0.2 0.3"/>'
-                        '<connect body1="a" anchor="0 0 0" active="false"/>'), 6)])
+    pytest.param(WELD_DOC.format(eq='<weld body1="b" body2="c"/>'), 6, marks=pytest.mark.long),
+    pytest.param(WELD_DOC.format(eq='<weld body1="c" body2="b" relpose="0.1 0.2 0.3 0.9 0.1 0.2 0.3"/>'
+                                    '<connect body1="a" anchor="0 0 0" active="false"/>'), 6, marks=pytest.mark.long)])
 def test_equality_constraints_become_loops_like_mujocos(doc, nc):
     """<connect>/<weld> -> loop constraints: residual and Jacobian rows equal MuJoCo's
     efc rows for connect; for weld (different row scaling) the same constraint

@@ -483,6 +483,7 @@ def _mj_equality(mj, d, q):
     return d.efc_pos[rows].copy(), d.efc_J.reshape(d.nefc, mj.nv)[rows].copy()
 
 
+@pytest.mark.long
 def test_site_equality_constraints_match_mujoco():
     """<connect>/<weld> by sites: the sites' positions (connect) or frames (weld)
     coincide, which need not hold at qpos0.  One mechanism (a connect to a

@@ -1,4 +1,6 @@
-"""Built-in models: the seeds' topologies, and closed-form dynamics."""
+"""Built-in models: the topologies of Featherstone, "Efficient factorization of
+the joint-space inertia matrix for branched kinematic trees" (IJRR 24(6), 2005),
+and closed-form dynamics."""
 
 import numpy as np
 import pytest
@@ -22,7 +24,7 @@ def test_humanoid30_is_the_seed_mechanism():
     m = models.humanoid30()
     assert (m.n_bodies, m.nq, m.nv) == (25, 31, 30)
     assert m.topo.jtype.count("revolute") == 24 and m.topo.jtype[0] == "free"
-    # digests/factorization.md §4: expanded λ (1-based, 0 = base)
+    # Featherstone 2005, §6: expanded λ (1-based, 0 = base)
     lam = [0, 1, 2, 3, 4, 5] + sum(([6] + list(range(7 + 6 * l, 12 + 6 * l)) for l in range(4)), [])
     np.testing.assert_array_equal(m.dof_parent, np.array(lam) - 1)
     assert (D1(m), D2(m)) == (219, 1039)
@@ -130,8 +132,9 @@ def test_double_pendulum_closed_form():
         np.testing.assert_allclose(jaxmbd.forward_dynamics(m, q, v, tau), np.linalg.solve(H, tau - c - gq), rtol=1e-11)
 
 
+@pytest.mark.long
 def test_the_quadruped_stands_where_its_contact_law_puts_it():
-    """The main job's contact scene: started on straight legs just above the
+    """The built-in contact scene: started on straight legs just above the
     floor, the quadruped settles on its four feet and nothing else: after 3 s
     they carry its weight (5e-3: the last of the settling), each about a
     quarter (2e-2: four feet on a plane are statically indeterminate and the

@@ -1,4 +1,4 @@
-"""Mechanisms with redundant loop constraints (issue 19): planar loops closed
+"""Mechanisms with redundant loop constraints: planar loops closed
 by 3-row point constraints (a four-bar, a parallel gripper, a Cassie-like
 leg).  The redundant rows are found when the mechanism is built; the
 dynamics use the independent rows, every row stays satisfied."""
@@ -102,7 +102,8 @@ def _augmented_lstsq(mech, q, v, tau):
     return sol[:mech.nv], G
 
 
-@pytest.mark.parametrize("name", ["four_bar", "gripper", "leg"])
+@pytest.mark.parametrize("name", [pytest.param("four_bar", marks=pytest.mark.long),
+                                  pytest.param("gripper", marks=pytest.mark.long), "leg"])
 def test_accelerations_equal_the_full_augmented_solve(mechs, name):
     mech = mechs[name]
     rng = np.random.default_rng(3)
@@ -242,7 +243,8 @@ MJCF_CASES = {"four_bar": (MJCF_FOUR_BAR, (3, 2), np.asarray(models.four_bar().q
               "leg": (MJCF_LEG, (3, 2), np.array([0.3, -0.5, 0.2, -0.2]), [0.7, -1.0, 0.0, 0.0])}
 
 
-@pytest.mark.parametrize("name", list(MJCF_CASES))
+@pytest.mark.parametrize("name", [n if n == "leg" else pytest.param(n, marks=pytest.mark.long)  # long but leg
+                                  for n in MJCF_CASES])
 def test_mujoco_agrees_on_loops_closed_by_connect(name):
     """The four-bar, the gripper and the leg closed by MJCF's <connect>
     (3 rows each, rank 2): MuJoCo's constrained acceleration (stiff, nearly

@@ -28,7 +28,8 @@ def _setup():
 
 
 @pytest.mark.parametrize("method, kw", [(I.RK4(), dict(steps=Steps(dt0=0.01))),
-                                        (I.RosenbrockNystrom4(), dict(steps=Steps(rtol=1e-6, atol=1e-6)))])
+                                        pytest.param(I.RosenbrockNystrom4(), dict(steps=Steps(rtol=1e-6, atol=1e-6)),
+                                                     marks=pytest.mark.long)])
 def test_rollout_equals_a_loop_of_simulate(method, kw):
     m, B, q0, v0, ks = _setup()
     ts = jnp.array([0.1, 0.3, 0.5])
@@ -136,6 +137,7 @@ def test_sharded_equals_unsharded_on_two_host_devices():
     assert "SHARDED-OK" in r.stdout
 
 
+@pytest.mark.long
 def test_batch_gradients_wrt_mass_damping_and_control_parameters():
     """Fixed-step RK4 over a batch: d(loss)/d(per-member masses, damping, control gains) vs central differences."""
     m, B, q0, v0, _ = _setup()

@@ -59,6 +59,7 @@ def _run(guard, n):
     return [int(x) for x in r.stdout.split()]
 
 
+@pytest.mark.long
 def test_compiled_programs_hold_mappings_and_the_release_bounds_them():
     # without the release, compiling grows the table past the threshold (the way to the crash) ...
     peak, threshold, n = _run(guard=0, n=400)

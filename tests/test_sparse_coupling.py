@@ -17,7 +17,7 @@ from jaxmbd import Start, Inputs, Steps, Save
 
 
 def _cross_spring_tree():
-    """The reproduction of issue 18: a stiff damped spring between two leaves on different branches."""
+    """A stiff damped spring between two leaves on different branches: a force that couples two branches."""
     b = models.binary_tree_builder(3)
     b.add_spring("node4", (0.1, 0, 0), "node7", (0.1, 0, 0), stiffness=5e3, damping=50.0)
     return b.build()
@@ -40,6 +40,7 @@ def _state(model, seed):
             jnp.asarray(rng.normal(size=model.nv)))
 
 
+@pytest.mark.long
 def test_the_reproduction_is_exact():
     m = _cross_spring_tree()
     q0, v0, r = _state(m, 0)
@@ -56,6 +57,7 @@ def test_the_reproduction_is_exact():
     np.testing.assert_allclose(runs[1].qs, runs[0].qs, rtol=0, atol=1e-9)
 
 
+@pytest.mark.long
 def test_random_trees_with_random_cross_branch_springs():
     """Random trees, springs between random pairs of bodies (some on one
     branch, some across): sparse = dense to 1e-12 in every case."""
@@ -81,6 +83,7 @@ def test_random_trees_with_random_cross_branch_springs():
     assert checked_cross >= 2  # most draws do couple two branches
 
 
+@pytest.mark.long
 def test_contact_keeps_the_sparse_matrix_exact():
     """Contact: a leaf's sphere pressed into a floor plane depends only on its
     own branch (the pattern holds); two leaves of different branches pressed
@@ -127,6 +130,7 @@ def _dumbbell():
     return b.build()
 
 
+@pytest.mark.long
 def test_ball_and_free_joints_with_contact():
     """Rotations (a free root, a ball joint) have their own chart terms in
     the iteration matrix (v = Jr(y) y'): the sparse S⁻¹ r and J1 x equal the
@@ -177,6 +181,7 @@ def _pattern(m):
     return on | on.T
 
 
+@pytest.mark.long
 def test_a_control_that_couples_two_branches_is_refused():
     m = models.binary_tree(3)
     i, j = m.body_id("node4"), m.body_id("node7")

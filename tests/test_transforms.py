@@ -43,6 +43,7 @@ FUNCS = {
 PARAMS = ("mass", "com", "inertia", "axis", "tree_pos", "damping")
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("aba", "crba", "rnea") else n
                                   for n in sorted(FUNCS)])
 def test_grads(small, name):
@@ -59,6 +60,7 @@ def test_grads(small, name):
     check_grads(g, args, order=2, modes=("fwd", "rev"), atol=1e-5, rtol=1e-5, eps=1e-4)
 
 
+@pytest.mark.long
 def test_aba_derivatives_through_the_rnea_equal_those_of_its_passes(small):
     """The ABA's derivative rule (implicit function through the RNEA, H⁻¹ from
     the primal's articulated inertias; jaxmbd.aba.aba) equals autodiff through the three passes
@@ -106,6 +108,7 @@ def test_vmap_equals_loop_over_states_and_models(small):
         np.testing.assert_allclose(out, loop, rtol=1e-12, atol=1e-12, err_msg=name)
 
 
+@pytest.mark.long
 def test_jit_equals_nojit(small):
     m, q, v, tau = small
     for name, f in FUNCS.items():
@@ -131,6 +134,7 @@ def test_float32_opt_out_keeps_input_precision(small):
     np.testing.assert_allclose(qdd, jaxmbd.forward_dynamics(m, q, v, tau), rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.long
 def test_other_public_functions_batch_and_differentiate(small):
     """Jacobians, energies, the Coriolis matrix and the sparse factor under vmap and grad."""
     from jaxmbd import ltdl

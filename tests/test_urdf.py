@@ -123,7 +123,8 @@ def compare_with_pinocchio(P, n=10, seed=0):
     return worst
 
 
-@pytest.mark.parametrize("rel,floating", ROBOTS, ids=[os.path.basename(r[0]) for r in ROBOTS])
+@pytest.mark.parametrize("rel,floating", [r if r == ROBOTS[0] else pytest.param(*r, marks=pytest.mark.long)  # long but UR5
+                                          for r in ROBOTS], ids=[os.path.basename(r[0]) for r in ROBOTS])
 def test_robot_matches_pinocchio(rel, floating):
     P = PinPair(os.path.join(robots_dir(), rel), floating)
     worst = compare_with_pinocchio(P)

@@ -1,4 +1,4 @@
-"""URDF collision geometry (issue 20): ``load_urdf(..., collisions="floor" |
+"""URDF collision geometry: ``load_urdf(..., collisions="floor" |
 "all")`` turns each link's ``<collision>`` box, sphere, cylinder and mesh
 into collision geoms and adds a floor.  Checked against MuJoCo's own URDF
 import (the geoms' types, sizes and world poses at random joint angles) and
@@ -111,6 +111,7 @@ def test_collision_geoms_are_mujoco_s(urdf_path):
                 assert dd.min(1).max() < 1e-6 and dd.min(0).max() < 1e-6
 
 
+@pytest.mark.long
 def test_the_floor_and_which_pairs(urdf_path):
     """"floor": every geom of a moving link against the floor and nothing else
     (the base is welded to the world: its box is static); "all": the floor

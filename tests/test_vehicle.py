@@ -1,6 +1,6 @@
-"""HMMWV14 (jaxmbd.models.hmmwv14) against the data sheet
-(shared/data/hmmwv14.md: its [D] values were computed independently with
-numpy/scipy from the Chrono data), and the road, tire and rotational
+"""HMMWV14 (jaxmbd.models.hmmwv14) against values computed independently with
+NumPy/SciPy from the same Project Chrono HMMWV data (hardpoints, masses and
+inertias; see jaxmbd.models.vehicle), and the road, tire and rotational
 spring-damper force elements against closed forms and identities."""
 
 import math
@@ -39,11 +39,11 @@ def test_counts_match_the_thesis(baseline, stiff):
         G = np.asarray(jaxmbd.constraint_jacobian(m, m.q0))
         assert np.linalg.matrix_rank(G) == 16
         assert float(jnp.abs(jnp.asarray(G) @ m.v0).max()) < 1e-12          # the forward motion is consistent
-        assert float(m.tree.mass.sum()) == pytest.approx(2576.924, abs=1e-9)  # data sheet §3.1
+        assert float(m.tree.mass.sum()) == pytest.approx(2576.924, abs=1e-9)  # Chrono's masses, the spindle merged
 
 
 def test_geometry_and_inertias_match_the_data_sheet():
-    """Derived values of data sheet §3-§6 from the inch hardpoints."""
+    """Geometry and inertias derived independently from Chrono's inch hardpoints."""
     F, R = V.hardpoints("F", 1), V.hardpoints("R", 1)
     np.testing.assert_allclose(F["UCA_F"], (1.641050, 0.445960, 0.244622), atol=1e-6)
     np.testing.assert_allclose(R["TIEROD_U"], (-1.518683, 0.821106, -0.009271), atol=1e-6)
@@ -71,9 +71,10 @@ def test_geometry_and_inertias_match_the_data_sheet():
     np.testing.assert_allclose(T, (1.490410, 0.467689, 0.211073), atol=1e-6)
 
 
+@pytest.mark.long
 def test_the_initial_state_is_the_static_equilibrium(baseline, stiff):
     """At rest the constrained accelerations vanish; the baseline rests where
-    the data sheet's independent static solve puts it (§10-§11: chassis COM
+    an independent NumPy/SciPy static solve puts it (chassis COM
     z 0.687838 m, pitch 0.0233° nose down, tire loads 6518.8 / 6121.0 N,
     springs at their design lengths)."""
     for m in (baseline, stiff):
@@ -97,8 +98,8 @@ def test_the_initial_state_is_the_static_equilibrium(baseline, stiff):
 @pytest.mark.slow
 def test_the_stiffened_spectrum(stiff):
     """The linearization of the stiffened variant's state-space ODE at rest
-    (forward-mode Jacobians J1, J2 through the recovery): the data sheet's
-    independent eigen-analysis (§6.4) gives the bushing modes -2.585e5,
+    (forward-mode Jacobians J1, J2 through the recovery): an independent
+    NumPy eigen-analysis gives the bushing modes -2.585e5,
     -2.582e5 (the thesis: about -2.6e5) and the body modes -3.63 ± 7.28i,
     -7.11 ± 10.74i, -9.27 ± 12.84i."""
     qt = stiff.to_tree(stiff.q0)
@@ -117,7 +118,8 @@ def test_the_stiffened_spectrum(stiff):
 
 
 def test_enveloped_bump_profile():
-    """Data sheet §8: s* = √(2 r0 R + R²) = 0.222463 m, crest 0.05 m, slope
+    """The enveloped road (wheel-centre locus of a disc of radius r0 rolling over the
+    half-cylinder): s* = √(2 r0 R + R²) = 0.222463 m, crest 0.05 m, slope
     jumps ±0.47343 at entry and exit, continuity, and h' = dh/dx."""
     r0, xb, R = 0.4699, jnp.array([2.0]), jnp.array([0.05])
     s_star = math.sqrt(2 * r0 * 0.05 + 0.05 ** 2)
@@ -142,6 +144,7 @@ def _toy():
     return b.build()
 
 
+@pytest.mark.long
 def test_rotational_spring_and_tire_forces():
     """Without damping (flat road), the generalized forces are -∂U/∂x of the
     elements' potential; the dampers dissipate; the tire force is k δ + c δ'
@@ -235,6 +238,7 @@ def test_step_history_records_the_accepted_steps():
         jaxmbd.simulate(m, t1=0.5, integrator=integrators.Dopri5(), save=Save(step_history=-1))
 
 
+@pytest.mark.long
 def test_static_equilibrium_of_a_hanging_four_bar():
     """jaxmbd.static_equilibrium on a four-bar under gravity: the accelerations
     vanish at the result, the constraints hold, and the potential energy is

@@ -408,9 +408,9 @@ def box_box(R1, p1, s1, R2, p2, s2):
     face with the largest gap is the reference face, candidate 16 is off,
     and the face-face candidates are the overlap polygon's edge crossings
     (:func:`_face_crossings`); with the corners inside, these are the
-    polygon's vertices, MuJoCo's face-face contact points.  One argmax
-    candidate for face-face contact (before) jumped between the nearly equal
-    face axes of two resting boxes and stalled the step-size controller
+    polygon's vertices, MuJoCo's face-face contact points.  A single argmax
+    candidate for face-face contact would jump between the nearly equal face
+    axes of two resting boxes and stall the step-size controller
     (bench/results/work_precision_cpu.md)."""
     d12, n12 = _point_box(_box_corners(R2, p2, s2), R1, p1, s1)   # outward normals of box1: geom1 -> geom2
     c2 = _box_corners(R2, p2, s2)

@@ -83,8 +83,8 @@ class AbstractIntegrator(eqx.Module):
     gives its initial value (same structure) and ``commit(cache, accepted)``
     is called after each attempt.  ``holds_step``: the controller keeps h
     when it would change by a factor in [1, 1.2], so that the factorization
-    can be kept (Negrut's thesis §4.3; Hairer and Wanner, Solving ODEs II,
-    IV.8)."""
+    can be kept (c1 = 1.0, c2 = 1.2 of Hairer and Wanner's RADAU5 and SDIRK4
+    codes, as in D. Negrut's thesis, University of Iowa, 1998, §4.2.1)."""
     name: ClassVar[str]
     order: ClassVar[int]
     error_order: ClassVar[int | None] = None
@@ -166,7 +166,7 @@ def check_tableau(name, A, b, c=None, strictly_lower=False):
         raise ValueError(f"{name}: c is not the row sums of A")
 
 
-# --- norms and step-size control (digest negrut.md §3.6) -------------------------
+# --- norms and step-size control (Negrut's thesis §4.2.1, (4.6)-(4.8)) ------------
 
 def rms(x):
     """Root mean square; its derivative at x = 0 is taken as 0 (not NaN: an
@@ -207,7 +207,7 @@ def check_linear_solver(linear_solver):
         raise ValueError(f"unknown linear_solver {linear_solver!r}; expected 'dense' or 'sparse'")
 
 
-# --- simplified Newton with convergence control (digest §3.7) ---------------------
+# --- simplified Newton with convergence control (Negrut's thesis §4.5.2, (4.89)-(4.91); H&W's SDIRK4)
 
 NEWTON_MAX = 7
 KAPPA = 0.03
@@ -253,7 +253,7 @@ def newton(residual, solve, x0, scale, max_iter=NEWTON_MAX, kappa=KAPPA, eta_old
     return x, ok, it, eta, theta
 
 
-# --- keeping the factorization across steps (digest §3.6, H&W's SDIRK4 code) ---------
+# --- keeping the factorization across steps (Negrut's thesis §4.2.1, H&W's SDIRK4 code) ---------
 
 THETA_KEEP = 1e-3  # H&W THET: keep J and the LU while Newton contracts at least this fast
 

@@ -1,10 +1,12 @@
-"""The thesis's Descriptor Form codes, InflTrap and InflSDIRK (digest
-negrut.md §2.2, §3.8): implicit integrators for mechanisms (trees with loop
+"""The Descriptor Form codes InflTrap and InflSDIRK of D. Negrut, "On the
+implicit integration of differential-algebraic equations of multibody
+dynamics", PhD thesis, University of Iowa, 1998 (§3.3, §4.2-4.3, Tables 14
+and 15): implicit integrators for mechanisms (trees with loop
 constraints) whose Newton unknowns are the full accelerations and the
 Lagrange multipliers, z = [q̈; λ] (nv + nc), instead of the independent
 accelerations alone.
 
-Per Newton iteration (§2.2): take the independent part v̈ = q̈[ind];
+Per Newton iteration (thesis §3.3): take the independent part v̈ = q̈[ind];
 integrate the independent positions and rates with the formula; recover
 the dependent ones (Newton on Φ = 0, then a linear solve: exact constraint
 satisfaction at position and velocity level, so this is still a
@@ -14,7 +16,7 @@ state-space method); evaluate the residual of the augmented system (3.76)
 
 at the recovered state; correct z.  The iteration matrix ∂Ψ/∂z is formed
 by forward-mode autodiff through the recovery at the step start (the
-thesis's closed form of §2.2, rows "M + βh²{...} - γh Q^A_q̇ Ĥ", is what
+thesis's closed form of §3.3, rows "M + βh²{...} - γh Q^A_q̇ Ĥ", is what
 ``jacfwd`` computes) and factored once per step (dense LU; the thesis used
 MA48); the SDIRK code reuses it for all five stages.
 
@@ -39,7 +41,7 @@ import numpy as np
 from ..odes.base import DescriptorODE
 from .base import NEWTON_MAX, AbstractAdaptive, Attempt, check_tableau, check_tol_factor, newton
 
-# --- SDIRK4/16 (γ = 1/4), digest negrut.md §3.3 (Table 13) ---------------------------------
+# --- SDIRK4/16 (γ = 1/4), the thesis's Table 13 -------------------------------------------
 
 GAMMA16_FR = Fr(1, 4)
 A16_FR = [[Fr(1, 4), 0, 0, 0, 0],
@@ -56,7 +58,7 @@ BHAT16_FR = [Fr(59, 48), Fr(-17, 96), Fr(225, 32), Fr(-85, 12), Fr(0)]
 def _check_sdirk16():
     """The tableau's exact properties (Fractions): c = row sums of A, the
     eight order-4 conditions for b, the four order-3 conditions for b̂,
-    b A⁻¹ = e5 (R(∞) = 0, stiffly accurate) and (b - b̂) A⁻¹ as in §3.3."""
+    b A⁻¹ = e5 (R(∞) = 0, stiffly accurate) and (b - b̂) A⁻¹ (exact values)."""
     A, b, bh, c, s = A16_FR, B16_FR, BHAT16_FR, C16_FR, 5
     R = range(s)
     dot = lambda u, w: sum(ui * wi for ui, wi in zip(u, w))  # noqa: E731
@@ -133,7 +135,7 @@ def _newton_scale(ode, scale, h_unit, lam_w):
 
 
 class DescriptorTrapezoidal(AbstractAdaptive):
-    """InflTrap (digest negrut.md §2.2, §3.1, §3.8): the trapezoidal rule
+    """InflTrap (thesis §3.3, §4.1 (4.1)-(4.2), Table 15): the trapezoidal rule
     on accelerations (Newmark γ = 1/2, β = 1/4; as :class:`Trapezoidal`)
     in descriptor form.  y1 = h y0' + h²/4 (a0 + a1), y1' = y0' + h/2 (a0 + a1)
     on the independent coordinates, with a1 = q̈1[ind] and (q̈1, λ1) the
@@ -178,7 +180,7 @@ class DescriptorTrapezoidal(AbstractAdaptive):
 
 
 class DescriptorSDIRK4(AbstractAdaptive):
-    """InflSDIRK (digest negrut.md §2.1 SDIRK paragraph, §2.2, §3.3, §3.8):
+    """InflSDIRK (thesis §3.2.2, (3.68)-(3.73); §3.3; Tables 13 and 14):
     SDIRK4/16 (γ = 1/4, stiffly accurate, L-stable, order 4 with an
     embedded order-3 b̂; tableau checked exactly at import) in the
     "multistep-like" stage form on the independent coordinates, in

@@ -1,5 +1,6 @@
 """The trapezoidal rule on accelerations: Newmark with γ = 1/2, β = 1/4
-(average acceleration; digest negrut.md §3.1).  Order 2, A-stable, not
+(average acceleration; D. Negrut's thesis, University of Iowa, 1998, §4.1,
+(4.1)-(4.2)).  Order 2, A-stable, not
 L-stable."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The 4-stage, order-4, L-stable Rosenbrock-Nyström method of Negrut's
-thesis (Sandu, Negrut, Haug, Potra, Sandu 1998; digest negrut.md §3.5), with
+thesis (D. Negrut, University of Iowa, 1998, §4.4; the method of Sandu,
+Negrut, Haug, Potra and Sandu, 1998), with
 exact Jacobians from autodiff and an embedded order-3 estimate, optionally
 filtered as Shampine proposes."""
 

@@ -1,6 +1,7 @@
 """Hairer-Wanner SDIRK4 (γ = 4/15, stiffly accurate, L-stable) in the
 z-form with a convergence-controlled simplified Newton iteration and the
-H&W stage predictors (digest negrut.md §3.4, §3.7)."""
+H&W stage predictors (Hairer and Wanner's SDIRK4 code, as adapted in
+D. Negrut's thesis, University of Iowa, 1998, §4.5, (4.83)-(4.91))."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ PRED[2, :2] = (0.9838473040915402, 0.3969226768377252)
 PRED[3, [0, 2]] = (0.6563374010466914, 0.3372498196189311)
 PRED[4, :4] = -DBAR[:4]
 
-# continuous extension of the z-form (H&W SDIRK4, digest §3.4):
+# continuous extension of the z-form (H&W's SDIRK4 code; Negrut's thesis §4.5.1):
 # y(t0 + θh) ≈ y0 + Σ_i b̄_i(θ) z_i with b̄_i(θ) = Σ_{j=1..4} DENSE[j-1, i] θ^j (order 3, = y1 at θ = 1)
 DENSE = np.array([
     [24.74416644927758, -4.325375951824688, 41.39683763286316, -61.04144619901784, -3.391332232917013],

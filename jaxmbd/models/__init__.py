@@ -99,7 +99,7 @@ def chain(n, joint="revolute", floating=False, seed=1):
 
 
 def humanoid30_builder(seed=30):
-    """Featherstone's 30-DoF humanoid/quadruped (seed 000 §6, Fig. 6): a torso on
+    """Featherstone's 30-DoF humanoid/quadruped (IJRR 24(6), 2005, §6, Fig. 6): a torso on
     a free (6-DoF) joint with four serial limbs of six revolute links each."""
     rng = _rng(seed)
     b = ModelBuilder()
@@ -157,7 +157,7 @@ def side_branch_chain_builder(m, joint="revolute", seed=4):
 
 
 def side_branch_chain(m, joint="revolute", seed=4):
-    """A chain of m bodies with one leaf on each: 2m bodies (seed 000 Table 2)."""
+    """A chain of m bodies with one leaf on each: 2m bodies (Featherstone, IJRR 24(6), 2005, Table 2)."""
     return side_branch_chain_builder(m, joint, seed).build()
 
 
@@ -223,18 +223,20 @@ def _rod_inertia(mass, length, thin=1e-3):
 
 
 def stiff_double_pendulum(phi0=-math.pi / 12):
-    """The stiff double pendulum of Negrut's thesis (digest negrut.md §4.1), in
-    joint coordinates: planar (x-y, gravity 9.81 along -y), revolute about z.
+    """The stiff double pendulum of D. Negrut's thesis (University of Iowa,
+    1998, §5.1, Tables 18-19), in joint coordinates: planar (x-y, gravity
+    9.81 along -y), revolute about z.
 
     q[0] = θ1, the absolute angle of body 1 (from +x); q[1] = θ2 - θ1, the
     angle of body 2 relative to body 1.  Table 18: half-lengths L1 = 1,
     L2 = 1.5 (joint-to-COM distances), masses 3 and 0.3; rotational
     spring-dampers k1 = 400, C1 = 15 (ground-body 1) and k2 = 3e5, c2 = 5e4
     (body 1-body 2).  Table 19 initial state: θ1 = 2π, θ2 = 23π/12, θ̇1 = 0,
-    θ̇2 = 10.  Not in the thesis, the digest's documented best guess: slender
-    rods (J1 = 1, J2 = 0.225), spring free angles 3π/2 (hanging) and
-    ``phi0`` = -π/12 (the initial relative angle).  Dominant eigenvalue about
-    -1e5."""
+    θ̇2 = 10.  Not in the thesis, so chosen here: gravity 9.81, slender rods
+    (J1 = 1, J2 = 0.225), spring free angles 3π/2 (hanging) and ``phi0`` =
+    -π/12 (the initial relative angle); with them the motion matches the
+    thesis's description (θ̇1 between about -10 and 7, θ1 about 4 to 6) and
+    the dominant eigenvalue is about -1e5, as the thesis states."""
     L1, L2, m1, m2 = 1.0, 1.5, 3.0, 0.3
     b = ModelBuilder(gravity=(0.0, -9.81, 0.0))
     b.add_body("body1", "world", "revolute", axis=(0, 0, 1), mass=m1, com=(L1, 0, 0),

@@ -11,7 +11,8 @@ import numpy as np
 
 from ..model import ModelBuilder
 
-# Andrews' squeezer: the test set's parameters (shared/data/andrews_squeezer.md §3, SI units)
+# Andrews' squeezer: the parameters of the IVP test set's problem ``andrews`` (Bari/CWI Test Set for IVP
+# Solvers, andrews.f; the same values as Hairer-Wanner II §VII.7), SI units
 SQUEEZER = dict(
     m1=0.04325, m2=0.00365, m3=0.02373, m4=0.00706, m5=0.07050, m6=0.00706, m7=0.05498,
     i1=2.194e-6, i2=4.410e-7, i3=5.255e-6, i4=5.667e-7, i5=1.169e-5, i6=5.667e-7, i7=1.912e-5,
@@ -20,7 +21,7 @@ SQUEEZER = dict(
     sa=0.01874, sb=0.01043, sc=0.018, sd=0.02, ta=0.02308, tb=0.00916, u=0.04, ua=0.01228,
     ub=0.00449, zf=0.02, zt=0.04, fa=0.01421, mom=0.033, c0=4530.0)
 
-# the test set's consistent initial angles (β, Θ, γ, Φ, δ, Ω, ε), data sheet §7
+# the test set's consistent initial angles (β, Θ, γ, Φ, δ, Ω, ε) (andrews.f)
 SQUEEZER_Q0 = (-0.0617138900142764496358948458001, 0.0, 0.455279819163070380255912382449,
                0.222668390165885884674473185609, 0.487364979543842550225598953530,
                -0.222668390165885884674473185609, 1.23054744454982119249735015568)
@@ -48,7 +49,8 @@ def andrews_squeezer(**params):
     p = dict(SQUEEZER, **params)
     z = (0.0, 0.0, 1.0)
     b = ModelBuilder(gravity=(0.0, 0.0, 0.0))
-    # data sheet §5.1: body frames at their inboard joint, coordinates relative to the parent
+    # the mechanism as a tree (4 subtrees on the ground, cut at E): body frames at their inboard joint,
+    # coordinates relative to the parent
     b.add_body("beta", "world", "revolute", axis=z, mass=p["m1"], com=(p["ra"], 0, 0),
                inertia=_planar_inertia(p["i1"]))
     b.add_body("Theta", "beta", "revolute", axis=z, pos=(p["rr"], 0, 0), mass=p["m2"], com=(-p["da"], 0, 0),
@@ -130,7 +132,8 @@ def four_bar(crank=1.0, coupler=3.0, rocker=2.5, ground=3.0, angle0=1.0, masses=
     return b.build()
 
 
-# Negrut's stiff double pendulum in Cartesian coordinates (digest negrut.md §4.1, Table 18 and the best guess)
+# Negrut's stiff double pendulum in Cartesian coordinates (thesis §5.1, Table 18; gravity, free angles and
+# inertias, which the thesis does not give, as in models.stiff_double_pendulum)
 CARTESIAN_PENDULUM = dict(L1=1.0, m1=3.0, k1=400.0, C1=15.0, L2=1.5, m2=0.3, k2=3.0e5, c2=5.0e4, gravity=9.81,
                           phi0=-math.pi / 12, free1=1.5 * math.pi)
 
@@ -145,7 +148,8 @@ def cartesian_double_pendulum(theta1=2 * math.pi, theta2=23 * math.pi / 12, omeg
     (free angle 3π/2), k2, c2 between the rods (free angle φ0 = -π/12);
     gravity along -y.  The initial state: the thesis's Table 19 angles and
     angular rates with consistent centre positions and velocities.
-    L1, L2 are half-lengths (joint to centre), as the digest reconstructs."""
+    L1, L2 are half-lengths (joint to centre): the only reading of Table 18
+    with which Table 19's initial positions satisfy the constraints."""
     unknown = set(params) - set(CARTESIAN_PENDULUM)
     if unknown:
         raise ValueError(f"cartesian_double_pendulum: unknown parameter(s) {sorted(unknown)}")

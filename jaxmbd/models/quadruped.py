@@ -1,4 +1,4 @@
-"""A quadruped on a floor: the built-in contact scene (the ``jaxmbd`` main job).
+"""A quadruped on a floor: the built-in contact scene (``jaxmbd simulate quadruped_scene``).
 
 A box torso on a free joint and four legs, each a hip (abduction about the
 torso's x axis, flexion about y) and a knee (about y), every joint with a

@@ -1,27 +1,38 @@
-"""HMMWV14: Negrut's stiff 14-body vehicle (thesis §5.2-5.3; digest
-negrut.md §4.2), rebuilt from the data sheet ``shared/data/hmmwv14.md``
-with Project Chrono's public HMMWV masses, inertias and hardpoints.
+"""HMMWV14: the stiff 14-body vehicle of D. Negrut's thesis ("On the implicit
+integration of differential-algebraic equations of multibody dynamics",
+University of Iowa, 1998; §3.4.3.5 and §5.2-5.3, Table 5), rebuilt with
+Project Chrono's public HMMWV masses, inertias and hardpoints
+(github.com/projectchrono/chrono: ``src/chrono_models/vehicle/hmmwv/`` and
+``data/vehicle/hmmwv/``; the hardpoints are the inch values of
+``suspension/HMMWV_DoubleWishbone.cpp``).  The thesis gives the bodies, the
+joint types and counts, the bushing and tire constants and the scenario; its masses, inertias
+and hardpoints are in a report that is not public (Serban, Negrut and Haug,
+"HMMWV multibody models", Tech. Rep. R-211, CCAD, University of Iowa), hence
+Chrono's.
 
 Bodies: chassis (free), per corner an upper control arm (UCA), a lower
 control arm (LCA) and a "spindle" (upright, spindle, wheel and tire merged),
-and the steering rack.  Joint-coordinate tree (data sheet §5.2): chassis →
+and the steering rack.  Joint-coordinate tree (our choice; the thesis gives
+only the counts, which every choice of the kind meets): chassis →
 UCA (revolute about the UCA hinge), UCA → spindle (spherical at the UCA
 ball joint), chassis → LCA (revolute about x), chassis → rack (prismatic
 along y).  Cut joints: the LCA ball joint (3 equations) and the tie rod /
 toe link (a distance constraint; front to the rack, rear to the chassis).
 27 coordinates, 16 constraint equations, 11 DOF.
 
-``stiffened=True`` is the thesis's simulated model (§6): each UCA hangs on
+``stiffened=True`` is the thesis's simulated model: each UCA hangs on
 a spherical joint at its back pivot plus two bushing spring-dampers
 (k = 2e7 N/m, c = 2e6 N s/m) at the lever fraction β along the hinge line,
 and the rack is welded to the chassis: 34 coordinates, 16 equations, 18
 DOF.  β = 0.3162 puts the dominant eigenvalue of the linearization near
-the thesis's -2.6e5 (-2.585e5 by the data sheet).
+the thesis's -2.6e5 (-2.585e5 by an independent NumPy linearization).
 
-Force elements: linear suspension springs with the data sheet's free
-lengths (option C: the design geometry is the static equilibrium), linear
-shocks, the bushings, and one tire per spindle (vertical spring-damper
-k = 296325 N/m, c = 3502 N s/m, r0 = 0.4699 m) against a flat road with a
+Force elements: linear suspension springs with Chrono's linear rates and
+free lengths chosen so that Chrono's design geometry is the static
+equilibrium (Chrono's own free lengths lift the vehicle far above it),
+linear shocks (Chrono's damping coefficients), the bushings, and one tire per
+spindle (the thesis's vertical spring-damper k = 296325 N/m, c = 3502 N s/m;
+Chrono's unloaded radius r0 = 0.4699 m) against a flat road with a
 0.1 m half-cylinder bump ``bump_distance`` ahead of the front wheel centres.
 The default initial state is the static equilibrium on flat ground moving
 forward at 10 mph (4.4704 m/s) with no driving force.
@@ -45,7 +56,7 @@ from ..model import ModelBuilder
 IN = 0.0254
 SUSP_X = {"F": 1.688965, "R": -1.688965}
 
-# data sheet §4.1/4.2: left-side hardpoints in inches, suspension frame (exact Chrono values)
+# left-side hardpoints in inches, suspension frame (Chrono's HMMWV_DoubleWishbone.cpp, exact values)
 HARDPOINTS_IN = {
     "F": dict(SPINDLE=(-1.59, 35.815, -1.035), UPRIGHT=(-1.59, 29.5675, -1.035),
               UCA_F=(-1.8864, 17.5575, 9.6308), UCA_B=(-10.5596, 18.8085, 7.6992), UCA_U=(-2.088, 28.17, 8.484),
@@ -61,20 +72,21 @@ HARDPOINTS_IN = {
               SPRING_A=(-3.827, 21.385, -1.835), TIEROD_C=(8.79, 16.38, 2.31), TIEROD_U=(6.704, 32.327, -0.365)),
 }
 
-# data sheet §3 (masses kg, inertias kg m² about the COM, chassis-parallel axes, left side)
+# Chrono's masses (kg) and inertias (kg m² about the COM, chassis-parallel axes, left side): HMMWV_Chassis,
+# HMMWV_DoubleWishbone, HMMWV_Wheel, the HMMWV tire models and HMMWV_RackPinion
 CHASSIS = dict(mass=2086.52, com=(0.056, 0.0, 0.213), inertia=(1078.52, 2955.66, 3570.20))
 UCA_MASS, LCA_MASS = 5.813, 23.965
-UCA_MOMENTS, LCA_MOMENTS = (0.03, 0.03, 0.06276), (0.4, 0.4, 0.8938)    # in the arm frame (§3.2)
-# merged spindle: upright, spindle, wheel, tire (§3.3)
+UCA_MOMENTS, LCA_MOMENTS = (0.03, 0.03, 0.06276), (0.4, 0.4, 0.8938)    # in the arm frame (ChDoubleWishbone.cpp)
+# merged spindle: upright, spindle, wheel, tire (Chrono adds wheel and tire to its spindle body)
 UPRIGHT = dict(mass=19.45, inertia=(0.1656, 0.1934, 0.04367))
 SPINDLE = dict(mass=14.705, inertia=(0.04117, 0.07352, 0.04117))
 WHEEL = dict(mass=18.8, inertia=(0.4634, 0.6243, 0.4634))
 TIRE = dict(mass=37.6, inertia=(3.84, 6.69, 3.84))
 RACK = dict(mass=9.072, com=(1.24498, 0.0, 0.101322), inertia=(1.0, 1.0, 1.0))
 
-# force elements (§7)
+# force elements
 SPRING_K = {"F": 167062.0, "R": 369149.0}          # N/m (Chrono's linear rates)
-SPRING_L0 = {"F": 0.319415, "R": 0.337587}         # m, option C free lengths (design = static equilibrium)
+SPRING_L0 = {"F": 0.319415, "R": 0.337587}         # m, free lengths that make the design the static equilibrium
 SHOCK_C = {"F": 19015.5692, "R": 36725.2201}       # N s/m
 TIRE_K, TIRE_C, TIRE_R0 = 296325.0, 3502.0, 0.4699
 BUSHING_K, BUSHING_C, BUSHING_L0 = 2.0e7, 2.0e6, 0.1
@@ -82,17 +94,18 @@ BUMP_RADIUS = 0.05
 SPEED = 4.4704                                      # 10 mph
 GRAVITY = 9.81
 
-# data sheet §10: static equilibrium of the baseline on flat ground (chassis pitch nose-down about +y)
+# the baseline's static equilibrium on flat ground (chassis pitch nose-down about +y): the starting pose of
+# the solve below
 EQ_PITCH = 4.067e-4
 EQ_ORIGIN = (-0.00009, 0.0, 0.474860)
 
 # Static equilibria on flat ground (mechanism order, v = 0), computed with
-# jaxmbd.static_equilibrium (6 Newton steps from the data sheet's pose,
+# jaxmbd.static_equilibrium (6 Newton steps from the pose above,
 # max |a| 2e-12 baseline, 2e-9 stiffened); tests/test_vehicle.py checks that
-# they are at rest and consistent.  The baseline's agrees with the data
-# sheet §10/§11 (chassis COM z 0.687838 m, pitch 0.0233°, tire loads 6518.8
-# and 6121.0 N); the stiffened one (β = 0.3162) has pitch 0.0286° as the
-# data sheet, COM z 0.687164 m (data sheet: 0.687649 m).
+# they are at rest and consistent.  The baseline's agrees with an independent
+# NumPy/SciPy static solve of the same model (chassis COM z 0.687838 m, pitch
+# 0.0233°, tire loads 6518.8 and 6121.0 N); the stiffened one (β = 0.3162) has
+# that solve's pitch 0.0286°, COM z 0.687164 m (that solve: 0.687649 m).
 EQ_BASELINE = (
     -9e-05, -1.9677444174290755e-14, 0.47486090166715733, 0.9999999793251576, -5.184763585452714e-12,
     0.00020334621613003976, 2.5497071635199857e-08, 1.1504341678586428e-06, 0.9999999999998748,
@@ -157,7 +170,7 @@ def _merged_spindle(hp):
 
 def _bushing_directions(hp, side):
     """(e1, e2): the UCA-plane normal with e1_z > 0 and the outboard in-plane
-    direction perpendicular to the hinge axis (data sheet §6.2)."""
+    direction perpendicular to the hinge axis (the thesis gives no bushing geometry; our choice)."""
     F, B, U = hp["UCA_F"], hp["UCA_B"], hp["UCA_U"]
     u = _unit(F - B)
     e1 = _unit(np.cross(F - B, U - B))
@@ -250,7 +263,7 @@ def hmmwv14(stiffened=False, *, beta=0.3162, bump_distance=2.25, speed=SPEED, bu
                              damping=BUSHING_C, rest_length=BUSHING_L0, name=f"bushing_{name}")
         b.add_tire(f"spindle_{name}", hp["SPINDLE"] - o_sp, stiffness=TIRE_K, damping=TIRE_C, radius=TIRE_R0,
                    name=f"tire_{name}")
-    # initial state: the baseline's static equilibrium (data sheet §10), everything moving forward
+    # initial state: the baseline's static equilibrium, everything moving forward
     R = _rot_y(EQ_PITCH)
     quat = np.array([np.cos(EQ_PITCH / 2), 0.0, np.sin(EQ_PITCH / 2), 0.0])
     if bump:

@@ -188,7 +188,8 @@ def solve_first_order(M, r1, r2):
 
 class IterationMatrix(NamedTuple):
     """LU of S = I - h γ J2 - h² γ² J1, the Nyström form of (I - h γ G),
-    G = [[0, I], [J1, J2]] (digest negrut.md §0.3): Π = M S has the pattern of M.
+    G = [[0, I], [J1, J2]] (Negrut's thesis, (3.87) and Proposition 1 of §3.4;
+    Π = M S as in (4.82)): Π = M S has the pattern of M.
 
     ``exact``: None (a dense matrix is always the one asked for); the
     sparse form (:class:`jaxmbd.odes.chart.SparseIterationMatrix`) carries a

@@ -159,7 +159,7 @@ class SparseIterationMatrix(NamedTuple):
 
         Π = H S = H + h γ ∂R̃/∂y' + h² γ² (∂R̃/∂y - H L),
 
-    at the step start (y = 0, a = g0; digest negrut.md §0.3).  On scalar
+    at the step start (y = 0, a = g0; Negrut's thesis, Proposition 1).  On scalar
     coordinates the chart is q0 + y and L = 0.  On a rotation (ball joint,
     the rotation of a free joint) v = Jr(y) y' and g = Jr(y)⁻¹(a - dJr[y'] y'),
     so ∂g/∂y = -H⁻¹ ∂R̃/∂y + L with L the derivative of

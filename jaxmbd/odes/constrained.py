@@ -1,6 +1,8 @@
 """The constrained mechanism's equations for the integrators: the
-state-space ODE on the independent coordinates (Negrut's thesis, digests/
-negrut.md §1.4), and the descriptor residual of the (q̈, λ) codes (§2.2).
+state-space ODE on the independent coordinates (D. Negrut, "On the implicit
+integration of differential-algebraic equations of multibody dynamics", PhD
+thesis, University of Iowa, 1998: (3.15)-(3.17), (3.85)-(3.87)), and the
+descriptor residual (3.76) of the (q̈, λ) codes (§3.3).
 
 :class:`ConstrainedChartODE` lives in the local chart of the tree at the
 step start, so every integrator of :mod:`jaxmbd.integrators` applies to it:
