@@ -8,7 +8,7 @@ this process's devices.
 Every process runs the same rollouts and gathers the results; process 0 writes
 them to OUT.npz.  The two batches come in the two ways a multi-process
 program can give them: the same full inputs in every process, and global
-arrays built from each process's own rows."""
+arrays of which each process makes only its own rows (docs/scaling.md)."""
 
 import sys
 
@@ -50,11 +50,12 @@ def main(out, coordinator=None, num_processes="1", process_id="0"):
 
     # every process passes the same full inputs (rollout's device_put checks that they agree)
     full = gather(simulate_batch(model, *batch(B_FULL)))
-    # every process passes its own rows, as global arrays sharded like rollout's batch axis
+    # every process makes only the rows its devices hold: global arrays sharded like rollout's batch axis
     sharding = NamedSharding(Mesh(np.array(jax.devices()), ("batch",)), PartitionSpec("batch"))
-    mine = slice(pid * B_GLOBAL // n, (pid + 1) * B_GLOBAL // n)
-    inputs = [jax.make_array_from_process_local_data(sharding, x[mine]) for x in batch(B_GLOBAL)]
-    assert n == 1 or not inputs[0].is_fully_addressable
+    asked = []
+    inputs = [jax.make_array_from_callback(x.shape, sharding, lambda rows, x=x: asked.append(rows) or x[rows])
+              for x in batch(B_GLOBAL)]
+    assert n == 1 or (not inputs[0].is_fully_addressable and len(asked) == 3 * len(jax.local_devices())), asked
     glob = gather(simulate_batch(model, *inputs))
     if pid == 0:
         np.savez(out, devices=len(jax.devices()), processes=jax.process_count(),
