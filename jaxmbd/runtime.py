@@ -113,4 +113,5 @@ def release_compiled_programs(threshold: int | None = DEFAULT_THRESHOLD) -> bool
     return True
 
 
-__all__ = ["enable_compilation_cache", "cache_dir", "CACHE_DIR_VARIABLE", "release_compiled_programs", "memory_mappings", "max_memory_mappings", "DEFAULT_THRESHOLD"]
+__all__ = ["enable_compilation_cache", "cache_dir", "CACHE_DIR_VARIABLE", "release_compiled_programs", "memory_mappings",
+           "max_memory_mappings", "DEFAULT_THRESHOLD"]
