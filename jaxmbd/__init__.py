@@ -43,7 +43,7 @@ from .options import Start, Steps, Save, Solver  # noqa: E402
 from .simulate import simulate, Solution, status_name  # noqa: E402
 from .rollout import rollout, Rollout  # noqa: E402
 from .io import load_mjcf, load_urdf  # noqa: E402
-from .runtime import release_compiled_programs  # noqa: E402
+from .runtime import enable_compilation_cache, release_compiled_programs  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -54,7 +54,8 @@ __all__ = [
     "neutral_q", "qdot", "joint_state", "inverse_dynamics", "bias_force", "passive_force", "actuator_force", "rnea",
     "mass_matrix", "mass_matrix_compact", "compact_to_dense", "composite_inertias",
     "forward_dynamics", "aba", "coriolis_matrix", "cost", "ltdl", "linalg", "models",
-    "release_compiled_programs", "integrators", "simulate", "Start", "Inputs", "Steps", "Save", "Solver", "Solution", "status_name", "rollout", "Rollout",
+    "enable_compilation_cache", "release_compiled_programs", "integrators", "simulate", "Start", "Inputs", "Steps",
+    "Save", "Solver", "Solution", "status_name", "rollout", "Rollout",
     "load_mjcf", "load_urdf", "forces", "constraints", "dae", "dynamics", "odes", "static_equilibrium", "Mechanism", "constraint_residual",
     "constraint_jacobian", "constraint_bias", "constrained_dynamics", "assemble",
 ]

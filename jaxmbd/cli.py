@@ -730,14 +730,9 @@ def _command_xla_flags():
 
 
 def cache_dir():
-    """Where ``jaxmbd simulate`` keeps compiled programs: $JAXMBD_CACHE_DIR,
-    else $XDG_CACHE_HOME/jaxmbd/jax, else ~/.cache/jaxmbd/jax."""
-    if os.environ.get("JAXMBD_CACHE_DIR"):
-        return os.environ["JAXMBD_CACHE_DIR"]
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "jaxmbd", "jax")
+    """Where ``jaxmbd simulate`` keeps compiled programs: :func:`jaxmbd.runtime.cache_dir`."""
+    from .runtime import cache_dir
+    return cache_dir()
 
 
 def _enable_compile_cache():
@@ -745,18 +740,12 @@ def _enable_compile_cache():
     its compiled programs instead of compiling them again.  Takes effect only
     before the process's first compile.  A directory that cannot be made or
     written is a one-line warning, and the run goes on without the cache."""
-    import jax
-    d = cache_dir()
+    from .runtime import enable_compilation_cache
     try:
-        os.makedirs(d, exist_ok=True)
-        if not os.access(d, os.W_OK | os.X_OK):
-            raise PermissionError("not writable")
+        enable_compilation_cache()
     except OSError as e:
-        print(f"jaxmbd: warning: compilation cache off ({d}: {e.strerror or e})", file=sys.stderr)
-        return
-    jax.config.update("jax_compilation_cache_dir", d)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        print(f"jaxmbd: warning: compilation cache off ({e.filename or cache_dir()}: {e.strerror or e})",
+              file=sys.stderr)
 
 
 class _CtrlC:

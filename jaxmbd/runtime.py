@@ -1,5 +1,9 @@
-"""Keeping a long-running process healthy: compiled programs hold memory
-mappings until they are freed.
+"""Compiled programs: kept on disk across processes, and freed in a
+long-running one.
+
+:func:`enable_compilation_cache` turns on JAX's persistent compilation
+cache, so a second run of a notebook or script loads the programs the first
+one compiled instead of compiling them again.
 
 XLA's CPU backend keeps a few memory mappings (``/proc/self/maps`` entries)
 for every compiled kernel, until the program that owns it is freed, and JAX
@@ -14,10 +18,63 @@ again if they are needed again (results are unchanged)."""
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 
 import jax
+from jax.experimental.compilation_cache import compilation_cache
+
+CACHE_DIR_VARIABLE = "JAXMBD_CACHE_DIR"
+"""The environment variable naming the compilation cache's default directory."""
+
+
+def cache_dir() -> str:
+    """The compilation cache's default directory: ``$JAXMBD_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/jaxmbd/jax`` (an absolute XDG_CACHE_HOME), else
+    ``~/.cache/jaxmbd/jax``.  The ``jaxmbd simulate`` command uses it too."""
+    if os.environ.get(CACHE_DIR_VARIABLE):
+        return os.environ[CACHE_DIR_VARIABLE]
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "jaxmbd", "jax")
+
+
+def enable_compilation_cache(path: str | os.PathLike | None = None, *, min_compile_time_s: float = 0.1) -> str:
+    """Keep compiled programs on disk: another process that compiles the same
+    program (a notebook run again, the next run of a script) loads it instead
+    of compiling it.  This is JAX's persistent compilation cache
+    (``jax_compilation_cache_dir``), set up for jaxmbd.
+
+    path: the directory (made if missing); default :func:`cache_dir`
+      (``$JAXMBD_CACHE_DIR``, else ``~/.cache/jaxmbd/jax``).
+    min_compile_time_s: programs that took at least this long to compile
+      are kept.  JAX's own default (1 s) would leave out most of jaxmbd's
+      programs, whose compiles each take a fraction of a second to seconds.
+
+    Returns the directory.  Raises OSError when it cannot be made or
+    written (nothing is changed then).  The setting is process-wide and
+    holds for every later compile (programs compiled before the call are
+    not written); a later call with another directory moves it there.
+
+    To clear the cache, delete the directory (``rm -r ~/.cache/jaxmbd/jax``,
+    or ``shutil.rmtree(path)``); it grows without bound otherwise.  An entry
+    is keyed by the program, the JAX version, the device and the XLA flags,
+    so a stale one is never loaded.  The directory is trusted code: do not
+    use one that others can write (JAX's warning: they could run code in
+    your process)."""
+    d = cache_dir() if path is None else os.path.abspath(os.path.expanduser(os.fspath(path)))
+    os.makedirs(d, exist_ok=True)
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "not writable", d)
+    jax.config.update("jax_compilation_cache_dir", d)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_s))
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    # JAX opens its cache once, in the directory set at the time: a second call with another
+    # directory would otherwise go on writing to the first
+    compilation_cache.reset_cache()
+    return d
 
 DEFAULT_THRESHOLD = 40_000
 """Mappings above which :func:`release_compiled_programs` frees the caches:
@@ -56,4 +113,5 @@ def release_compiled_programs(threshold: int | None = DEFAULT_THRESHOLD) -> bool
     return True
 
 
-__all__ = ["release_compiled_programs", "memory_mappings", "max_memory_mappings", "DEFAULT_THRESHOLD"]
+__all__ = ["enable_compilation_cache", "cache_dir", "CACHE_DIR_VARIABLE", "release_compiled_programs", "memory_mappings",
+           "max_memory_mappings", "DEFAULT_THRESHOLD"]

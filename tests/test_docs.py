@@ -49,11 +49,31 @@ def _notebook_case(p):
     return pytest.param(p, marks=marks)
 
 
+@pytest.fixture
+def compilation_cache(tmp_path, monkeypatch):
+    """The notebooks turn on JAX's persistent compilation cache
+    (jaxmbd.enable_compilation_cache): here in a temporary directory
+    (JAXMBD_CACHE_DIR), turned off again afterwards, as the setting is
+    process-wide (tests/test_cli.py checks that no test leaves it on)."""
+    import jax
+    from jax.experimental.compilation_cache import compilation_cache
+
+    monkeypatch.setenv("JAXMBD_CACHE_DIR", str(tmp_path / "jax_cache"))
+    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+             "jax_persistent_cache_min_entry_size_bytes")
+    before = {name: getattr(jax.config, name) for name in names}
+    yield tmp_path / "jax_cache"
+    for name, value in before.items():
+        jax.config.update(name, value)
+    compilation_cache.reset_cache()
+
+
 @pytest.mark.parametrize("path", [_notebook_case(p) for p in NOTEBOOKS], ids=lambda p: p.name)
-def test_notebook_runs(path, monkeypatch):
+def test_notebook_runs(path, monkeypatch, compilation_cache):
     """Every code cell, in order, in one namespace, as Jupyter would run them:
     cwd = notebooks/, JAXMBD_QUICK=1 (small sizes), the Agg backend; every
-    figure shown (or left open) has labelled axes, and each notebook plots."""
+    figure shown (or left open) has labelled axes, and each notebook plots
+    and keeps its compiled programs in JAXMBD_CACHE_DIR."""
     import matplotlib
 
     monkeypatch.setenv("JAXMBD_QUICK", "1")
@@ -73,6 +93,7 @@ def test_notebook_runs(path, monkeypatch):
     finally:
         plt.close("all")
     assert shown, f"{path.name} draws no plot"
+    assert any(f.name.endswith("-cache") for f in compilation_cache.iterdir()), f"{path.name} cached no program"
 
 
 def _check_labels(plt):
