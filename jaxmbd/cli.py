@@ -737,8 +737,8 @@ def cache_dir():
 
 def _enable_compile_cache():
     """JAX's persistent compilation cache in cache_dir(): a repeated run loads
-    its compiled programs instead of compiling them again.  Takes effect only
-    before the process's first compile.  A directory that cannot be made or
+    its compiled programs instead of compiling them again
+    (:func:`jaxmbd.enable_compilation_cache`).  A directory that cannot be made or
     written is a one-line warning, and the run goes on without the cache."""
     from .runtime import enable_compilation_cache
     try:
