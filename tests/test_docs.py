@@ -29,9 +29,9 @@ def test_readme_starts_with_the_two_commands():
 
 
 DOCS = sorted((ROOT / "docs").glob("*.md"))
-# pages whose blocks compile for 15 s or more on 2 cores (a contact scene, a mechanism under Rosenbrock):
-# with the long checks (tests/long_checks.txt's rule), not in the default run
-LONG_PAGES = ("closed_loops.md", "contact.md")
+# pages whose blocks compile for 15 s or more on 2 cores (a mechanism under Rosenbrock, 20-26 s): long
+# checks, not in the default run; the others take 2-12 s
+LONG_PAGES = ("closed_loops.md",)
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.long) if p.name in LONG_PAGES else p
