@@ -1,7 +1,7 @@
 """Probe: the two-box stack of work_precision.py under RosenbrockNystrom4
-(tol 1e-4) over growing horizons: accepted and rejected steps and wall time
-(the controller's stall once the boxes rest face to face, recorded in
-results/work_precision_cpu.md).
+(tol 1e-4) over growing horizons: accepted and rejected steps and wall time,
+printed (a diagnostic of the step-size controller once the boxes rest face to
+face; it writes no file).
 
     .venv/bin/python bench/box_stack_probe.py"""
 

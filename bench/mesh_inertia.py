@@ -86,7 +86,7 @@ def main():
     lines = [f"# Mesh inertia against MuJoCo {mujoco.__version__} (every example-robot-data STL/OBJ mesh)", "",
              f"Written by `bench/mesh_inertia.py`: {len(files)} files "
              f"({len(skipped)} over {a.max_mb:g} MB skipped), each as the only geom of a body with a hinge, "
-             f"per `<mesh inertia>` mode; {dt:.0f} s on this 2-core CPU VM. Errors are relative: mass; "
+             f"per `<mesh inertia>` mode, in {dt:.0f} s. Errors are relative: mass; "
              "centre of mass over the mesh's largest extent; principal moments and the full body-frame "
              "tensor over the tensor's largest entry. MuJoCo's principal frame of a mesh is accurate to "
              "about 1e-8 only (its principal moments to round-off), hence the tensor column.", "",

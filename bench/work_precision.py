@@ -2,7 +2,7 @@
 reference versus wall time, for jaxmbd's integrators and MuJoCo's.
 
 Scenes (each an MJCF document, so that jaxmbd and MuJoCo load the same
-scene; jaxmbd maps solref/solimp to its compliant law):
+scene; jaxmbd loads it with its default contact law, MuJoCo's soft constraints):
 - cube toss: a 0.2 m, 1 kg cube thrown tumbling onto the floor (friction
   0.5), 0.6 s;
 - box stack: two 0.2 m boxes dropped in a slightly offset stack onto the

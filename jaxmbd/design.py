@@ -22,7 +22,7 @@ compare.  Two worked examples:
   miss to 1e-14 m, the first ones shortened).
 
 The hopper's gradients come from adaptive ``RosenbrockNystrom4`` runs (the
-README says which methods' gradients through contact the tests check)."""
+docs/contact.md says which methods' gradients through contact the tests check)."""
 
 from __future__ import annotations
 

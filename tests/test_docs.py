@@ -1,4 +1,4 @@
-"""The README's code and the notebooks run as written."""
+"""The README's and the reference pages' code and the notebooks run as written; their links resolve."""
 
 import json
 import pathlib
@@ -9,10 +9,13 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+
+
 @pytest.mark.long
 def test_readme_tour_runs():
     text = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    blocks = PYTHON_BLOCK.findall(text)
     assert blocks, "README has no python example"
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {})
@@ -23,6 +26,57 @@ def test_readme_starts_with_the_two_commands():
     cmds = [l for l in lines[:8] if not l.startswith(("#", "`"))]
     assert "pip install ." in cmds[1] and "jaxmbd" in cmds[1].split("&&")[-1]
     assert "'.[test]'" in cmds[2] and "pytest" in cmds[2]
+
+
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+# pages whose blocks compile for 15 s or more on 2 cores (a mechanism under Rosenbrock, 20-26 s): long
+# checks, not in the default run; the others take 2-12 s
+LONG_PAGES = ("closed_loops.md",)
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.long) if p.name in LONG_PAGES else p
+                                  for p in DOCS if PYTHON_BLOCK.search(p.read_text())], ids=lambda p: p.name)
+def test_docs_python_blocks_run(path):
+    """Every python block of a reference page runs, in order, in one namespace (a page's
+    blocks may build on each other), as a reader would paste them."""
+    ns = {"__name__": "__main__"}
+    for i, block in enumerate(PYTHON_BLOCK.findall(path.read_text())):
+        exec(compile(block, f"{path.name}[python block {i}]", "exec"), ns)
+
+
+FENCE = re.compile(r"^```(.*)$")
+PAGES = [ROOT / "README.md", ROOT / "bench" / "README.md", *DOCS]
+
+
+def test_docs_code_blocks_say_what_they_are():
+    """Every fenced block of the README, bench/README.md and docs/ opens with its language:
+    python (run by the tests above), or bash / text (not run), so no example escapes the tests
+    by being unlabelled."""
+    for path in PAGES:
+        inside = False
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            m = FENCE.match(line)
+            if not m:
+                continue
+            if not inside:
+                assert m.group(1) in ("python", "bash", "text"), \
+                    f"{path.relative_to(ROOT)}:{n}: a code block labelled {m.group(1)!r} (python, bash or text)"
+            inside = not inside
+        assert not inside, f"{path.relative_to(ROOT)}: an unclosed code block"
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_docs_links_resolve():
+    """Every relative link of the README, bench/README.md, docs/ and bench/results/ names a file
+    of the repository."""
+    pages = PAGES + sorted((ROOT / "bench" / "results").glob("*.md"))
+    for path in pages:
+        for target in LINK.findall(path.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            assert (path.parent / target).exists(), f"{path.relative_to(ROOT)}: link to {target} names no file"
 
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
