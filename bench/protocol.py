@@ -59,7 +59,7 @@ def reference(model, ts):
 
 
 def main():
-    desc = machine() + ["reference: scipy Radau at rtol = atol = 1e-12 on jaxmbd's forward dynamics "
+    desc = machine() + ["command: `python bench/protocol.py`", "reference: scipy Radau at rtol = atol = 1e-12 on jaxmbd's forward dynamics "
                         "(checked against a hand-derived closed form in tests/test_integrators.py)"]
     print("\n".join(desc), flush=True)
     lines = []
