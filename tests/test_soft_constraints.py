@@ -193,3 +193,59 @@ def test_bad_solref_and_solimp_are_named():
     with pytest.raises(ValueError, match="dmax 1.5 is outside"):
         soft.check_solimp((0.9, 1.5, 0.001), "x")
     np.testing.assert_array_equal(soft.check_solref(0.01, "x"), [0.01, 1.0])
+
+
+ARM_ON_FLOOR = """<mujoco><option timestep="0.002"/>
+  <worldbody><geom name="floor" type="plane" size="5 5 .1"/>
+    <body name="box" pos="0 0 0.098"><freejoint/>
+      <geom name="box" type="box" size="0.1 0.1 0.1" mass="2" condim="6" friction="0.8 0.02 0.01"/>
+      <body name="arm" pos="0.1 0 0.05">
+        <joint name="hinge" type="hinge" axis="0 1 0" range="-0.3 0.3" frictionloss="0.4"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="0.3"/>
+      </body>
+    </body></worldbody></mujoco>"""
+
+
+def test_the_soft_stage_derivatives_are_those_of_a_direct_solve():
+    """The rows' solve differentiates by its own factors (a custom JVP: M⁻¹(dx - dM f)); the
+    integrators' Jacobians of the whole right-hand side and a reverse-mode gradient through it equal
+    those with the solve done by LAPACK's LU and differentiated by JAX (1e-10), at a state with
+    contact (four corners, condim 6), a joint limit and friction loss active."""
+    m = jaxmbd.load_mjcf(ARM_ON_FLOOR, warn=False)
+    q = jnp.array([0.01, 0.0, 0.0985, 1.0, 0.0, 0.01, 0.0, 0.32])
+    v = jnp.array([0.1, 0.05, -0.02, 0.1, 0.2, -0.1, 0.3])
+    ode = lambda q: jaxmbd.odes.ChartODE(m, q)                                   # noqa: E731
+    g_and_jac = jax.jit(lambda q, v: ode(q).g_and_jac(0.0, jnp.zeros(m.nv), v))
+    grad = jax.jit(jax.grad(lambda v: jnp.sum(jnp.sin(ode(q).g(0.0, jnp.zeros(m.nv), v)))))
+    ours = g_and_jac(q, v), grad(v)
+    N, T, _ = soft.rows(m, q, v)
+    assert float(jnp.max(soft.activation(-N.r, soft.onset_width(N.solref, N.solimp)))) > 0   # rows are on
+    original = soft._lu_solve
+    try:
+        soft._lu_solve = lambda M, x: jnp.linalg.solve(M, x)
+        jax.clear_caches()                  # the library's jitted functions are traced again with it
+        ref = jax.jit(lambda q, v: ode(q).g_and_jac(0.0, jnp.zeros(m.nv), v))(q, v), \
+            jax.jit(jax.grad(lambda v: jnp.sum(jnp.sin(ode(q).g(0.0, jnp.zeros(m.nv), v)))))(v)
+    finally:
+        soft._lu_solve = original
+        jax.clear_caches()
+    for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(ref)):
+        scale = float(jnp.max(jnp.abs(b)))
+        assert scale > 0
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-10 * scale)
+
+
+def test_contact_rows_of_an_mjcf_file():
+    """load_mjcf(contact_rows=k): the k deepest candidates enter the solve; more within their margin
+    stop a run with CONTACT_OVERFLOW; with enough rows the forces are those of every candidate."""
+    xml = ARM_ON_FLOOR.replace('range="-0.3 0.3" frictionloss="0.4"', "")
+    q = jnp.array([0.0, 0.0, 0.099, 1.0, 0.0, 0.0, 0.0, 0.0])
+    v = jnp.zeros(7)
+    few, many = (jaxmbd.load_mjcf(xml, warn=False, contact_rows=k) for k in (2, 8))
+    a8 = jaxmbd.forward_dynamics(many, q, v, jnp.zeros(7))
+    a_all = jaxmbd.forward_dynamics(jaxmbd.load_mjcf(xml, warn=False), q, v, jnp.zeros(7))
+    np.testing.assert_allclose(np.asarray(a8), np.asarray(a_all), rtol=1e-12, atol=1e-12)
+    sol = jaxmbd.simulate(few, Start(q, v), 0.01, integrator=jaxmbd.integrators.RK4(), steps=Steps(dt0=0.002))
+    assert int(sol.status) == jaxmbd.integrators.CONTACT_OVERFLOW
+    with pytest.raises(ValueError, match="rows"):
+        jaxmbd.load_mjcf(xml, warn=False, contact_rows=0)

@@ -158,27 +158,52 @@ def normal_parameters(rows):
 
 
 def _solve(A, R, s, b):
-    """f = (S A + R)⁻¹ S b (S = diag(s)): the rows with s = 0 get f = 0 and no say in the others.
-
-    Gaussian elimination without pivoting, in plain array operations: S A + R = D C D⁻¹ with
-    D = S^½ and C = D A D + R symmetric positive definite, so its pivots are C's, all positive (no
-    pivoting needed); and no LAPACK call, whose batched form under ``vmap`` runs on a thread pool
-    that can wait on itself inside a compiled loop on a small CPU."""
+    """f = (S A + R)⁻¹ S b (S = diag(s)): the rows with s = 0 get f = 0 and no say in the others."""
     M = s[:, None] * A + jnp.diag(jnp.maximum(R, MINVAL))
-    x = s * b
+    return _lu_solve(M, s * b)
+
+
+def _lu(M):
+    """(L, U) of M = L U, L unit lower triangular (its strictly lower part returned), by Gaussian
+    elimination without pivoting, in plain array operations: M = S A + R = D C D⁻¹ with D = S^½ and
+    C = D A D + R symmetric positive definite, so its pivots are C's, all positive (no pivoting
+    needed); and no LAPACK call, whose batched form under ``vmap`` runs on a thread pool that can
+    wait on itself inside a compiled loop on a small CPU."""
     k = M.shape[0]
     idx = jnp.arange(k)
 
     def eliminate(j, carry):
-        M, x = carry
-        lj = jnp.where(idx > j, M[:, j] / M[j, j], 0.0)
-        return M - lj[:, None] * M[j][None, :], x - lj * x[j]
-    U, y = jax.lax.fori_loop(0, k, eliminate, (M, x))
+        U, L = carry
+        lj = jnp.where(idx > j, U[:, j] / U[j, j], 0.0)
+        return U - lj[:, None] * U[j][None, :], L.at[:, j].set(lj)
+    return jax.lax.fori_loop(0, k, eliminate, (M, jnp.zeros_like(M)))[::-1]
+
+
+def _lu_apply(L, U, x):
+    """U⁻¹ L⁻¹ x (x: (k,) or (k, m)) by forward and back substitution."""
+    k = U.shape[0]
+    y = jax.lax.fori_loop(0, k, lambda j, y: y - L[:, j].reshape((-1,) + (1,) * (y.ndim - 1)) * y[j], x)
 
     def back(t, f):
         i = k - 1 - t
         return f.at[i].set((y[i] - U[i] @ f) / U[i, i])
     return jax.lax.fori_loop(0, k, back, jnp.zeros_like(y))
+
+
+@jax.custom_jvp
+def _lu_solve(M, x):
+    """M⁻¹ x.  Its derivative M⁻¹ (dx - dM f) reuses M's factors: every tangent direction costs two
+    triangular solves, not an elimination of its own (the integrators' Jacobians take 2 nv of them)."""
+    return _lu_apply(*_lu(M), x)
+
+
+@_lu_solve.defjvp
+def _lu_solve_jvp(primals, tangents):
+    M, x = primals
+    dM, dx = tangents
+    L, U = _lu(M)
+    f = _lu_apply(L, U, x)
+    return f, _lu_apply(L, U, dx - dM @ f)
 
 
 def _cone_scale(f, rows, fN):

@@ -158,7 +158,7 @@ class MJCFImport:
 
 
 def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = True, contact_capacity=None,
-              law: str = "soft"):
+              law: str = "soft", contact_rows=None):
     """Load an MJCF model (a path, or the XML text itself) as a :class:`Model`
     (a :class:`jaxmbd.Mechanism` when it has active connect/weld equality
     constraints).
@@ -174,12 +174,15 @@ def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = Tru
     :mod:`jaxmbd.forces.soft`) or "penalty" (contacts and limits by the penalty law at MuJoCo's
     resting depth, :func:`jaxmbd.forces.law.from_mujoco`: forces of the state alone, as the
     sparse iteration matrix and the descriptor form need; friction loss is then not modelled).
+    ``contact_rows``: how many candidate contacts (the deepest) enter the soft law's solve
+    (``ModelBuilder.set_contact_options(rows=...)``; None: 16).  The solve's cost grows with the
+    cube of its rows: a robot that touches the floor at a few points runs faster with fewer.
     """
     if law not in ("soft", "penalty"):
         raise ValueError(f"law {law!r}: expected 'soft' or 'penalty'")
     root, base, where = C.parse_xml(path_or_xml_string, "MJCF")
     try:
-        info = _Compiler(root, base, contact_capacity, law).run()
+        info = _Compiler(root, base, contact_capacity, law, contact_rows).run()
     except MJCFError as e:
         raise MJCFError(f"{where}: {e}") from None
     except ValueError as e:  # from the builder: same single path of validation
@@ -212,8 +215,9 @@ def _expand_includes(el, base, depth=0):
 
 
 class _Compiler:
-    def __init__(self, root, base, contact_capacity=None, law="soft"):
+    def __init__(self, root, base, contact_capacity=None, law="soft", contact_rows=None):
         self.contact_capacity = contact_capacity
+        self.contact_rows = contact_rows
         self.law = law
         if root.tag != "mujoco":
             raise MJCFError(f"root element is <{root.tag}>, expected <mujoco>")
@@ -644,7 +648,7 @@ class _Compiler:
                                          body_alias=self.chain_alias,
                                          timestep=self.timestep if self.refsafe else None,
                                          capacity=self.contact_capacity, impratio=self.impratio,
-                                         law=self.law)
+                                         law=self.law, rows=self.contact_rows)
         if skipped:
             self.unsupported.append("contacts of " + ", ".join(f"{k} geoms ({n})" for k, n in sorted(skipped.items())))
         if gaps:
