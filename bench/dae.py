@@ -54,7 +54,7 @@ def main():
     ts, qr, vr = R.squeezer_reference_cached()
     t_ref = time.perf_counter() - t0
     lines = ["# The five DAE codes on the seven-body mechanism (t = 0 .. 0.03 s)", "", *[f"- {m}" for m in machine()],
-             f"- reference: scipy Radau, rtol = atol = 1e-11, index-1 form, 14 states ({t_ref:.1f} s incl. the "
+             "- command: `python bench/dae.py`", f"- reference: scipy Radau, rtol = atol = 1e-11, index-1 form, 14 states ({t_ref:.1f} s incl. the "
              "scipy run)", "- errors: max relative error over the 7 angles / 7 rates at t = 0.03; residuals: max "
              "|Φ| and |Φ_q v| at 11 save points", "",
              "| method | tol | status | accepted | rejected | RHS | Jacobians | LUs | Newton | wall (s) | "

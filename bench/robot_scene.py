@@ -14,6 +14,9 @@ the pose's joint angles):
   (``actuator_force``) and the model's force elements (contacts, joint
   limits): compile (lower + compile) and per call (median of 5 repeats,
   each looping about 0.2 s);
+- ``jac``: the integrators' right-hand side g (``ChartODE`` at y = 0) and g
+  with its two Jacobians (what a Rosenbrock attempt builds): per call each,
+  and their ratio;
 - ``rk4``: ``simulate`` with RK4 at ``--dt`` (1 ms) over ``--rk4-steps``
   steps: compile and wall per step;
 - ``rosenbrock``: ``simulate`` with RosenbrockNystrom4 at rtol = atol =
@@ -31,9 +34,10 @@ keyframe's ctrl; best wall of 3; contacts (``d.ncon``) per step; and one
 ``mj_forward`` (per call, as for ``fd``) at qpos0 and at the end of the
 standing run.
 
-    .venv/bin/python bench/robot_scene.py [--duration 1.0] [--only mujoco fd rk4 rosenbrock stand]
+    .venv/bin/python bench/robot_scene.py [--duration 1.0] [--rows K] [--only mujoco fd jac rk4 rosenbrock stand]
 
-The table goes to ``--out`` (default bench/results) as ``robot_scene_<backend>.md``,
+The table goes to ``--out`` (default bench/results) as ``robot_scene_<backend>.md``
+(``robot_scene_rows<K>_<backend>.md`` with ``--rows``),
 with the machine, the command and the rows not run marked as such.
 """
 
@@ -62,7 +66,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import compiled, jaxmbd_commit, machine, per_call, write_result  # noqa: E402
 
-PARTS = ("mujoco", "fd", "rk4", "rosenbrock", "stand")
+PARTS = ("mujoco", "fd", "jac", "rk4", "rosenbrock", "stand")
 
 
 def scene_path(given=None):
@@ -75,11 +79,12 @@ def scene_path(given=None):
     return str(HERE.parent / "jaxmbd" / "models" / "assets" / "quadruped_scene.xml")
 
 
-def scene(given=None, start="home"):
+def scene(given=None, start="home", rows=None):
     """(path, jaxmbd model, q0, v0, ctrl): the keyframe ``home`` (its qpos, qvel and ctrl), or the
-    file's pose qpos0 at rest with its joint angles as the servo targets."""
+    file's pose qpos0 at rest with its joint angles as the servo targets; ``rows``: the soft solve's
+    contact rows (load_mjcf's contact_rows; None: its default)."""
     path = scene_path(given)
-    m = jaxmbd.load_mjcf(path, warn=False)
+    m = jaxmbd.load_mjcf(path, warn=False, contact_rows=rows)
     if start == "home":
         k = m.keyframes["home"]
         return path, m, jnp.asarray(k.qpos), jnp.asarray(k.qvel), jnp.asarray(k.ctrl)
@@ -94,6 +99,24 @@ def jaxmbd_fd(m, q, v, u):
     t = per_call(lambda: c(m, q, v, u), 0.2, 5)
     qdd = np.asarray(c(m, q, v, u))
     return dict(compile=t_c, call=t, finite=bool(np.isfinite(qdd).all()))
+
+
+def jaxmbd_jac(m, q, v, u):
+    """The integrators' right-hand side g (ChartODE at y = 0) and g with its Jacobians (J1, J2, as a
+    Rosenbrock attempt builds them): per call of each and their ratio."""
+    from jaxmbd.odes import ChartODE
+
+    def g(m, q, v, u):
+        return ChartODE(m, q, Inputs(ctrl=u)).g(0.0, jnp.zeros(m.nv), v)
+
+    def gj(m, q, v, u):
+        return ChartODE(m, q, Inputs(ctrl=u)).g_and_jac(0.0, jnp.zeros(m.nv), v)
+    out = {}
+    for name, f in (("g", g), ("jac", gj)):
+        t_c, c = compiled(f, m, q, v, u)
+        out[name] = per_call(lambda: c(m, q, v, u), 0.2, 5)
+        out[name + "_compile"] = t_c
+    return out
 
 
 def _run(c, *args):
@@ -186,13 +209,15 @@ def main(argv=None):
     p.add_argument("--xml", default=None, help="the scene (default: jaxmbd.models.quadruped_scene_path())")
     p.add_argument("--start", choices=("home", "qpos0"), default="home",
                    help="jaxmbd's start: the keyframe home (feet about 1 cm in the floor) or qpos0 at rest")
+    p.add_argument("--rows", type=int, default=None,
+                   help="the soft solve's contact rows (load_mjcf(contact_rows=...); default: its default, 16)")
     p.add_argument("--out", default=str(HERE / "results"))
     a = p.parse_args(argv)
     started = time.perf_counter()
     import mujoco
     from jaxmbd.contact.pairs import from_mujoco
 
-    path, m, q, v, u = scene(a.xml, a.start)
+    path, m, q, v, u = scene(a.xml, a.start, a.rows)
     mj = mujoco.MjModel.from_xml_path(path)
     colliding = int(((mj.geom_contype != 0) | (mj.geom_conaffinity != 0)).sum())
     npairs = len(from_mujoco(mj))
@@ -205,6 +230,7 @@ def main(argv=None):
              "jaxmbd: float64, batch 1, "
              + ("from the keyframe home (feet about 1 cm in the floor) with its ctrl" if a.start == "home" else
                 "from qpos0 (feet 0.6 mm above the floor) at rest, ctrl = the pose's joint angles")
+             + f"; soft solve rows {a.rows or 'default (16)'}"
              + f"; RK4 at {a.dt:g} s, RosenbrockNystrom4 at rtol = atol = {a.tol:g}, simulate's defaults "
              "otherwise; MuJoCo: mj_step (its default Euler), one thread, with the keyframe's ctrl"]
     print("\n".join(head), flush=True)
@@ -223,7 +249,7 @@ def main(argv=None):
         if skipped:
             lines += ["", f"Not run here: {', '.join(skipped)} (--only {' '.join(a.only)})."]
         lines += ["", f"Benchmark took {time.perf_counter() - started:.0f} s."]
-        write_result(a.out, "robot_scene", "\n".join(lines) + "\n")
+        write_result(a.out, "robot_scene" + (f"_rows{a.rows}" if a.rows else ""), "\n".join(lines) + "\n")
 
     if "mujoco" in a.only:
         add("MuJoCo: mj_forward at qpos0 (µs)", f"{mujoco_forward(path) * 1e6:.1f}",
@@ -244,6 +270,13 @@ def main(argv=None):
         add("jaxmbd: forward_dynamics with contacts, compile (s)", f"{r['compile']:.1f}", "lower + compile, batch 1")
         add("jaxmbd: forward_dynamics with contacts, per call (µs)", f"{r['call'] * 1e6:,.0f}",
             f"batch 1, {a.start}{'' if r['finite'] else ' (NOT FINITE)'}")
+        report()
+    if "jac" in a.only:
+        r = jaxmbd_jac(m, q, v, u)
+        add("jaxmbd: right-hand side g (ChartODE), per call (µs)", f"{r['g'] * 1e6:,.0f}",
+            f"compile {r['g_compile']:.1f} s")
+        add("jaxmbd: g with its Jacobians J1, J2, per call (µs)", f"{r['jac'] * 1e6:,.0f}",
+            f"{r['jac'] / r['g']:.1f}x g; compile {r['jac_compile']:.1f} s")
         report()
     if "rk4" in a.only:
         r = jaxmbd_rk4(m, q, v, u, a.dt, a.rk4_steps)
