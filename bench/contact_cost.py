@@ -1,5 +1,6 @@
 """Where a contact scene's time goes, per batch member: the rigid-body forward dynamics
-(ABA) without contacts and limits, the contacts and limits alone (``dynamics.passive_force``),
+(ABA) without contacts and limits, the contacts and limits alone (``dynamics.passive_force``,
+and for MuJoCo's soft constraints the soft stage's generalized force, ``dynamics.soft_stage``),
 the ODE right-hand side with them, and the forward-mode Jacobians of each (2 nv directions, as
 the implicit integrators build them); then the cost of one RosenbrockNystrom4 attempt in
 right-hand-side evaluations (its wall per attempt over a short adaptive run, divided by the
@@ -27,7 +28,8 @@ jax.config.update("jax_enable_x64", True)
 sys.path.insert(0, str(Path(__file__).parent))
 import jaxmbd  # noqa: E402
 from jaxmbd import integrators as I  # noqa: E402
-from jaxmbd.dynamics import forward_dynamics, passive_force  # noqa: E402
+from jaxmbd.dynamics import forward_dynamics, passive_force, soft_stage  # noqa: E402
+from jaxmbd.forces import soft  # noqa: E402
 from jaxmbd.odes import ChartODE  # noqa: E402
 from common import machine, per_call, write_result  # noqa: E402
 from jaxmbd import Start, Steps
@@ -72,13 +74,16 @@ def main():
             return jax.jacfwd(lambda z: f(ode.config(z[:m.nv]), v + z[m.nv:]))(jnp.zeros(2 * m.nv))
         return g
     aba = lambda q, v: forward_dynamics(bare, q, v, tau[0])           # noqa: E731
-    pf = lambda q, v: passive_force(m, q, v)                          # noqa: E731
+    if soft.has_rows(m):   # MuJoCo's soft constraints: the stage's generalized force (for a_free = 0)
+        pf = lambda q, v: passive_force(m, q, v) + soft_stage(m, q, v, jnp.zeros(m.nv))[0].tau  # noqa: E731
+    else:
+        pf = lambda q, v: passive_force(m, q, v)                      # noqa: E731
     rhs = lambda q, v: ChartODE(m, q).g(0.0, jnp.zeros(m.nv), v)      # noqa: E731
     rhs_jac = lambda q, v: ChartODE(m, q).g_and_jac(0.0, jnp.zeros(m.nv), v)  # noqa: E731
     rows = []
     timings = {}
     for name, f in [("rigid-body ABA (contacts and limits removed)", aba), ("its Jacobian", jac(aba)),
-                    ("contacts + limits (passive_force)", pf), ("their Jacobian", jac(pf)),
+                    ("contacts + limits (passive_force; the soft stage)", pf), ("their Jacobian", jac(pf)),
                     ("ODE right-hand side with contact", rhs), ("its value and Jacobian (g_and_jac)", rhs_jac)]:
         fb = jax.jit(jax.vmap(f))
         t0 = time.perf_counter()
@@ -109,9 +114,9 @@ def main():
              "`--xla_cpu_multi_thread_eigen=false`, XLA's default optimisation level; median of 3 timing loops "
              f"of about {a.target} s each (per member = per batched call / batch).", "",
              "| piece | per member (µs) | ratio | first call (s) |", "|---|---|---|---|"]
-    pfv = timings["contacts + limits (passive_force)"]
+    pfv = timings["contacts + limits (passive_force; the soft stage)"]
     ratio_of = {"its Jacobian": f"{timings['its Jacobian'] / base:.1f}x the ABA",
-                "contacts + limits (passive_force)": f"{pfv / base:.2f}x the ABA",
+                "contacts + limits (passive_force; the soft stage)": f"{pfv / base:.2f}x the ABA",
                 "their Jacobian": f"{timings['their Jacobian'] / pfv:.1f}x their value",
                 "ODE right-hand side with contact": f"{g / base:.2f}x the ABA",
                 "its value and Jacobian (g_and_jac)":
