@@ -95,13 +95,13 @@ def _initial_step(ode, integrator, t0, q0, v0, sc_y, sc_v, span):
     return jnp.minimum(jnp.minimum(100 * h0, h1), span)
 
 
-def validate_times(t0, t1, saveat=None, dt0=None):
+def validate_times(t0, t1, ts=None, dt0=None):
     """Check the times known at call time (not tracers): t1 > t0, save times finite,
     non-decreasing and within [t0, t1], dt0 > 0.  Raises ValueError."""
     t0c, t1c = _concrete(t0), _concrete(t1)
     if t0c is not None and t1c is not None and not t1c > t0c:
         raise ValueError(f"t1 = {t1c} must be greater than t0 = {t0c}")
-    ts = None if saveat is None else _concrete(saveat)
+    ts = None if ts is None else _concrete(ts)
     if ts is not None and ts.ndim == 1 and ts.size:
         if np.any(np.diff(ts) < 0) or not np.all(np.isfinite(ts)):
             raise ValueError("save times must be finite and non-decreasing")

@@ -77,9 +77,9 @@ class TreeSystem(_Energies):
     def independent(self, part, x):
         return x
 
-    def record(self, q, v, keep_states, observe, t0, part0):
+    def record(self, q, v, states, observe, t0, part0):
         out = {}
-        if keep_states:
+        if states:
             out["q"], out["v"] = q, v
         if observe is not None:
             out["obs"] = observe(self.model, q, v)
@@ -148,7 +148,7 @@ class MechanismSystem(_Energies):
     def independent(self, part, x):
         return x[part["ind"]]
 
-    def record(self, q, v, keep_states, observe, t0, part0):
+    def record(self, q, v, states, observe, t0, part0):
         mech = self.mech
         out = {}
         G = phi_jacobian_tree(mech, q)
@@ -157,7 +157,7 @@ class MechanismSystem(_Energies):
             tau = self.ode_at(q, part0).tau(t0, q, v)  # constant or state-dependent control only
             out["lam"] = mech.expand_rows(dae.accel_tree(mech, q, v, tau, self.solver)[1])
         q, v = mech.from_tree(q), mech.from_tree(v)
-        if keep_states:
+        if states:
             out["q"], out["v"] = q, v
         if observe is not None:
             out["obs"] = observe(mech, q, v)

@@ -192,9 +192,22 @@ def _lu_apply(L, U, x):
 
 @jax.custom_jvp
 def _lu_solve(M, x):
-    """M⁻¹ x.  Its derivative M⁻¹ (dx - dM f) reuses M's factors: every tangent direction costs two
-    triangular solves, not an elimination of its own (the integrators' Jacobians take 2 nv of them)."""
-    return _lu_apply(*_lu(M), x)
+    """M⁻¹ x: the elimination carries x along (no L kept), then back substitution.  Its derivative
+    M⁻¹ (dx - dM f) reuses M's factors: every tangent direction costs two triangular solves, not an
+    elimination of its own (the integrators' Jacobians take 2 nv of them)."""
+    k = M.shape[0]
+    idx = jnp.arange(k)
+
+    def eliminate(j, carry):
+        U, y = carry
+        lj = jnp.where(idx > j, U[:, j] / U[j, j], 0.0)
+        return U - lj[:, None] * U[j][None, :], y - lj * y[j]
+    U, y = jax.lax.fori_loop(0, k, eliminate, (M, x))
+
+    def back(t, f):
+        i = k - 1 - t
+        return f.at[i].set((y[i] - U[i] @ f) / U[i, i])
+    return jax.lax.fori_loop(0, k, back, jnp.zeros_like(y))
 
 
 @_lu_solve.defjvp
