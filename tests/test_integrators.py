@@ -371,8 +371,8 @@ def test_kept_factorization_and_held_steps():
     x0 = (jnp.zeros(3), jnp.zeros(3))
     for cls in (I.SDIRK4, I.Trapezoidal):
         kw = dict(t1=0.3, steps=Steps(rtol=1e-6, atol=1e-6, dt0=0.01), save=Save(ts=jnp.array([0.1, 0.3])))
-        a = simulate(m, *x0, integrator=cls(adaptive_steps=False), **kw)
-        b = simulate(m, *x0, integrator=cls(adaptive_steps=False, keep_factorization=False), **kw)
+        a = simulate(m, x0, integrator=cls(adaptive_steps=False), **kw)
+        b = simulate(m, x0, integrator=cls(adaptive_steps=False, keep_factorization=False), **kw)
         assert int(a.status) == 0 and int(b.status) == 0
         assert int(b.stats["lu_factorizations"]) == int(b.stats["accepted"]) == 30
         assert int(a.stats["lu_factorizations"]) <= 10, a.stats
