@@ -180,8 +180,8 @@ def simulate(model, start=None, t1=1.0, *, integrator: AbstractIntegrator, input
     times, tolerances and bounds are passed on as arrays, so calls that
     differ only in them share one compiled program."""
     start = Start.of(start)
-    for name, value in (("inputs", inputs), ("steps", steps), ("save", save), ("solver", solver)):
-        kind = {"inputs": Inputs, "steps": Steps, "save": Save, "solver": Solver}[name]
+    for name, value, kind in (("inputs", inputs, Inputs), ("steps", steps, Steps), ("save", save, Save),
+                              ("solver", solver, Solver)):
         if not isinstance(value, kind):
             raise TypeError(f"{name} must be a jaxmbd.{kind.__name__}, got {type(value).__name__}")
     validate_times(start.t, t1, save.ts, steps.dt0)

@@ -183,6 +183,12 @@ def _lu_apply(L, U, x):
     """U⁻¹ L⁻¹ x (x: (k,) or (k, m)) by forward and back substitution."""
     k = U.shape[0]
     y = jax.lax.fori_loop(0, k, lambda j, y: y - L[:, j].reshape((-1,) + (1,) * (y.ndim - 1)) * y[j], x)
+    return _back_substitute(U, y)
+
+
+def _back_substitute(U, y):
+    """U⁻¹ y for upper triangular U."""
+    k = U.shape[0]
 
     def back(t, f):
         i = k - 1 - t
@@ -202,12 +208,7 @@ def _lu_solve(M, x):
         U, y = carry
         lj = jnp.where(idx > j, U[:, j] / U[j, j], 0.0)
         return U - lj[:, None] * U[j][None, :], y - lj * y[j]
-    U, y = jax.lax.fori_loop(0, k, eliminate, (M, x))
-
-    def back(t, f):
-        i = k - 1 - t
-        return f.at[i].set((y[i] - U[i] @ f) / U[i, i])
-    return jax.lax.fori_loop(0, k, back, jnp.zeros_like(y))
+    return _back_substitute(*jax.lax.fori_loop(0, k, eliminate, (M, x)))
 
 
 @_lu_solve.defjvp
