@@ -198,6 +198,29 @@ def test_resting_boxes_touch_at_the_overlap_rectangle_s_vertices():
         assert gap.max() < 1e-4, (axis, pos2)
 
 
+@pytest.mark.parametrize("offset", [(0.0, 0.0), (0.03, 0.0), (0.0, -0.03), (0.03, -0.02), (0.03, 1e-15)])
+def test_stacked_boxes_touch_at_mujocos_four_points(offset):
+    """Boxes stacked with their sides aligned in both directions, in one, or in none: MuJoCo finds
+    four contacts at the overlap rectangle's vertices, at the penetration depth; so do we (corners
+    on a face's edge count, and a point where a corner meets an edge crossing counts once)."""
+    import mujoco
+    pen = 1e-3
+    p2 = np.array([offset[0], offset[1], 0.2 - pen])
+    xml = f"""<mujoco><worldbody><body><freejoint/><geom type="box" size=".1 .1 .1"/></body>
+      <body pos="{p2[0]} {p2[1]} {p2[2]}"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
+      </worldbody></mujoco>"""
+    mj = mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(mj)
+    mujoco.mj_forward(mj, d)
+    theirs = sorted((round(c.pos[0], 9), round(c.pos[1], 9), round(c.dist, 12)) for c in d.contact[:d.ncon])
+    c = jax.tree.map(np.asarray, _batched("box", "box", (np.eye(3)[None], np.zeros((1, 3))), np.full((1, 3), 0.1),
+                                          (np.eye(3)[None], p2[None]), np.full((1, 3), 0.1)))
+    on = c.dist[0] < 0
+    ours = sorted((round(x[0], 9), round(x[1], 9), round(dd, 12)) for x, dd in zip(c.pos[0][on], c.dist[0][on]))
+    assert len(theirs) == 4 and ours == theirs, (ours, theirs)
+    np.testing.assert_allclose(np.abs(c.frame[0, on, 0, 2]), 1.0, atol=1e-12)
+
+
 def test_plane_mesh_against_mujoco():
     """Plane-mesh (12 random vertices, MuJoCo's hull of them): every MuJoCo
     contact (it keeps at most 3 here) is one of our vertex candidates, dist

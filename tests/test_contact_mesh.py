@@ -77,11 +77,10 @@ def test_bad_mesh_geoms_get_a_clear_error():
 
 def test_polytope_candidates_equal_the_box_primitive_s():
     """A box-shaped mesh against a box (random poses, many overlapping): the
-    mesh's vertices against the box are box-box's corners of box 2 against
-    box 1 (the same exact point-box distance: to round-off); the box's corners
-    against the mesh's planes equal box-box's corners of box 1 against box 2
-    where they are inside (exact depth) and are a positive lower bound of it
-    outside; the separating-axis candidate's depth is box-box's (its residual
+    mesh's vertices against the box are the exact point-box distances of box
+    2's corners to box 1 (to round-off); the box's corners against the mesh's
+    planes equal those of box 1's corners to box 2 where they are inside
+    (exact depth) and are a positive lower bound of it outside; the separating-axis candidate's depth is box-box's (its residual
     plus the deepest vertex); the same for two box-shaped meshes (vertices
     inside: sorted, since a point's nearest face may differ only in order);
     against a plane the mesh gives the box's candidates."""
@@ -92,17 +91,22 @@ def test_polytope_candidates_equal_the_box_primitive_s():
     c = jax.tree.map(np.asarray, _box_mesh((R1, p1), np.broadcast_to(H1, (N, 3)), (R2, p2), _batch(mesh)))
     ref = jax.tree.map(np.asarray, G.collide_batch("box", "box", (R1, p1), np.broadcast_to(H1, (N, 3)), (R2, p2),
                                                    np.broadcast_to(H2, (N, 3))))
+
+    def point_box(Ra, pa, ha, Rb, pb, hb):   # box a's corners against box b: exact distance, b's normal
+        return G._point_box(G._box_corners(Ra, pa, ha), Rb, pb, hb)
+    d12, _ = jax.tree.map(np.asarray, jax.vmap(lambda *x: point_box(*x[2:], H2, *x[:2], H1))(R1, p1, R2, p2))
+    d21, n21 = jax.tree.map(np.asarray, jax.vmap(lambda *x: point_box(*x[:2], H1, *x[2:], H2))(R1, p1, R2, p2))
     assert c.dist.shape == (N, NV + 9)
     verts = np.sort(c.dist[:, :NV][:, mesh.valid], 1)
-    np.testing.assert_allclose(verts, np.sort(ref.dist[:, :8], 1), atol=1e-12)
+    np.testing.assert_allclose(verts, np.sort(d12, 1), atol=1e-12)
     assert (c.dist[:, 8:NV] == G._FAR).all()                              # padding never touches
-    ours, exact = c.dist[:, NV:NV + 8], ref.dist[:, 8:16]
+    ours, exact = c.dist[:, NV:NV + 8], d21
     inside = exact < 0
     assert inside.sum() > 20 and (~inside).sum() > 20
     np.testing.assert_allclose(ours[inside], exact[inside], atol=1e-12)
     assert (ours[~inside] > 0).all() and (ours[~inside] <= exact[~inside] + 1e-12).all()
     # the normals of inside corners: box 2's outward face normal, pointing from box 1 to box 2 reversed
-    np.testing.assert_allclose(c.frame[:, NV:NV + 8, 0][inside], ref.frame[:, 8:16, 0][inside], atol=1e-9)
+    np.testing.assert_allclose(c.frame[:, NV:NV + 8, 0][inside], -n21[inside], atol=1e-9)
     # the separating-axis candidate: residual + deepest vertex = box-box's exact depth where they overlap
     over = ref.dist[:, 16] < 0
     sat = c.dist[:, -1] + np.minimum(c.dist[:, :-1].min(1), 0)
@@ -113,7 +117,7 @@ def test_polytope_candidates_equal_the_box_primitive_s():
     mm = jax.tree.map(np.asarray, G.collide_batch("mesh", "mesh", (R1, p1), _batch(m1), (R2, p2), _batch(mesh)))
     assert mm.dist.shape == (N, 2 * NV + 1)
     d2, d1 = mm.dist[:, :NV][:, mesh.valid], mm.dist[:, NV:2 * NV][:, m1.valid]
-    for ours, exact in ((d2, ref.dist[:, :8]), (np.sort(d1, 1), np.sort(ref.dist[:, 8:16], 1))):
+    for ours, exact in ((d2, d12), (np.sort(d1, 1), np.sort(d21, 1))):
         inside = np.sort(exact, 1) < 0
         ours, exact = np.sort(ours, 1), np.sort(exact, 1)
         np.testing.assert_allclose(ours[inside], exact[inside], atol=1e-12)

@@ -243,9 +243,47 @@ def test_contact_rows_of_an_mjcf_file():
     v = jnp.zeros(7)
     few, many = (jaxmbd.load_mjcf(xml, warn=False, contact_rows=k) for k in (2, 8))
     a8 = jaxmbd.forward_dynamics(many, q, v, jnp.zeros(7))
-    a_all = jaxmbd.forward_dynamics(jaxmbd.load_mjcf(xml, warn=False), q, v, jnp.zeros(7))
+    every = jaxmbd.load_mjcf(xml, warn=False, contact_rows=_contact(many).n_candidates)
+    assert _contact(every).rows == _contact(many).n_candidates > 8
+    a_all = jaxmbd.forward_dynamics(every, q, v, jnp.zeros(7))
     np.testing.assert_allclose(np.asarray(a8), np.asarray(a_all), rtol=1e-12, atol=1e-12)
     sol = jaxmbd.simulate(few, Start(q, v), 0.01, integrator=jaxmbd.integrators.RK4(), steps=Steps(dt0=0.002))
     assert int(sol.status) == jaxmbd.integrators.CONTACT_OVERFLOW
     with pytest.raises(ValueError, match="rows"):
         jaxmbd.load_mjcf(xml, warn=False, contact_rows=0)
+
+
+def _contact(m):
+    from jaxmbd.forces.base import elements
+    from jaxmbd.forces.contact import Contact
+    return next(e for e in elements(m) if isinstance(e, Contact))
+
+
+STACK = """<mujoco><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
+    <body name="b1" pos="0 0 0.099"><freejoint/><geom type="box" size="0.1 0.1 0.1" mass="1"/></body>
+    <body name="b2" pos="0.01 0 0.297"><freejoint/><geom type="box" size="0.1 0.1 0.1" mass="1"/></body>
+    <body name="b3" pos="0.02 0 0.495"><freejoint/><geom type="box" size="0.1 0.1 0.1" mass="1"/></body>
+  </worldbody></mujoco>"""
+
+
+def test_the_default_contact_rows_follow_the_model():
+    """Unless given, the soft solve takes 8 contacts per free-floating body, at least 8: a stack of
+    three boxes (MuJoCo: 12 contacts at rest) gets 24, within which its forces are those of every
+    candidate, while 8 rows would overflow; a quadruped (one floating base) gets 8; a fixed-base arm 8."""
+    from jaxmbd import models
+    from jaxmbd.forces.contact import contact_overflow
+    stack = jaxmbd.load_mjcf(STACK, warn=False)
+    mj = mujoco.MjModel.from_xml_string(STACK)
+    d = mujoco.MjData(mj)
+    mujoco.mj_forward(mj, d)
+    assert d.ncon == 12 and _contact(stack).rows == 24
+    assert not bool(contact_overflow(stack, stack.q0))
+    every = jaxmbd.load_mjcf(STACK, warn=False, contact_rows=_contact(stack).n_candidates)
+    z = jnp.zeros(stack.nv)
+    np.testing.assert_allclose(np.asarray(jaxmbd.forward_dynamics(stack, stack.q0, z, z)),
+                               np.asarray(jaxmbd.forward_dynamics(every, every.q0, z, z)), rtol=1e-12, atol=1e-12)
+    eight = jaxmbd.load_mjcf(STACK, warn=False, contact_rows=8)
+    assert bool(contact_overflow(eight, eight.q0))
+    assert _contact(models.load_quadruped_scene()).rows == 8
+    arm = jaxmbd.load_mjcf(ARM_ON_FLOOR.replace("<freejoint/>", ""), warn=False)
+    assert arm.topo.jtype.count("free") == 0 and _contact(arm).rows == 8

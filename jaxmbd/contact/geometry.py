@@ -358,7 +358,7 @@ def _box_support(R, p, h, u, tol):
     return p + R @ (h * sgn)
 
 
-def _face_crossings(Rr, pr, sr, a, nr, Ri, pi, si):
+def _face_crossings(Rr, pr, sr, a, nr, Ri, pi, si, tol):
     """16 candidates of face-face contact: the crossings of the incident
     face's 4 edges (the face of box i most anti-parallel to nr) with the 4
     side planes of the reference face (axis a of box r, outward normal nr
@@ -384,10 +384,11 @@ def _face_crossings(Rr, pr, sr, a, nr, Ri, pi, si):
     O, eo = jnp.stack([v, v, u, u]), jnp.stack([ev, ev, eu, eu])         # and the face's other extent
     f0 = (P0 - pr[None]) @ W.T - e[None]                                   # (edge, plane)
     f1 = (P1 - pr[None]) @ W.T - e[None]
-    cross = f0 * f1 < 0
+    # an end within tol of the plane, or a crossing on the face's boundary, is a corner's (_face_corners)
+    cross = (f0 * f1 < 0) & (jnp.minimum(jnp.abs(f0), jnp.abs(f1)) > tol * e[None])
     t = jnp.where(cross, f0 / jnp.where(cross, f0 - f1, 1.0), 0.5)
     X = P0[:, None] + t[..., None] * (P1 - P0)[:, None]
-    within = jnp.abs(jnp.einsum("epk,pk->ep", X - pr[None, None], O)) <= eo[None]
+    within = jnp.abs(jnp.einsum("epk,pk->ep", X - pr[None, None], O)) < eo[None] * (1 - tol)
     h = (X - cr[None, None]) @ nr
     ok = cross & within
     dist = jnp.where(ok, h, _FAR)
@@ -395,10 +396,49 @@ def _face_crossings(Rr, pr, sr, a, nr, Ri, pi, si):
     return dist.reshape(16), pos.reshape(16, 3)
 
 
+def _face_corners(Rr, pr, sr, a, nr, Ri, pi, si, tol):
+    """Face-face contact at the two faces' corners, 8 candidates per box (in :func:`_box_corners`'
+    order; _FAR off the contact faces): each corner of the incident face (box i's face most
+    anti-parallel to nr) within the reference face's extent (axis a of box r, outward normal nr
+    towards box i), at its height above the reference plane along nr; and each corner of the
+    reference face within the incident face's extent, at the incident plane's height above it
+    along nr.  The extents include their boundary, so corners on a face's edge count: boxes stacked
+    with aligned sides touch at four points, as MuJoCo's.  A reference corner that coincides with
+    an incident one (on both of the incident face's boundaries) is left to it; where an incident
+    corner leaves the reference face, the reference corner on its path or the edge crossing
+    (:func:`_face_crossings`) takes over at the same point and depth.  Returns (dist_i, pos_i,
+    dist_r, pos_r)."""
+    e3 = jnp.eye(3, dtype=Rr.dtype)
+    ea_r = jnp.take(e3, a, axis=0)
+    ob, oc = jnp.take(e3, (a + 1) % 3, axis=0), jnp.take(e3, (a + 2) % 3, axis=0)
+    u, v, eu, ev, ea = Rr @ ob, Rr @ oc, sr @ ob, sr @ oc, sr @ ea_r
+    cr = pr + nr * ea
+    proj = Ri.T @ nr
+    ai = jnp.argmax(jnp.abs(proj))
+    fa, fb, fc = (jnp.take(e3, ai, axis=0), jnp.take(e3, (ai + 1) % 3, axis=0), jnp.take(e3, (ai + 2) % 3, axis=0))
+    sgn = -jnp.where(proj @ fa >= 0, 1.0, -1.0).astype(Rr.dtype)
+    centre, ni = pi + sgn * (Ri @ (fa * si)), sgn * (Ri @ fa)
+    U, V = Ri @ (fb * si), Ri @ (fc * si)
+    CI = _box_corners(Ri, pi, si)
+    on_i = ((CI - pi[None]) @ (Ri @ fa)) * sgn > 0
+    hI = (CI - cr[None]) @ nr
+    inside = (jnp.abs((CI - pr[None]) @ u) <= eu * (1 + tol)) & (jnp.abs((CI - pr[None]) @ v) <= ev * (1 + tol))
+    dI = jnp.where(on_i & inside, hI, _FAR)
+    CR = _box_corners(Rr, pr, sr)
+    on_r = ((CR - pr[None]) @ (Rr @ ea_r)) * (nr @ (Rr @ ea_r)) > 0
+    t = ((centre[None] - CR) @ ni) / (ni @ nr)
+    X = CR + t[:, None] * nr[None]
+    w1, w2 = jnp.abs((X - centre[None]) @ U) / (U @ U), jnp.abs((X - centre[None]) @ V) / (V @ V)
+    within = (w1 <= 1 + tol) & (w2 <= 1 + tol)
+    coincide = (w1 >= 1 - tol) & (w2 >= 1 - tol)
+    dR = jnp.where(on_r & within & ~coincide, t, _FAR)
+    return dI, CI - 0.5 * jnp.where(dI < _FAR, hI, 0.0)[:, None] * nr[None], \
+        dR, CR + 0.5 * jnp.where(dR < _FAR, t, 0.0)[:, None] * nr[None]
+
+
 def box_box(R1, p1, s1, R2, p2, s2):
-    """33 candidates: box2's 8 corners against box1's signed distance, box1's
-    8 corners against box2's, the edge-edge candidate and 16 face-face
-    candidates.  The separating axes are the 3 + 3 face normals and the 9
+    """33 candidates: box2's 8 corners, box1's 8 corners, the edge-edge
+    candidate and 16 face-face candidates.  The separating axes are the 3 + 3 face normals and the 9
     edge-edge cross products; the largest gap over them is the exact
     penetration depth of overlapping boxes (when apart, a lower bound of
     their distance).  Where an edge-edge axis has the largest gap (by more
@@ -406,9 +446,11 @@ def box_box(R1, p1, s1, R2, p2, s2):
     candidate 16 is that axis's gap, normal and the closest points of the two
     supporting edges, and the face-face candidates are off.  Otherwise the
     face with the largest gap is the reference face, candidate 16 is off,
-    and the face-face candidates are the overlap polygon's edge crossings
-    (:func:`_face_crossings`); with the corners inside, these are the
-    polygon's vertices, MuJoCo's face-face contact points.  A single argmax
+    the corner candidates are the two contact faces' corners inside the other
+    face (:func:`_face_corners`) and the face-face candidates the overlap
+    polygon's edge crossings (:func:`_face_crossings`): together the
+    polygon's vertices, MuJoCo's face-face contact points.  In edge-edge
+    contact the corners are at their exact signed distance to the other box.  A single argmax
     candidate for face-face contact would jump between the nearly equal face
     axes of two resting boxes and stall the step-size controller
     (bench/results/work_precision_cpu.md)."""
@@ -442,11 +484,20 @@ def box_box(R1, p1, s1, R2, p2, s2):
     nf = axes[kf]                                                  # from box1 towards box2
     Rr, pr, sr = jnp.where(one, R1, R2), jnp.where(one, p1, p2), jnp.where(one, s1, s2)
     Ri, pi, si = jnp.where(one, R2, R1), jnp.where(one, p2, p1), jnp.where(one, s2, s1)
-    d_ff, pos_ff = _face_crossings(Rr, pr, sr, kf % 3, jnp.where(one, nf, -nf), Ri, pi, si)
+    nr = jnp.where(one, nf, -nf)
+    d_ff, pos_ff = _face_crossings(Rr, pr, sr, kf % 3, nr, Ri, pi, si, tol)
     d_ff = jnp.where(edge, _FAR, d_ff)
-    dist = jnp.concatenate([d12, d21, jnp.where(edge, gap[k], _FAR)[None], d_ff])
-    pos = jnp.concatenate([c2 - 0.5 * d12[:, None] * n12, c1 - 0.5 * d21[:, None] * n21, ee[None], pos_ff])
-    return dist, pos, jnp.concatenate([n12, -n21, n[None], jnp.broadcast_to(nf, (16, 3))])
+    dI, xI, dR, xR = _face_corners(Rr, pr, sr, kf % 3, nr, Ri, pi, si, tol)
+    f2, x2 = jnp.where(one, dI, dR), jnp.where(one, xI, xR)                 # box2's corners in face contact
+    f1, x1 = jnp.where(one, dR, dI), jnp.where(one, xR, xI)
+    pos2 = jnp.where(edge, c2 - 0.5 * d12[:, None] * n12, x2)
+    pos1 = jnp.where(edge, c1 - 0.5 * d21[:, None] * n21, x1)
+    nf8 = jnp.broadcast_to(nf, (8, 3))
+    dist = jnp.concatenate([jnp.where(edge, d12, f2), jnp.where(edge, d21, f1), jnp.where(edge, gap[k], _FAR)[None],
+                            d_ff])
+    pos = jnp.concatenate([pos2, pos1, ee[None], pos_ff])
+    return dist, pos, jnp.concatenate([jnp.where(edge, n12, nf8), jnp.where(edge, -n21, nf8), n[None],
+                                       jnp.broadcast_to(nf, (16, 3))])
 
 
 # --------------------------------------------------------------------------------------------------

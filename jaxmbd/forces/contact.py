@@ -569,7 +569,19 @@ def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=()
                 **_soft_fields(params))
 
 
-SOFT_ROWS_DEFAULT = 16     # the soft law's candidate contacts in the solve (the deepest), by default
+SOFT_ROWS_FLOOR = 8        # the soft law's candidate contacts in the solve (the deepest), at least,
+SOFT_ROWS_PER_FREE_BODY = 8    # and this many per free-floating body, by default (default_rows)
+
+
+def default_rows(topo):
+    """How many candidate contacts (the deepest) enter the soft law's solve unless the model says:
+    8 per free-floating body (a box resting on a face touches at 4 points, a box on a box at 4 more;
+    a quadruped stands on 4 feet), at least 8.  The solve's cost grows with the cube of its rows, so
+    the count follows what the model's bodies need rather than its candidates; more candidates
+    within their margin at once than the rows stop a run with ``CONTACT_OVERFLOW`` (raise them with
+    ``load_mjcf(..., contact_rows=...)`` or ``set_contact_options(rows=...)``)."""
+    free = int(sum(1 for t in topo.jtype if t == "free"))
+    return max(SOFT_ROWS_FLOOR, SOFT_ROWS_PER_FREE_BODY * free)
 
 
 def _soft_fields(params):
@@ -582,7 +594,7 @@ def _soft_fields(params):
     law = "penalty" if not soft.any() else ("soft" if soft.all() else "mixed")
     condim = np.asarray(params.get("condim", np.full(n, 3)), np.int64)
     fdim = int(max([FRICTION_ROWS[int(c)] for c, s in zip(condim, soft) if s] or [0]))
-    return dict(law=law, rows=int(params.get("rows") or SOFT_ROWS_DEFAULT), fdim=fdim, soft=f(soft),
+    return dict(law=law, rows=int(params.get("rows") or SOFT_ROWS_FLOOR), fdim=fdim, soft=f(soft),
                 solref=f(params.get("solref", np.tile(GEOM_DEFAULTS["solref"], (n, 1)))).reshape(n, 2),
                 solimp=f(params.get("solimp", np.tile(GEOM_DEFAULTS["solimp"], (n, 1)))).reshape(n, 5),
                 invweight=f(params.get("invweight", np.ones(n))), impratio=f(params.get("impratio", 1.0)))
@@ -795,7 +807,7 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
                        np.stack([g["R"] for g in geoms]), np.stack([g["p"] for g in geoms]),
                        np.stack([g["size"] for g in geoms]), groups,
                        dict({k: np.asarray(v, float) for k, v in rows.items()}, impratio=options.get("impratio", 1.0),
-                            rows=options.get("rows")),
+                            rows=options.get("rows") or default_rows(model.topo)),
                        [g.get("vertices") for g in geoms], [g.get("maxhullvert") for g in geoms])
     cap = capacities(el, model, options.get("capacity"))
     if cap == el.capacity:

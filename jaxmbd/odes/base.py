@@ -24,7 +24,7 @@ import numpy as np
 
 
 def value_and_jacobians(g, y, yd, reverse_only=False, cotangent_rank=None):
-    """(g(y, y'), ∂g/∂y, ∂g/∂y') by one forward-mode pass over [y; y'].
+    """(g(y, y'), ∂g/∂y, ∂g/∂y') by forward mode (:func:`_value_and_jacobians`).
 
     ``reverse_only=True`` (the default loop, ``adjoint="checkpoint"``, which
     only reverse mode differentiates) gives the same values with a cheaper
@@ -44,16 +44,9 @@ def value_and_jacobians(g, y, yd, reverse_only=False, cotangent_rank=None):
     range finder is exact when rank J̄ <= k), and
     ⟨J̄, J⟩ = Σ_j q_jᵀ J (J̄ᵀ q_j).  A wrong promise gives wrong gradients,
     so only a caller whose structure a test checks may make it."""
-    nv = y.shape[0]
-    z = jnp.concatenate([y, yd])
-
-    def f(z):
-        return g(z[:nv], z[nv:])
     if reverse_only:
-        g0, J = _value_and_jacobian_rev(f, z, cotangent_rank)
-    else:
-        g0, J = _value_and_jacobian(f, z)
-    return g0, J[:, :nv], J[:, nv:]
+        return _value_and_jacobians_rev(g, y, yd, cotangent_rank)
+    return _value_and_jacobians(g, y, yd)
 
 
 def _sketch(m, k, dtype):
@@ -61,38 +54,45 @@ def _sketch(m, k, dtype):
     return jnp.asarray(np.random.default_rng(20261125).standard_normal((m, k)), dtype)
 
 
-def _value_and_jacobian(f, z):
-    def twice(z):
-        out = f(z)
+def _value_and_jacobians(g, y, yd):
+    """(g(y, y'), ∂g/∂y, ∂g/∂y') by forward mode in two groups of directions: the y-directions
+    through all of g, then the y'-directions with y held, so that the work that depends on the
+    configuration alone (kinematics, contact geometry and rows, H and its factors) carries no
+    tangent for them.  The same numbers as one Jacobian over [y; y']."""
+    def at_y(y):
+        out = g(y, yd)
         return out, out
-    J, g0 = jax.jacfwd(twice, has_aux=True)(z)
-    return g0, J
+    J1, g0 = jax.jacfwd(at_y, has_aux=True)(y)
+    J2 = jax.jacfwd(lambda yd: g(y, yd))(yd)
+    return g0, J1, J2
 
 
-def _value_and_jacobian_rev(f, z, rank=None):
-    """(f(z), ∂f/∂z) with the pullback of :func:`value_and_jacobians` (k =
+def _value_and_jacobians_rev(g, y, yd, rank=None):
+    """(g(y, y'), ∂g/∂y, ∂g/∂y') with the pullback of :func:`value_and_jacobians` (k =
     ``rank`` JVPs when it is below n, else n).  Every
-    array f closes over becomes an explicit input of the ``custom_vjp``
+    array g closes over becomes an explicit input of the ``custom_vjp``
     (floating tracers get cotangents, integer ones and constants none), so no
     tracer of the forward pass leaks into the reverse one."""
-    fc = eqx.filter_closure_convert(f, z)
-    dyn, static = eqx.partition(fc, eqx.is_array)
+    n = y.shape[0]
+    gc = eqx.filter_closure_convert(g, y, yd)
+    dyn, static = eqx.partition(gc, eqx.is_array)
     leaves, tdef = jax.tree_util.tree_flatten(dyn)
     diff = [isinstance(x, jax.core.Tracer) and jnp.issubdtype(x.dtype, jnp.inexact) for x in leaves]
 
-    def call(z, leaves):
-        return eqx.combine(jax.tree_util.tree_unflatten(tdef, list(leaves)), static)(z)
+    def call(y, yd, leaves):
+        return eqx.combine(jax.tree_util.tree_unflatten(tdef, list(leaves)), static)(y, yd)
 
     @jax.custom_vjp
-    def value_and_jac(z, *leaves):
-        return _value_and_jacobian(lambda z: call(z, leaves), z)
+    def value_and_jac(y, yd, *leaves):
+        return _value_and_jacobians(lambda y, yd: call(y, yd, leaves), y, yd)
 
-    def fwd(z, *leaves):
-        return value_and_jac(z, *leaves), (z, leaves)
+    def fwd(y, yd, *leaves):
+        return value_and_jac(y, yd, *leaves), (y, yd, leaves)
 
     def bwd(res, cts):
-        z, leaves = res
-        gbar, Jbar = cts
+        y, yd, leaves = res
+        gbar, J1bar, J2bar = cts
+        Jbar = jnp.concatenate([J1bar, J2bar], axis=1)
         if rank is not None and rank < Jbar.shape[0]:
             # J̄ = Q B with B = Qᵀ J̄: k tangents (the rows of B), the outputs weighted by Q's columns
             Q, _ = jnp.linalg.qr(Jbar @ _sketch(Jbar.shape[1], rank, Jbar.dtype))
@@ -100,18 +100,21 @@ def _value_and_jacobian_rev(f, z, rank=None):
         else:
             tangents, weights = Jbar, None
 
-        def pairing(z, dl):
+        def pairing(y, yd, dl):
             it = iter(dl)
             full = [next(it) if d else x for x, d in zip(leaves, diff)]
-            g0, JW = jax.vmap(lambda w: jax.jvp(lambda z: call(z, full), (z,), (w,)), out_axes=(None, 0))(tangents)
+
+            def along(w):
+                return jax.jvp(lambda y, yd: call(y, yd, full), (y, yd), (w[:n], w[n:]))
+            g0, JW = jax.vmap(along, out_axes=(None, 0))(tangents)
             paired = jnp.trace(JW) if weights is None else jnp.vdot(weights, JW)
             return jnp.vdot(gbar, g0) + paired
-        zbar, dbar = jax.grad(pairing, argnums=(0, 1))(z, [x for x, d in zip(leaves, diff) if d])
+        ybar, ydbar, dbar = jax.grad(pairing, argnums=(0, 1, 2))(y, yd, [x for x, d in zip(leaves, diff) if d])
         it = iter(dbar)
-        return (zbar, *[next(it) if d else None for d in diff])
+        return (ybar, ydbar, *[next(it) if d else None for d in diff])
 
     value_and_jac.defvjp(fwd, bwd)
-    return value_and_jac(z, *leaves)
+    return value_and_jac(y, yd, *leaves)
 
 
 class AbstractODE:
