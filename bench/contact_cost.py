@@ -1,8 +1,9 @@
 """Where a contact scene's time goes, per batch member: the rigid-body forward dynamics
 (ABA) without contacts and limits, the contacts and limits alone (``dynamics.passive_force``,
 and for MuJoCo's soft constraints the soft stage's generalized force, ``dynamics.soft_stage``),
-the ODE right-hand side with them, and the forward-mode Jacobians of each (2 nv directions, as
-the implicit integrators build them); then the cost of one RosenbrockNystrom4 attempt in
+the ODE right-hand side with them, and the forward-mode Jacobians of each (the nv position
+directions, then the nv velocity directions with the position held, as the implicit integrators
+build them); then the cost of one RosenbrockNystrom4 attempt in
 right-hand-side evaluations (its wall per attempt over a short adaptive run, divided by the
 right-hand side's).
 
@@ -68,10 +69,11 @@ def main():
     tau = jnp.zeros_like(v)
     B = a.batch
 
-    def jac(f):   # forward-mode Jacobian in the 2 nv directions of (q's tangent, v), as ChartODE's
-        def g(q, v):
+    def jac(f):   # forward-mode Jacobian in the 2 nv directions of (q's tangent, v), as ChartODE's:
+        def g(q, v):   # the position directions, then the velocity directions with the position held
             ode = ChartODE(m, q)
-            return jax.jacfwd(lambda z: f(ode.config(z[:m.nv]), v + z[m.nv:]))(jnp.zeros(2 * m.nv))
+            return (jax.jacfwd(lambda y: f(ode.config(y), v))(jnp.zeros(m.nv)),
+                    jax.jacfwd(lambda u: f(q, u))(v))
         return g
     aba = lambda q, v: forward_dynamics(bare, q, v, tau[0])           # noqa: E731
     if soft.has_rows(m):   # MuJoCo's soft constraints: the stage's generalized force (for a_free = 0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from functools import partial
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
@@ -155,6 +156,28 @@ def soft_stage(model, q, v, a_free):
     call inside a batched loop)."""
     F = ltdl.factor(model, mass_matrix_compact(model, q))
     return soft.dynamics(model, q, v, a_free, lambda X: ltdl.solve(model, F, X))
+
+
+def soft_configuration(model, q):
+    """The soft stage's work of the configuration alone, split as (arrays, static) by
+    ``equinox.partition``: H's LᵀDL factor and the rows at q with zero velocities (a row's
+    velocity is J v).  :func:`soft_accelerations` completes the stage for a velocity."""
+    F = ltdl.factor(model, mass_matrix_compact(model, q))
+    N, T, _ = soft.rows(model, q, jnp.zeros(model.nv, jnp.result_type(q, float)))
+    return eqx.partition((F, N, T), lambda x: isinstance(x, jax.Array))
+
+
+def soft_accelerations(model, v, a_free, arrays, static):
+    """The accelerations with the soft rows for the velocity v and the accelerations a_free without
+    them, from :func:`soft_configuration`'s parts: the values of :func:`soft_stage`."""
+    F, N, T = eqx.combine(arrays, static)
+    N, T = N._replace(vel=N.J @ v), T._replace(vel=T.J @ v)
+    return soft.solve(N, T, a_free, lambda X: ltdl.solve(model, F, X)).a
+
+
+def free_dynamics(model, q, v, tau, method="aba"):
+    """The accelerations without the soft rows (``forward_dynamics``' first stage, unchecked)."""
+    return _free_dynamics(model, q, v, tau, None, method, "auto")
 
 
 def _free_dynamics(model, q, v, tau, f_ext, method, factorization):

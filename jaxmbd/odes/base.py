@@ -23,8 +23,14 @@ import jax.scipy.linalg as jsl
 import numpy as np
 
 
-def value_and_jacobians(g, y, yd, reverse_only=False, cotangent_rank=None):
+def value_and_jacobians(g, y, yd, reverse_only=False, cotangent_rank=None, held=None):
     """(g(y, y'), ∂g/∂y, ∂g/∂y') by forward mode (:func:`_value_and_jacobians`).
+
+    ``held`` (optional): a function of y alone whose arrays g takes as a third argument,
+    g(y, y', held(y)): the work of the configuration (contact rows, the mass matrix's factors).
+    The Jacobian then takes the y-directions through held and g, and the y'-directions through g
+    with held's value fixed, so that work carries tangents for the n position directions only
+    and is done once.
 
     ``reverse_only=True`` (the default loop, ``adjoint="checkpoint"``, which
     only reverse mode differentiates) gives the same values with a cheaper
@@ -45,8 +51,8 @@ def value_and_jacobians(g, y, yd, reverse_only=False, cotangent_rank=None):
     ⟨J̄, J⟩ = Σ_j q_jᵀ J (J̄ᵀ q_j).  A wrong promise gives wrong gradients,
     so only a caller whose structure a test checks may make it."""
     if reverse_only:
-        return _value_and_jacobians_rev(g, y, yd, cotangent_rank)
-    return _value_and_jacobians(g, y, yd)
+        return _value_and_jacobians_rev(g, y, yd, cotangent_rank, held)
+    return _value_and_jacobians(g, y, yd, held)
 
 
 def _sketch(m, k, dtype):
@@ -54,37 +60,70 @@ def _sketch(m, k, dtype):
     return jnp.asarray(np.random.default_rng(20261125).standard_normal((m, k)), dtype)
 
 
-def _value_and_jacobians(g, y, yd):
-    """(g(y, y'), ∂g/∂y, ∂g/∂y') by forward mode in two groups of directions: the y-directions
-    through all of g, then the y'-directions with y held, so that the work that depends on the
-    configuration alone (kinematics, contact geometry and rows, H and its factors) carries no
-    tangent for them.  The same numbers as one Jacobian over [y; y']."""
+def _value_and_jacobians(g, y, yd, held=None):
+    """(g, ∂g/∂y, ∂g/∂y'): without ``held``, one forward-mode pass over [y; y'] (2n directions);
+    with it, the n y-directions through held and g, then the n y'-directions through g alone at
+    held's value (:func:`value_and_jacobians`).  The same numbers either way."""
+    n = y.shape[0]
+    if held is None:
+        def both(z):
+            out = g(z[:n], z[n:])
+            return out, out
+        J, g0 = jax.jacfwd(both, has_aux=True)(jnp.concatenate([y, yd]))
+        return g0, J[:, :n], J[:, n:]
+
     def at_y(y):
-        out = g(y, yd)
-        return out, out
-    J1, g0 = jax.jacfwd(at_y, has_aux=True)(y)
-    J2 = jax.jacfwd(lambda yd: g(y, yd))(yd)
+        p = held(y)
+        out = g(y, yd, p)
+        return out, (out, p)
+    J1, (g0, p0) = jax.jacfwd(at_y, has_aux=True)(y)
+    J2 = jax.jacfwd(lambda yd: g(y, yd, p0))(yd)
     return g0, J1, J2
 
 
-def _value_and_jacobians_rev(g, y, yd, rank=None):
-    """(g(y, y'), ∂g/∂y, ∂g/∂y') with the pullback of :func:`value_and_jacobians` (k =
-    ``rank`` JVPs when it is below n, else n).  Every
-    array g closes over becomes an explicit input of the ``custom_vjp``
-    (floating tracers get cotangents, integer ones and constants none), so no
-    tracer of the forward pass leaks into the reverse one."""
-    n = y.shape[0]
-    gc = eqx.filter_closure_convert(g, y, yd)
-    dyn, static = eqx.partition(gc, eqx.is_array)
+def _converted(f, *example):
+    """f closure-converted (equinox) as (call(*args, leaves), leaves, diff): every array f closes
+    over an explicit input; diff marks the floating tracers (the ones that get cotangents)."""
+    fc = eqx.filter_closure_convert(f, *example)
+    dyn, static = eqx.partition(fc, eqx.is_array)
     leaves, tdef = jax.tree_util.tree_flatten(dyn)
     diff = [isinstance(x, jax.core.Tracer) and jnp.issubdtype(x.dtype, jnp.inexact) for x in leaves]
 
-    def call(y, yd, leaves):
-        return eqx.combine(jax.tree_util.tree_unflatten(tdef, list(leaves)), static)(y, yd)
+    def call(*args):
+        *a, lv = args
+        return eqx.combine(jax.tree_util.tree_unflatten(tdef, list(lv)), static)(*a)
+    return call, leaves, diff
+
+
+def _value_and_jacobians_rev(g, y, yd, rank=None, held=None):
+    """(g(y, y'), ∂g/∂y, ∂g/∂y') with the pullback of :func:`value_and_jacobians` (k =
+    ``rank`` JVPs when it is below n, else n).  Every
+    array g (and held) closes over becomes an explicit input of the ``custom_vjp``
+    (floating tracers get cotangents, integer ones and constants none), so no
+    tracer of the forward pass leaks into the reverse one."""
+    n = y.shape[0]
+    if held is None:
+        call_g, lg, dg = _converted(g, y, yd)
+        call_h, lh, dh = None, [], []
+    else:
+        call_h, lh, dh = _converted(held, y)
+        call_g, lg, dg = _converted(g, y, yd, jax.eval_shape(lambda y: call_h(y, lh), y))
+    ng = len(lg)
+    leaves, diff = list(lg) + list(lh), dg + dh
+
+    def funcs(leaves):
+        if call_h is None:
+            return (lambda y, yd: call_g(y, yd, leaves[:ng])), None
+        return (lambda y, yd, p: call_g(y, yd, p, leaves[:ng])), (lambda y: call_h(y, leaves[ng:]))
+
+    def full(y, yd, leaves):
+        gf, hf = funcs(leaves)
+        return gf(y, yd) if hf is None else gf(y, yd, hf(y))
 
     @jax.custom_vjp
     def value_and_jac(y, yd, *leaves):
-        return _value_and_jacobians(lambda y, yd: call(y, yd, leaves), y, yd)
+        gf, hf = funcs(leaves)
+        return _value_and_jacobians(gf, y, yd, hf)
 
     def fwd(y, yd, *leaves):
         return value_and_jac(y, yd, *leaves), (y, yd, leaves)
@@ -102,10 +141,10 @@ def _value_and_jacobians_rev(g, y, yd, rank=None):
 
         def pairing(y, yd, dl):
             it = iter(dl)
-            full = [next(it) if d else x for x, d in zip(leaves, diff)]
+            lv = [next(it) if d else x for x, d in zip(leaves, diff)]
 
             def along(w):
-                return jax.jvp(lambda y, yd: call(y, yd, full), (y, yd), (w[:n], w[n:]))
+                return jax.jvp(lambda y, yd: full(y, yd, lv), (y, yd), (w[:n], w[n:]))
             g0, JW = jax.vmap(along, out_axes=(None, 0))(tangents)
             paired = jnp.trace(JW) if weights is None else jnp.vdot(weights, JW)
             return jnp.vdot(gbar, g0) + paired
@@ -133,7 +172,8 @@ class AbstractODE:
 
     def g_and_jac(self, t, y, yd, cotangent_rank=None):
         """g and its Jacobians J1 = dg/dy, J2 = dg/dy' (forward-mode autodiff);
-        ``cotangent_rank``: see :func:`value_and_jacobians`."""
+        ``cotangent_rank``: see :func:`value_and_jacobians`.  An ODE whose g has work of the
+        configuration alone may pass it as ``held`` (:class:`jaxmbd.odes.ChartODE` does)."""
         return value_and_jacobians(lambda y, yd: self.g(t, y, yd), y, yd, self.reverse_only, cotangent_rank)
 
     def g_t(self, t, y, yd):

@@ -28,10 +28,10 @@ import numpy as np
 
 from .. import forces, joints, kinematics, ltdl
 from ..crba import compact_to_dense, mass_matrix_compact
-from ..dynamics import forward_dynamics, inverse_dynamics
+from ..dynamics import forward_dynamics, free_dynamics, inverse_dynamics, soft_accelerations, soft_configuration
 from ..inputs import NO_INPUTS, actuation  # noqa: F401 - actuation is re-exported
 from ..spatial import skew
-from .base import AbstractODE, solve_first_order
+from .base import AbstractODE, solve_first_order, value_and_jacobians
 
 _SMALL = 1e-4  # below this angle (rad) the SO(3) series are used
 
@@ -108,6 +108,27 @@ class ChartODE(AbstractODE):
     def g(self, t, y, yd):
         q, v = self.config(y), self.velocity(y, yd)
         return self.rotation_terms(y, yd, self.accel(t, q, v))
+
+    def g_and_jac(self, t, y, yd, cotangent_rank=None):
+        """g, J1 = dg/dy and J2 = dg/dy' (forward mode).  With soft rows (contacts, limits, friction
+        loss), the work of the configuration alone (the rows, H's factors: ``soft_configuration``)
+        is ``held`` (:func:`jaxmbd.odes.base.value_and_jacobians`): done once, and differentiated
+        in the nv position directions only."""
+        from ..forces import soft
+        if not soft.has_rows(self.model):
+            return super().g_and_jac(t, y, yd, cotangent_rank)
+        model, static = self.model, []
+
+        def held(y):
+            arrays, st = soft_configuration(model, self.config(y))
+            static[:] = [st]
+            return arrays
+
+        def g(y, yd, arrays):
+            q, v = self.config(y), self.velocity(y, yd)
+            a = free_dynamics(model, q, v, self.tau(t, q, v), self.dynamics)
+            return self.rotation_terms(y, yd, soft_accelerations(model, v, a, arrays, static[0]))
+        return value_and_jacobians(g, y, yd, self.reverse_only, cotangent_rank, held=held)
 
     def iteration_matrix(self, t, v0, hg, linear_solver="dense", cotangent_rank=None):
         """(g at the step start, the iteration matrix for h γ = hg): dense (J1, J2
