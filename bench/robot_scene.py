@@ -197,6 +197,13 @@ def mujoco_forward(path, qpos=None, qvel=None):
     return per_call(lambda: mujoco.mj_forward(mj, d), 0.2, 5, sync=lambda x: x)
 
 
+def contact_rows(m):
+    """How many contacts enter the model's soft solve."""
+    from jaxmbd.forces.base import elements
+    from jaxmbd.forces.contact import Contact
+    return next(e.rows for e in elements(m) if isinstance(e, Contact))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--duration", type=float, default=1.0, help="simulated seconds of standing (jaxmbd and MuJoCo)")
@@ -210,7 +217,7 @@ def main(argv=None):
     p.add_argument("--start", choices=("home", "qpos0"), default="home",
                    help="jaxmbd's start: the keyframe home (feet about 1 cm in the floor) or qpos0 at rest")
     p.add_argument("--rows", type=int, default=None,
-                   help="the soft solve's contact rows (load_mjcf(contact_rows=...); default: its default, 16)")
+                   help="the soft solve's contact rows (load_mjcf(contact_rows=...); default: the model's)")
     p.add_argument("--out", default=str(HERE / "results"))
     a = p.parse_args(argv)
     started = time.perf_counter()
@@ -230,7 +237,7 @@ def main(argv=None):
              "jaxmbd: float64, batch 1, "
              + ("from the keyframe home (feet about 1 cm in the floor) with its ctrl" if a.start == "home" else
                 "from qpos0 (feet 0.6 mm above the floor) at rest, ctrl = the pose's joint angles")
-             + f"; soft solve rows {a.rows or 'default (16)'}"
+             + f"; soft solve rows {contact_rows(m)}" + (" (--rows)" if a.rows else " (the model's default)")
              + f"; RK4 at {a.dt:g} s, RosenbrockNystrom4 at rtol = atol = {a.tol:g}, simulate's defaults "
              "otherwise; MuJoCo: mj_step (its default Euler), one thread, with the keyframe's ctrl"]
     print("\n".join(head), flush=True)
