@@ -58,11 +58,11 @@ def ant_scene():
 
 
 def run_row(m, q0, v0, t1, integrator, tol=None, dt0=None):
-    kw = dict(steps=Steps(rtol=tol, atol=tol)) if tol is not None else dict(steps=Steps(dt0=dt0))
+    steps = Steps(rtol=tol, atol=tol, max_steps=200_000) if tol is not None else Steps(dt0=dt0, max_steps=200_000)
 
     def f(q0, v0):
-        return jaxmbd.simulate(m, Start(q0, v0), t1, integrator=integrator, steps=Steps(max_steps=200_000),
-                               solver=Solver(adjoint="none"), **kw)
+        return jaxmbd.simulate(m, Start(q0, v0), t1, integrator=integrator, steps=steps,
+                               solver=Solver(adjoint="none"))
     t0 = time.perf_counter()
     c = jax.jit(f).lower(q0, v0).compile()
     comp = time.perf_counter() - t0

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import dataclasses
 from pathlib import Path
 
 import jax
@@ -45,7 +46,7 @@ METHODS = [("RosenbrockNystrom4", "tol 1e-6", I.RosenbrockNystrom4(), dict(steps
 def loss_fn(m, q0, v0, t1, integrator, kw):
     def loss(vx):
         sol = jaxmbd.simulate(m, Start(q0, v0.at[0].set(vx)), t1, integrator=integrator,
-                              steps=Steps(max_steps=40_000), **kw)
+                              steps=dataclasses.replace(kw["steps"], max_steps=40_000))
         return sol.qs[-1, 0], sol.status
     return loss
 

@@ -52,12 +52,11 @@ def main(argv=None):
     v0 = jnp.asarray(0.3 * rng.standard_normal((a.batch, model.nv)))
     t1 = DT * a.steps
     ts = jnp.linspace(t1 / a.saves, t1, a.saves)
-    kw = dict(t1=t1, integrator=integrators.RK4(), steps=Steps(dt0=DT, max_steps=a.steps + 1), save=Save(ts=ts),
-              solver=Solver(adjoint="none"))
+    kw = dict(t1=t1, integrator=integrators.RK4(), steps=Steps(dt0=DT, max_steps=a.steps + 1),
+              save=Save(ts=ts, observe=root_position, states=False), solver=Solver(adjoint="none"))
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
-    run = jax.jit(lambda q, v: jaxmbd.rollout(model, Start(q, v), save=Save(observe=root_position, states=False),
-                                              chunk_size=a.chunk, shard=False, **kw))
+    run = jax.jit(lambda q, v: jaxmbd.rollout(model, Start(q, v), chunk_size=a.chunk, shard=False, **kw))
     t0 = time.perf_counter()
     c = run.lower(q0, v0).compile()
     t_compile = time.perf_counter() - t0
@@ -72,7 +71,7 @@ def main(argv=None):
     idx = rng.choice(a.batch, 8, replace=False)
     dev = 0.0
     for i in idx:
-        s = jaxmbd.simulate(model, Start(q0[i], v0[i]), save=Save(observe=root_position, states=False), **kw)
+        s = jaxmbd.simulate(model, Start(q0[i], v0[i]), **kw)
         dev = max(dev, float(jnp.max(jnp.abs(s.obs - out.obs[i]))))
 
     full_gib = a.batch * a.saves * (model.nq + model.nv) * 8 / 2**30

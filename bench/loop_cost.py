@@ -25,6 +25,7 @@ machine."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -84,7 +85,7 @@ def measure(name, model, kw, batch, repeats):
     q, v = states(model, batch)
 
     def run(adjoint):
-        extra = {} if adjoint is None else {"adjoint": adjoint}
+        extra = {} if adjoint is None else {"solver": Solver(adjoint=adjoint)}
         return jax.jit(jax.vmap(lambda q, v: jaxmbd.simulate(model, Start(q, v), **kw, **extra)))
 
     def loss(q, v):  # a batched loss: mean final kinetic-energy-like quantity
@@ -110,8 +111,9 @@ def measure(name, model, kw, batch, repeats):
         n = row["steps_max"]
 
         def loss_all(q, v):
-            sol = jax.vmap(lambda q, v: jaxmbd.simulate(model, Start(q, v), steps=Steps(max_steps=n),
-                                                        solver=Solver(checkpoints=n), **kw))(q, v)
+            many = dict(kw, steps=dataclasses.replace(kw["steps"], max_steps=n))
+            sol = jax.vmap(lambda q, v: jaxmbd.simulate(model, Start(q, v), solver=Solver(checkpoints=n),
+                                                        **many))(q, v)
             return jnp.mean(sol.vs[:, -1] ** 2) + jnp.mean(sol.qs[:, -1, -1])
         c, t, gv2 = timed(jax.jit(jax.grad(loss_all, argnums=1)), q, v, repeats=repeats)
         row["grad_all"], row["grad_all_compile"] = t, c - t
@@ -120,7 +122,7 @@ def measure(name, model, kw, batch, repeats):
 
 
 def _knows_checkpoints():
-    return hasattr(sys.modules["jaxmbd.simulate"], "DEFAULT_CHECKPOINTS")
+    return any(hasattr(sys.modules.get(name), "DEFAULT_CHECKPOINTS") for name in ("jaxmbd.simulate", "jaxmbd.options"))
 
 
 def main():

@@ -99,9 +99,9 @@ def jaxmbd_runner(m, integrator, t1, fixed):
     ts = jnp.linspace(t1 / NSAVE, t1, NSAVE)
 
     def run(q0, v0, x):
-        kw = dict(steps=Steps(dt0=x)) if fixed else dict(steps=Steps(rtol=x, atol=x))
-        sol = jaxmbd.simulate(m, Start(q0, v0), t1, integrator=integrator, steps=Steps(max_steps=2_000_000),
-                              save=Save(ts=ts), solver=Solver(adjoint="none"), **kw)
+        steps = Steps(dt0=x, max_steps=2_000_000) if fixed else Steps(rtol=x, atol=x, max_steps=2_000_000)
+        sol = jaxmbd.simulate(m, Start(q0, v0), t1, integrator=integrator, steps=steps,
+                              save=Save(ts=ts), solver=Solver(adjoint="none"))
         return sol.qs, sol.status, sol.stats["accepted"], sol.stats["rejected"]
     return run
 
