@@ -287,3 +287,62 @@ def test_the_default_contact_rows_follow_the_model():
     assert _contact(models.load_quadruped_scene()).rows == 8
     arm = jaxmbd.load_mjcf(ARM_ON_FLOOR.replace("<freejoint/>", ""), warn=False)
     assert arm.topo.jtype.count("free") == 0 and _contact(arm).rows == 8
+
+
+@pytest.mark.long
+def test_the_held_configuration_work_gives_the_plain_jacobians():
+    """ChartODE.g_and_jac with soft rows holds the rows and H's factors (computed once, differentiated
+    in the position directions only): its value and Jacobians equal one forward-mode pass of g over
+    [y; y'] (1e-12 of their scale), in the forward and the reverse-only (checkpoint loop) forms, and
+    a gradient (with respect to the chart point and velocity) through its reverse-only form equals one
+    through the plain reverse-only form, at a state with
+    contact (condim 6), a joint limit and friction loss active, away from the chart's origin."""
+    from jaxmbd.odes.base import AbstractODE
+    m = jaxmbd.load_mjcf(ARM_ON_FLOOR, warn=False)
+    q = jnp.array([0.01, 0.0, 0.0985, 1.0, 0.0, 0.01, 0.0, 0.32])
+    v = jnp.array([0.1, 0.05, -0.02, 0.1, 0.2, -0.1, 0.3])
+    y = jnp.array([1e-3, -2e-3, 5e-4, 0.01, -0.02, 0.015, 0.01])
+
+    def both(q, y, v, plain, reverse_only=False):
+        ode = jaxmbd.odes.ChartODE(m, q)
+        ode.reverse_only = reverse_only
+        return (AbstractODE.g_and_jac if plain else jaxmbd.odes.ChartODE.g_and_jac)(ode, 0.0, y, v)
+    ref = jax.jit(lambda q, y, v: both(q, y, v, True))(q, y, v)
+    for reverse_only in (False, True):
+        out = jax.jit(lambda q, y, v: both(q, y, v, False, reverse_only))(q, y, v)
+        for a, b in zip(out, ref):
+            scale = float(jnp.max(jnp.abs(b)))
+            assert scale > 0
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-12 * scale)
+
+    def loss(y, v, plain, reverse_only):
+        g0, J1, J2 = both(q, y, v, plain, reverse_only)
+        return jnp.sum(jnp.sin(g0)) + jnp.sum(J1 ** 2) * 1e-4 + jnp.sum(jnp.tanh(J2))
+    ours = jax.jit(jax.grad(lambda y, v: loss(y, v, False, True), argnums=(0, 1)))(y, v)
+    plain = jax.jit(jax.grad(lambda y, v: loss(y, v, True, True), argnums=(0, 1)))(y, v)
+    for a, b in zip(ours, plain):
+        assert float(jnp.max(jnp.abs(b))) > 0
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-10 * float(jnp.max(jnp.abs(b))))
+
+
+@pytest.mark.long
+def test_a_gradient_through_rosenbrock_on_soft_contact_is_finite_and_right():
+    """The implicit step's gradient pulls back through its Jacobians, i.e. through second derivatives
+    of the right-hand side: with friction cones whose limit and forces vanish (the arm's rows beyond
+    their contact) a root near zero in the cone scaling once made them NaN.  The gradient of a short
+    Rosenbrock run of the box and arm equals central differences of the loss (2e-4 relative)."""
+    m = jaxmbd.load_mjcf(ARM_ON_FLOOR, warn=False)
+    q = jnp.array([0.01, 0.0, 0.0985, 1.0, 0.0, 0.01, 0.0, 0.32])
+    q = q.at[3:7].set(q[3:7] / jnp.linalg.norm(q[3:7]))
+    v = jnp.array([0.1, 0.05, -0.02, 0.1, 0.2, -0.1, 0.3])
+
+    def loss(vx):
+        sol = jaxmbd.simulate(m, Start(q, v.at[0].set(vx)), 0.02, integrator=jaxmbd.integrators.RosenbrockNystrom4(),
+                              steps=Steps(rtol=1e-9, atol=1e-9))
+        return sol.qs[-1, 0] + sol.qs[-1, -1], sol.status
+    (value, status), grad = jax.jit(jax.value_and_grad(loss, has_aux=True))(v[0])
+    assert int(status) == 0 and np.isfinite(float(grad))
+    f = jax.jit(lambda x: loss(x)[0])
+    eps = 1e-4
+    cd = (float(f(v[0] + eps)) - float(f(v[0] - eps))) / (2 * eps)
+    assert abs(float(grad) - cd) < 2e-4 * abs(cd), (float(grad), cd)

@@ -228,8 +228,13 @@ def _cone_scale(f, rows, fN):
     mu = jnp.where(rows.mu > 0, rows.mu, 1.0)
     g2 = jax.ops.segment_sum((f / mu) ** 2, jnp.asarray(rows.cone), nc)[rows.cone]
     p = SAT_POWER
-    den = (L ** p + g2 ** (p / 2) + 1e-300) ** (1.0 / p)
-    return jnp.where(rows.mu > 0, f * L / den, 0.0)
+    s = L ** p + g2 ** (p / 2)
+    # where both the limit and the forces vanish (s below 1e-200: |f| < 1e-25) the scale is taken as 1;
+    # a root of s near zero has finite first derivatives but infinite second ones (inf x 0 = NaN in
+    # the integrators' Jacobians differentiated again, as a gradient through an implicit step does)
+    live = s > 1e-200
+    scale = jnp.where(live, L / jnp.where(live, s, 1.0) ** (1.0 / p), 1.0)
+    return jnp.where(rows.mu > 0, f * scale, 0.0)
 
 
 class Solution(NamedTuple):
