@@ -358,6 +358,22 @@ def _box_support(R, p, h, u, tol):
     return p + R @ (h * sgn)
 
 
+def _contact_faces(Rr, pr, sr, a, nr, Ri, pi, si):
+    """The two faces of face-face contact: the reference face (axis a of box r, outward normal nr
+    towards box i): its in-plane axes u, v, half-extents eu, ev and centre cr; the incident face
+    (box i's face most anti-parallel to nr): its centre, outward normal ni and half-edge vectors
+    U, V."""
+    e3 = jnp.eye(3, dtype=Rr.dtype)
+    ob, oc = jnp.take(e3, (a + 1) % 3, axis=0), jnp.take(e3, (a + 2) % 3, axis=0)
+    u, v, eu, ev, ea = Rr @ ob, Rr @ oc, sr @ ob, sr @ oc, sr @ jnp.take(e3, a, axis=0)
+    cr = pr + nr * ea
+    proj = Ri.T @ nr
+    ai = jnp.argmax(jnp.abs(proj))
+    fa, fb, fc = (jnp.take(e3, ai, axis=0), jnp.take(e3, (ai + 1) % 3, axis=0), jnp.take(e3, (ai + 2) % 3, axis=0))
+    sgn = -jnp.where(proj @ fa >= 0, 1.0, -1.0).astype(Rr.dtype)
+    return u, v, eu, ev, cr, pi + sgn * (Ri @ (fa * si)), sgn * (Ri @ fa), Ri @ (fb * si), Ri @ (fc * si)
+
+
 def _face_crossings(Rr, pr, sr, a, nr, Ri, pi, si, tol):
     """16 candidates of face-face contact: the crossings of the incident
     face's 4 edges (the face of box i most anti-parallel to nr) with the 4
@@ -368,16 +384,7 @@ def _face_crossings(Rr, pr, sr, a, nr, Ri, pi, si, tol):
     _FAR where there is no crossing.  A crossing reaches an edge's end
     exactly where the incident corner enters the face, so the candidates
     hand over continuously to the corner candidates."""
-    e3 = jnp.eye(3, dtype=Rr.dtype)
-    ob, oc = jnp.take(e3, (a + 1) % 3, axis=0), jnp.take(e3, (a + 2) % 3, axis=0)
-    u, v, eu, ev, ea = Rr @ ob, Rr @ oc, sr @ ob, sr @ oc, sr @ jnp.take(e3, a, axis=0)
-    cr = pr + nr * ea
-    proj = Ri.T @ nr
-    ai = jnp.argmax(jnp.abs(proj))
-    fa, fb, fc = (jnp.take(e3, ai, axis=0), jnp.take(e3, (ai + 1) % 3, axis=0), jnp.take(e3, (ai + 2) % 3, axis=0))
-    sgn = -jnp.where(proj @ fa >= 0, 1.0, -1.0).astype(Rr.dtype)
-    centre = pi + sgn * (Ri @ (fa * si))
-    U, V = Ri @ (fb * si), Ri @ (fc * si)
+    u, v, eu, ev, cr, centre, _, U, V = _contact_faces(Rr, pr, sr, a, nr, Ri, pi, si)
     P0 = centre[None] + jnp.stack([U + V, -U + V, -U - V, U - V])          # the face's corners, in order
     P1 = jnp.roll(P0, -1, axis=0)
     W, e = jnp.stack([u, -u, v, -v]), jnp.stack([eu, eu, ev, ev])         # side planes w.(x - pr) = e
@@ -408,24 +415,14 @@ def _face_corners(Rr, pr, sr, a, nr, Ri, pi, si, tol):
     corner leaves the reference face, the reference corner on its path or the edge crossing
     (:func:`_face_crossings`) takes over at the same point and depth.  Returns (dist_i, pos_i,
     dist_r, pos_r)."""
-    e3 = jnp.eye(3, dtype=Rr.dtype)
-    ea_r = jnp.take(e3, a, axis=0)
-    ob, oc = jnp.take(e3, (a + 1) % 3, axis=0), jnp.take(e3, (a + 2) % 3, axis=0)
-    u, v, eu, ev, ea = Rr @ ob, Rr @ oc, sr @ ob, sr @ oc, sr @ ea_r
-    cr = pr + nr * ea
-    proj = Ri.T @ nr
-    ai = jnp.argmax(jnp.abs(proj))
-    fa, fb, fc = (jnp.take(e3, ai, axis=0), jnp.take(e3, (ai + 1) % 3, axis=0), jnp.take(e3, (ai + 2) % 3, axis=0))
-    sgn = -jnp.where(proj @ fa >= 0, 1.0, -1.0).astype(Rr.dtype)
-    centre, ni = pi + sgn * (Ri @ (fa * si)), sgn * (Ri @ fa)
-    U, V = Ri @ (fb * si), Ri @ (fc * si)
+    u, v, eu, ev, cr, centre, ni, U, V = _contact_faces(Rr, pr, sr, a, nr, Ri, pi, si)
     CI = _box_corners(Ri, pi, si)
-    on_i = ((CI - pi[None]) @ (Ri @ fa)) * sgn > 0
+    on_i = (CI - pi[None]) @ ni > 0                             # the incident face's corners
     hI = (CI - cr[None]) @ nr
     inside = (jnp.abs((CI - pr[None]) @ u) <= eu * (1 + tol)) & (jnp.abs((CI - pr[None]) @ v) <= ev * (1 + tol))
     dI = jnp.where(on_i & inside, hI, _FAR)
     CR = _box_corners(Rr, pr, sr)
-    on_r = ((CR - pr[None]) @ (Rr @ ea_r)) * (nr @ (Rr @ ea_r)) > 0
+    on_r = (CR - pr[None]) @ nr > 0                             # the reference face's corners
     t = ((centre[None] - CR) @ ni) / (ni @ nr)
     X = CR + t[:, None] * nr[None]
     w1, w2 = jnp.abs((X - centre[None]) @ U) / (U @ U), jnp.abs((X - centre[None]) @ V) / (V @ V)
