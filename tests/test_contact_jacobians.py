@@ -1,0 +1,225 @@
+"""The Jacobians the integrators take with contact are exact: at random states with active contacts,
+for every pair of geom types the narrow phase has and every joint type, with and without contacts
+between branches, ChartODE's Jacobians (with the soft law the rows and H's factors are held:
+computed once, differentiated in the position directions only) equal one forward-mode pass of the
+whole right-hand side over [y; y'] to 1e-10 of their scale; with the penalty law the branch-sparse
+iteration matrix equals the dense one to 1e-12."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+import jaxmbd
+from jaxmbd.contact.geometry import supported_pairs
+from jaxmbd.odes import ChartODE, IterationMatrix, SparseIterationMatrix
+from jaxmbd.odes.base import AbstractODE
+
+jax.config.update("jax_enable_x64", True)
+
+SIZES = {"sphere": (0.06,), "capsule": (0.04, 0.06), "ellipsoid": (0.07, 0.05, 0.04),
+         "cylinder": (0.05, 0.05), "box": (0.05, 0.04, 0.06)}
+DEPTH = 5e-3            # the penetration the states are placed at (m)
+PAIRS = sorted(k for k in supported_pairs() if "hfield" not in k)
+
+
+def _hull_points(seed):
+    """14 points on a slightly irregular ellipsoid: a small convex mesh."""
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=(14, 3))
+    return 0.05 * u / np.linalg.norm(u, axis=1, keepdims=True) * np.array([1.2, 1.0, 0.8])
+
+
+def _geom(b, body, kind, name, seed):
+    if kind == "mesh":
+        b.add_geom(body, "mesh", name=name, vertices=_hull_points(seed), condim=3)
+    else:
+        b.add_geom(body, kind, SIZES[kind], name=name, condim=3)
+
+
+def _pair_scene(type1, type2):
+    """Geom ``type2`` on a free body "a"; geom ``type1`` on the floor (a plane) or on body "b", the
+    end of a slide-hinge chain on another branch (a contact between branches)."""
+    b = jaxmbd.ModelBuilder()
+    b.add_body("a", "world", "free", mass=0.8, inertia=(2e-3, 3e-3, 4e-3))
+    _geom(b, "a", type2, "ga", 1)
+    if type1 == "plane":
+        b.add_geom("world", "plane", name="floor")
+    else:
+        b.add_body("slider", "world", "prismatic", axis=(0, 0, 1), mass=0.5, inertia=(1e-3,) * 3)
+        b.add_body("b", "slider", "revolute", axis=(1, 0, 0), mass=0.6, com=(0.01, 0.0, 0.02),
+                   inertia=(2e-3, 1e-3, 3e-3))
+        _geom(b, "b", type1, "gb", 2)
+    b.set_contact_options(rows=64)
+    return b.build()
+
+
+def _placed(m, type1, seed):
+    """A random state whose one pair is DEPTH into contact: random orientations (and for the chain
+    random coordinates), body a moved along a random direction from b's origin until its deepest
+    candidate is at -DEPTH (bisection on the narrow phase's distance)."""
+    rng = np.random.default_rng(seed)
+    quat = Rotation.from_rotvec(rng.normal(size=3)).as_quat(scalar_first=True)
+    if type1 == "plane":
+        u, origin, chain = np.array([0.0, 0.0, 1.0]), np.zeros(3), []
+    else:
+        s, th = 0.1 * rng.normal(), rng.normal()
+        u, origin, chain = rng.normal(size=3), np.array([0.0, 0.0, s]), [s, th]
+        u /= np.linalg.norm(u)
+    dist = lambda q: jnp.min(jaxmbd.forces.contact_forces(m, q, jnp.zeros(m.nv))["dist"])   # noqa: E731
+    q_at = lambda t: jnp.asarray(np.concatenate([origin + t * u, quat, chain]))   # noqa: E731
+    lo, hi = 0.0, 0.5
+    assert float(dist(q_at(hi))) > 0 > float(dist(q_at(lo)))
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if float(dist(q_at(mid))) < -DEPTH else (lo, mid)
+    return q_at(lo), jnp.asarray(0.02 * rng.normal(size=m.nv))   # slow: every row pushes
+
+
+@jax.jit
+def _jacobians(m, q, y, v):
+    """(held, plain): ChartODE.g_and_jac and one forward-mode pass of its g over [y; y']."""
+    ode = ChartODE(m, q)
+    return ode.g_and_jac(0.0, y, v), AbstractODE.g_and_jac(ode, 0.0, y, v)
+
+
+def _assert_same(held, plain, tol):
+    for name, a, b in zip(("g", "J1", "J2"), held, plain):
+        scale = float(jnp.max(jnp.abs(b)))
+        assert scale > 0 and np.all(np.isfinite(np.asarray(a))), name
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=tol * scale, err_msg=name)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("type1, type2", PAIRS, ids=[f"{a}-{b}" for a, b in PAIRS])
+def test_the_jacobians_are_exact_for_every_pair_type(type1, type2):
+    m = _pair_scene(type1, type2)
+    q, v = _placed(m, type1, seed=PAIRS.index((type1, type2)))
+    c = jaxmbd.forces.contact_forces(m, q, v)
+    assert float(jnp.max(c["normal_force"])) > 0                 # the contact is active
+    y = jnp.asarray(np.random.default_rng(7).normal(size=m.nv)) * 1e-3     # away from the chart's origin
+    held, plain = _jacobians(m, q, y, v)
+    # the contact does enter the position Jacobian: without it J1 differs
+    free = _jacobians(dataclasses.replace(m, forces=None), q, y, v)[1]
+    assert float(jnp.max(jnp.abs(plain[1] - free[1]))) > 1e-3 * float(jnp.max(jnp.abs(plain[1])))
+    _assert_same(held, plain, 1e-10)
+
+
+
+def _joint_scene(law):
+    """Every joint type touching a floor: a chain prismatic (z) - revolute - helical - spherical -
+    universal ending in a capsule, a sphere on a planar joint (its plane vertical) and a free box,
+    which can also touch the capsule (a contact between branches)."""
+    b = jaxmbd.ModelBuilder()
+    b.add_geom("world", "plane", name="floor")
+    b.add_body("p", "world", "prismatic", axis=(0, 0, 1), mass=0.5, inertia=(1e-3,) * 3)
+    b.add_body("r", "p", "revolute", axis=(0, 1, 0), mass=0.4, com=(0.05, 0, 0), inertia=(1e-3, 2e-3, 2e-3))
+    b.add_body("h", "r", "helical", axis=(1, 0, 0), pitch=0.02, pos=(0.1, 0, 0), mass=0.3, com=(0.04, 0, 0.01),
+               inertia=(1e-3,) * 3)
+    b.add_body("s", "h", "spherical", pos=(0.1, 0, 0), mass=0.3, com=(0.05, 0.01, 0), inertia=(1e-3, 2e-3, 1e-3))
+    b.add_body("u", "s", "universal", pos=(0.1, 0, 0), mass=0.2, com=(0.05, 0, 0), inertia=(5e-4, 1e-3, 1e-3))
+    b.add_geom("u", "capsule", (0.03, 0.05), pos=(0.06, 0, 0), quat=(0.7071068, 0, 0.7071068, 0), name="tip")
+    b.add_body("pl", "world", "planar", pos=(0.0, 1.0, 0.0), quat=(0.7071068, 0.7071068, 0, 0), mass=0.5,
+               com=(0.02, 0, 0), inertia=(1e-3, 1e-3, 2e-3))
+    b.add_geom("pl", "sphere", (0.05,), pos=(0.03, 0, 0), name="ball")
+    b.add_body("box", "world", "free", mass=0.7, inertia=(2e-3, 3e-3, 2e-3))
+    b.add_geom("box", "box", (0.05, 0.04, 0.03), name="box")
+    b.set_contact_options(rows=64, law=law)
+    return b.build()
+
+
+def _pair_dist(m, q, pair):
+    c = jaxmbd.forces.contact_forces(m, q, jnp.zeros(m.nv))
+    k = [tuple(p) for p in c["pairs"]].index(pair)
+    return float(jnp.min(jnp.where(c["pair"] == k, c["dist"], jnp.inf)))
+
+
+def _bisect(m, q_at, pair, lo, hi):
+    """t in (lo, hi) with the pair's deepest candidate at -DEPTH in q_at(t) (separated at hi)."""
+    assert _pair_dist(m, q_at(hi), pair) > 0 > _pair_dist(m, q_at(lo), pair)
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _pair_dist(m, q_at(mid), pair) < -DEPTH else (lo, mid)
+    return lo
+
+
+def _joint_state(m, cross, seed):
+    """Random joint coordinates and velocities; the chain lowered, the planar sphere and the box placed
+    DEPTH into the floor; the box moved against the capsule (``cross``) or left away from it."""
+    rng = np.random.default_rng(seed)
+    q = np.asarray(jaxmbd.neutral_q(m), float).copy()
+    adr = lambda name: int(m.topo.q_adr[m.body_id(name)])   # noqa: E731
+    q[adr("r")], q[adr("h")] = 0.4 + 0.2 * rng.normal(), rng.normal()
+    q[adr("s"):adr("s") + 4] = Rotation.from_rotvec([0.3 * rng.normal(), 0.6, 0.3 * rng.normal()]).as_quat(
+        scalar_first=True)
+    q[adr("u"):adr("u") + 2] = 0.4 * rng.normal(size=2)
+    q[adr("pl"):adr("pl") + 3] = [0.1 * rng.normal(), 0.5, rng.normal()]
+    box = adr("box")
+    q[box:box + 3] = [-1.0, -1.0, 0.5]
+    q[box + 3:box + 7] = Rotation.from_rotvec(0.2 * rng.normal(size=3)).as_quat(scalar_first=True)
+
+    def at(i):
+        def q_at(t):
+            out = q.copy()
+            out[i] = t
+            return jnp.asarray(out)
+        return q_at
+    for name, i in (("tip", adr("p")), ("ball", adr("pl") + 1), ("box", box + 2)):
+        q[i] = _bisect(m, at(i), ("floor", name), -0.6, 0.6)
+    if cross:       # along the floor towards the capsule's contact with it
+        c = jaxmbd.forces.contact_forces(m, jnp.asarray(q), jnp.zeros(m.nv))
+        k = [tuple(p) for p in c["pairs"]].index(("floor", "tip"))
+        tip = np.asarray(c["pos"])[int(np.argmin(np.where(np.asarray(c["pair"]) == k, np.asarray(c["dist"]), np.inf)))]
+        start = q[box:box + 2].copy()
+
+        def q_at(t):
+            out = q.copy()
+            out[box:box + 2] = tip[:2] + t * (start - tip[:2])
+            return jnp.asarray(out)
+        q = np.asarray(q_at(_bisect(m, q_at, ("tip", "box"), 0.0, 1.0)))
+    return jnp.asarray(q), jnp.asarray(0.02 * rng.normal(size=m.nv))
+
+
+@jax.jit
+def _sparse_and_dense(m, q, v, r, x):
+    """S⁻¹ r and J1 x by the branch-sparse and the dense iteration matrix, and the sparse one's flag."""
+    ode = ChartODE(m, q)
+    g0, J1, J2 = ode.g_and_jac(0.0, jnp.zeros_like(v), v)
+    sparse = SparseIterationMatrix.build(ode, 0.0, v, g0, 0.02)
+    return sparse.solve_S(r), IterationMatrix.build(J1, J2, 0.02).solve_S(r), sparse.J1mv(x), J1 @ x, sparse.exact
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("cross", [False, True], ids=["floor-only", "between-branches"])
+def test_the_jacobians_are_exact_for_every_joint_type(cross):
+    """Prismatic, revolute, helical, spherical, universal, planar and free joints, every body on the
+    floor, with the box also against the capsule's chain or not: the soft law's held Jacobians equal
+    the plain forward-mode pass (1e-10), and with the penalty law the branch-sparse iteration matrix's
+    S⁻¹ r and J1 x equal the dense ones (1e-12)."""
+    m = _joint_scene("soft")
+    assert set(m.topo.jtype) >= {"prismatic", "revolute", "helical", "spherical", "universal", "planar", "free"}
+    q, v = _joint_state(m, cross, seed=3 + cross)
+    c = jaxmbd.forces.contact_forces(m, q, v)
+    names = [tuple(p) for p in c["pairs"]]
+    force = {p: float(jnp.max(jnp.where(c["pair"] == k, c["normal_force"], 0.0))) for k, p in enumerate(names)}
+    assert all(force[("floor", g)] > 0 for g in ("tip", "ball", "box")), force
+    assert (force[("tip", "box")] > 0) == cross, force
+    y = jnp.asarray(np.random.default_rng(5).normal(size=m.nv)) * 1e-3
+    _assert_same(*_jacobians(m, q, y, v), 1e-10)
+
+    pm = _joint_scene("penalty")
+    rng = np.random.default_rng(11)
+    r, x = jnp.asarray(rng.normal(size=m.nv)), jnp.asarray(rng.normal(size=m.nv))
+    xs, xd, J1s, J1d, exact = _sparse_and_dense(pm, q, v, r, x)
+    assert bool(exact)
+    if cross:       # the contact between branches puts entries off H's branch pattern (Woodbury-corrected)
+        J1 = ChartODE(pm, q).g_and_jac(0.0, jnp.zeros_like(v), v)[1]
+        HJ = np.abs(np.asarray(jaxmbd.mass_matrix(pm, q) @ J1))
+        on = np.zeros((m.nv, m.nv), bool)
+        on[m.topo.M_rows, m.topo.M_cols] = True
+        assert HJ[~(on | on.T)].max() > 1e-3 * HJ.max()
+    np.testing.assert_allclose(np.asarray(xs), np.asarray(xd), rtol=0, atol=1e-12 * float(jnp.max(jnp.abs(xd))))
+    np.testing.assert_allclose(np.asarray(J1s), np.asarray(J1d), rtol=0, atol=1e-12 * float(jnp.max(jnp.abs(J1d))))
