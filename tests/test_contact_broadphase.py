@@ -245,6 +245,7 @@ GJK_SCENE = """
 </worldbody></mujoco>"""
 
 
+@pytest.mark.long
 def test_the_gjk_pairs_of_every_type_share_one_narrow_phase_with_the_per_type_results():
     """The GJK/EPA pairs of several type pairs (sphere-cylinder, capsule-cylinder, cylinder-box) run as
     one batch with the types traced: the candidates equal each pair's own narrow phase."""

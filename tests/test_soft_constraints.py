@@ -143,6 +143,7 @@ def _imp(x, dmin=0.9, dmax=0.95, width=0.001, mid=0.5, power=2.0):
     return dmin + y * (dmax - dmin)
 
 
+@pytest.mark.long
 def test_rest_penetration_closed_form():
     """At rest a row is the spring f = K d(δ)² δ / ((1 - d(δ)) Â), K = 1/(dmax τ ζ)²: a ball sinks the
     δ with (1 - d) g = d² K δ (0.367 mm at MuJoCo's defaults, on the impedance curve), reached by the
@@ -206,6 +207,7 @@ ARM_ON_FLOOR = """<mujoco><option timestep="0.002"/>
     </body></worldbody></mujoco>"""
 
 
+@pytest.mark.long
 def test_the_soft_stage_derivatives_are_those_of_a_direct_solve():
     """The rows' solve differentiates by its own factors (a custom JVP: M⁻¹(dx - dM f)); the
     integrators' Jacobians of the whole right-hand side and a reverse-mode gradient through it equal
@@ -235,6 +237,7 @@ def test_the_soft_stage_derivatives_are_those_of_a_direct_solve():
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-10 * scale)
 
 
+@pytest.mark.long
 def test_contact_rows_of_an_mjcf_file():
     """load_mjcf(contact_rows=k): the k deepest candidates enter the solve; more within their margin
     stop a run with CONTACT_OVERFLOW; with enough rows the forces are those of every candidate."""
