@@ -69,14 +69,9 @@ def _placed(m, type1, seed):
         s, th = 0.1 * rng.normal(), rng.normal()
         u, origin, chain = rng.normal(size=3), np.array([0.0, 0.0, s]), [s, th]
         u /= np.linalg.norm(u)
-    dist = lambda q: jnp.min(jaxmbd.forces.contact_forces(m, q, jnp.zeros(m.nv))["dist"])   # noqa: E731
+    dist = lambda q: float(jnp.min(jaxmbd.forces.contact_forces(m, q, jnp.zeros(m.nv))["dist"]))   # noqa: E731
     q_at = lambda t: jnp.asarray(np.concatenate([origin + t * u, quat, chain]))   # noqa: E731
-    lo, hi = 0.0, 0.5
-    assert float(dist(q_at(hi))) > 0 > float(dist(q_at(lo)))
-    for _ in range(50):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if float(dist(q_at(mid))) < -DEPTH else (lo, mid)
-    return q_at(lo), jnp.asarray(0.02 * rng.normal(size=m.nv))   # slow: every row pushes
+    return q_at(_bisect(dist, q_at, 0.0, 0.5)), jnp.asarray(0.02 * rng.normal(size=m.nv))   # slow: every row pushes
 
 
 @jax.jit
@@ -137,12 +132,12 @@ def _pair_dist(m, q, pair):
     return float(jnp.min(jnp.where(c["pair"] == k, c["dist"], jnp.inf)))
 
 
-def _bisect(m, q_at, pair, lo, hi):
-    """t in (lo, hi) with the pair's deepest candidate at -DEPTH in q_at(t) (separated at hi)."""
-    assert _pair_dist(m, q_at(hi), pair) > 0 > _pair_dist(m, q_at(lo), pair)
+def _bisect(dist, q_at, lo, hi):
+    """t in (lo, hi) with dist(q_at(t)) = -DEPTH (a deepest candidate's distance; separated at hi)."""
+    assert dist(q_at(hi)) > 0 > dist(q_at(lo))
     for _ in range(40):
         mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if _pair_dist(m, q_at(mid), pair) < -DEPTH else (lo, mid)
+        lo, hi = (mid, hi) if dist(q_at(mid)) < -DEPTH else (lo, mid)
     return lo
 
 
@@ -168,7 +163,7 @@ def _joint_state(m, cross, seed):
             return jnp.asarray(out)
         return q_at
     for name, i in (("tip", adr("p")), ("ball", adr("pl") + 1), ("box", box + 2)):
-        q[i] = _bisect(m, at(i), ("floor", name), -0.6, 0.6)
+        q[i] = _bisect(lambda q: _pair_dist(m, q, ("floor", name)), at(i), -0.6, 0.6)
     if cross:       # along the floor towards the capsule's contact with it
         c = jaxmbd.forces.contact_forces(m, jnp.asarray(q), jnp.zeros(m.nv))
         k = [tuple(p) for p in c["pairs"]].index(("floor", "tip"))
@@ -179,7 +174,7 @@ def _joint_state(m, cross, seed):
             out = q.copy()
             out[box:box + 2] = tip[:2] + t * (start - tip[:2])
             return jnp.asarray(out)
-        q = np.asarray(q_at(_bisect(m, q_at, ("tip", "box"), 0.0, 1.0)))
+        q = np.asarray(q_at(_bisect(lambda q: _pair_dist(m, q, ("tip", "box")), q_at, 0.0, 1.0)))
     return jnp.asarray(q), jnp.asarray(0.02 * rng.normal(size=m.nv))
 
 

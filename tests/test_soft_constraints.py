@@ -269,6 +269,7 @@ STACK = """<mujoco><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
   </worldbody></mujoco>"""
 
 
+@pytest.mark.long
 def test_the_default_contact_rows_follow_the_model():
     """Unless given, the soft solve takes 8 contacts per free-floating body, at least 8: a stack of
     three boxes (MuJoCo: 12 contacts at rest) gets 24, within which its forces are those of every
