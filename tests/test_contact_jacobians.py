@@ -75,10 +75,15 @@ def _placed(m, type1, seed):
 
 
 @jax.jit
+def _plain(m, q, y, v):
+    """One forward-mode pass of ChartODE's g over [y; y']: (g, J1, J2)."""
+    return AbstractODE.g_and_jac(ChartODE(m, q), 0.0, y, v)
+
+
+@jax.jit
 def _jacobians(m, q, y, v):
-    """(held, plain): ChartODE.g_and_jac and one forward-mode pass of its g over [y; y']."""
-    ode = ChartODE(m, q)
-    return ode.g_and_jac(0.0, y, v), AbstractODE.g_and_jac(ode, 0.0, y, v)
+    """(held, plain): ChartODE.g_and_jac and :func:`_plain`."""
+    return ChartODE(m, q).g_and_jac(0.0, y, v), _plain(m, q, y, v)
 
 
 def _assert_same(held, plain, tol):
@@ -98,7 +103,7 @@ def test_the_jacobians_are_exact_for_every_pair_type(type1, type2):
     y = jnp.asarray(np.random.default_rng(7).normal(size=m.nv)) * 1e-3     # away from the chart's origin
     held, plain = _jacobians(m, q, y, v)
     # the contact does enter the position Jacobian: without it J1 differs
-    free = _jacobians(dataclasses.replace(m, forces=None), q, y, v)[1]
+    free = _plain(dataclasses.replace(m, forces=None), q, y, v)
     assert float(jnp.max(jnp.abs(plain[1] - free[1]))) > 1e-3 * float(jnp.max(jnp.abs(plain[1])))
     _assert_same(held, plain, 1e-10)
 
@@ -180,11 +185,13 @@ def _joint_state(m, cross, seed):
 
 @jax.jit
 def _sparse_and_dense(m, q, v, r, x):
-    """S⁻¹ r and J1 x by the branch-sparse and the dense iteration matrix, and the sparse one's flag."""
+    """S⁻¹ r and J1 x by the branch-sparse and the dense iteration matrix, the sparse one's flag and the
+    dense J1."""
     ode = ChartODE(m, q)
     g0, J1, J2 = ode.g_and_jac(0.0, jnp.zeros_like(v), v)
     sparse = SparseIterationMatrix.build(ode, 0.0, v, g0, 0.02)
-    return sparse.solve_S(r), IterationMatrix.build(J1, J2, 0.02).solve_S(r), sparse.J1mv(x), J1 @ x, sparse.exact
+    dense = IterationMatrix.build(J1, J2, 0.02)
+    return sparse.solve_S(r), dense.solve_S(r), sparse.J1mv(x), J1 @ x, sparse.exact, J1
 
 
 @pytest.mark.long
@@ -208,10 +215,9 @@ def test_the_jacobians_are_exact_for_every_joint_type(cross):
     pm = _joint_scene("penalty")
     rng = np.random.default_rng(11)
     r, x = jnp.asarray(rng.normal(size=m.nv)), jnp.asarray(rng.normal(size=m.nv))
-    xs, xd, J1s, J1d, exact = _sparse_and_dense(pm, q, v, r, x)
+    xs, xd, J1s, J1d, exact, J1 = _sparse_and_dense(pm, q, v, r, x)
     assert bool(exact)
     if cross:       # the contact between branches puts entries off H's branch pattern (Woodbury-corrected)
-        J1 = ChartODE(pm, q).g_and_jac(0.0, jnp.zeros_like(v), v)[1]
         HJ = np.abs(np.asarray(jaxmbd.mass_matrix(pm, q) @ J1))
         on = np.zeros((m.nv, m.nv), bool)
         on[m.topo.M_rows, m.topo.M_cols] = True
