@@ -601,6 +601,63 @@ def test_held_configuration_work_gives_the_same_jacobians_and_pullbacks(rank):
         assert float(jnp.max(jnp.abs(wrong[1] - ref[1]))) > 1e-6
 
 
+@pytest.mark.parametrize("with_held", [False, True])
+def test_an_inner_piece_with_its_own_jacobians_gives_the_same_jacobians_and_pullbacks(with_held):
+    """value_and_jacobians(..., inner=(u, u_and_jac)): g(y, y', p, u(y, y')) with u's Jacobians
+    supplied by the caller (ChartODE's free accelerations, -H⁻¹ ∂R̃) gives the values and Jacobians
+    of the plain call and the same gradients through its forward and reverse-only forms; Jacobians
+    of u that are off by a little give Jacobians off by as much (u's are used, not recomputed)."""
+    from jaxmbd.odes.base import value_and_jacobians
+    rng = np.random.default_rng(6)
+    A = jnp.asarray(rng.normal(size=(5, 5)))
+    Wt = jnp.asarray(rng.normal(size=(5, 5)))
+
+    def parts(p, skew=0.0):
+        held = (lambda y: jnp.cos(p[0] * A @ y)) if with_held else None
+
+        def u(y, yd):
+            return jnp.sin(p[1] * y) * yd + A @ (yd * yd)
+
+        def u_and_jac(y, yd):
+            J = jax.jacfwd(lambda z: u(z[:5], z[5:]))(jnp.concatenate([y, yd]))
+            return u(y, yd), J[:, :5] + skew, J[:, 5:]
+
+        def g(y, yd, h, uu):
+            c = h if with_held else jnp.cos(p[0] * A @ y)
+            return jnp.tanh(uu * p[2]) * c + y * yd ** 2
+        return held, u, u_and_jac, g
+
+    def plain_g(p):
+        held, u, _, g = parts(p)
+        return lambda y, yd: g(y, yd, held(y) if with_held else None, u(y, yd))
+
+    def loss(p, y, yd, mode):
+        held, u, uj, g = parts(p)
+        if mode == "plain":
+            out = value_and_jacobians(plain_g(p), y, yd)
+        else:
+            out = value_and_jacobians(g, y, yd, mode == "reverse", held=held, inner=(u, uj))
+        g0, J1, J2 = out
+        return jnp.sum(g0 ** 2) + jnp.sum(jnp.sin(J1) * Wt) + jnp.sum(J2 @ J1 @ Wt) + jnp.sum(J2 * J2.T)
+
+    p = jnp.array([0.7, 1.3, 0.4])
+    y, yd = jnp.asarray(rng.normal(size=(3, 5))), jnp.asarray(rng.normal(size=(3, 5)))
+    held, u, uj, g = parts(p)
+    plain = value_and_jacobians(plain_g(p), y[0], yd[0])
+    for mode in (False, True):
+        for a, b in zip(value_and_jacobians(g, y[0], yd[0], mode, held=held, inner=(u, uj)), plain):
+            np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-14)
+    held, u, uj, g = parts(p, skew=1e-6)
+    off = value_and_jacobians(g, y[0], yd[0], held=held, inner=(u, uj))[1]
+    assert float(jnp.max(jnp.abs(off - plain[1]))) > 1e-8
+    grad = jax.jit(jax.vmap(jax.grad(loss, argnums=(0, 1, 2)), in_axes=(None, 0, 0, None)), static_argnums=3)
+    ref = grad(p, y, yd, "plain")
+    for mode in ("forward", "reverse"):
+        for new, old in zip(grad(p, y, yd, mode), ref):
+            assert float(jnp.max(jnp.abs(old))) > 1e-2
+            np.testing.assert_allclose(new, old, rtol=1e-11, atol=1e-12)
+
+
 def test_low_rank_pullback_equals_the_full_one_and_a_false_bound_is_wrong():
     """cotangent_rank=k pulls J̄ back with k JVPs: for a cotangent of rank <= k
     the same cotangents as the n-JVP pullback (point and parameters), and a

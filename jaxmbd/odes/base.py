@@ -23,7 +23,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 
 
-def value_and_jacobians(g, y, yd, reverse_only=False, cotangent_rank=None, held=None):
+def value_and_jacobians(g, y, yd, reverse_only=False, cotangent_rank=None, held=None, inner=None):
     """(g(y, y'), ∂g/∂y, ∂g/∂y') by forward mode (:func:`_value_and_jacobians`).
 
     ``held`` (optional): a function of y alone whose arrays g takes as a third argument,
@@ -31,6 +31,13 @@ def value_and_jacobians(g, y, yd, reverse_only=False, cotangent_rank=None, held=
     The Jacobian then takes the y-directions through held and g, and the y'-directions through g
     with held's value fixed, so that work carries tangents for the n position directions only
     and is done once.
+
+    ``inner`` (optional): a pair (u, u_and_jac) for a piece of g whose Jacobians the caller forms
+    more cheaply than forward mode through it: u(y, y') its value and u_and_jac(y, y') =
+    (u, ∂u/∂y, ∂u/∂y'); g then takes u's value as a fourth argument, g(y, y', p, u(y, y')) with
+    p = held(y) (None without ``held``).  The forward Jacobians push the tangents through g with u
+    replaced by its linearization at (y, y') (the same first derivatives); the value, and the
+    pullback of ``reverse_only``, use u itself.
 
     ``reverse_only=True`` (the default loop, ``adjoint="checkpoint"``, which
     only reverse mode differentiates) gives the same values with a cheaper
@@ -51,8 +58,8 @@ def value_and_jacobians(g, y, yd, reverse_only=False, cotangent_rank=None, held=
     ⟨J̄, J⟩ = Σ_j q_jᵀ J (J̄ᵀ q_j).  A wrong promise gives wrong gradients,
     so only a caller whose structure a test checks may make it."""
     if reverse_only:
-        return _value_and_jacobians_rev(g, y, yd, cotangent_rank, held)
-    return _value_and_jacobians(g, y, yd, held)
+        return _value_and_jacobians_rev(g, y, yd, cotangent_rank, held, inner)
+    return _value_and_jacobians(g, y, yd, held, inner)
 
 
 def _sketch(m, k, dtype):
@@ -60,11 +67,23 @@ def _sketch(m, k, dtype):
     return jnp.asarray(np.random.default_rng(20261125).standard_normal((m, k)), dtype)
 
 
-def _value_and_jacobians(g, y, yd, held=None):
-    """(g, ∂g/∂y, ∂g/∂y'): without ``held``, one forward-mode pass over [y; y'] (2n directions);
-    with it, the n y-directions through held and g, then the n y'-directions through g alone at
-    held's value (:func:`value_and_jacobians`).  The same numbers either way."""
+def _value_and_jacobians(g, y, yd, held=None, inner=None):
+    """(g, ∂g/∂y, ∂g/∂y'): without ``held`` or ``inner``, one forward-mode pass over [y; y']
+    (2n directions); with them, the n y-directions through held and g, then the n y'-directions
+    through g alone at held's value, with ``inner``'s piece linearized (:func:`value_and_jacobians`).
+    The same numbers either way."""
     n = y.shape[0]
+    if inner is not None:
+        hold = held if held is not None else (lambda y: None)
+        u0, U1, U2 = inner[1](y, yd)
+
+        def at_y1(y1):
+            p = hold(y1)
+            out = g(y1, yd, p, u0 + U1 @ (y1 - y))
+            return out, (out, p)
+        J1, (g0, p0) = jax.jacfwd(at_y1, has_aux=True)(y)
+        J2 = jax.jacfwd(lambda yd1: g(y, yd1, p0, u0 + U2 @ (yd1 - yd)))(yd)
+        return g0, J1, J2
     if held is None:
         def both(z):
             out = g(z[:n], z[n:])
@@ -95,35 +114,51 @@ def _converted(f, *example):
     return call, leaves, diff
 
 
-def _value_and_jacobians_rev(g, y, yd, rank=None, held=None):
+def _value_and_jacobians_rev(g, y, yd, rank=None, held=None, inner=None):
     """(g(y, y'), ∂g/∂y, ∂g/∂y') with the pullback of :func:`value_and_jacobians` (k =
     ``rank`` JVPs when it is below n, else n).  Every
-    array g (and held) closes over becomes an explicit input of the ``custom_vjp``
+    array g, held and inner close over becomes an explicit input of the ``custom_vjp``
     (floating tracers get cotangents, integer ones and constants none), so no
     tracer of the forward pass leaks into the reverse one."""
     n = y.shape[0]
-    if held is None:
-        call_g, lg, dg = _converted(g, y, yd)
-        call_h, lh, dh = None, [], []
+    parts = {}                                    # name -> (call, leaves, diff)
+    if held is not None:
+        parts["h"] = _converted(held, y)
+    ph = jax.eval_shape(lambda y: parts["h"][0](y, parts["h"][1]), y) if held is not None else None
+    if inner is not None:
+        parts["u"] = _converted(inner[0], y, yd)
+        parts["uj"] = _converted(inner[1], y, yd)
+        pu = jax.eval_shape(lambda y, yd: parts["u"][0](y, yd, parts["u"][1]), y, yd)
+        parts["g"] = _converted(g, y, yd, ph, pu)
     else:
-        call_h, lh, dh = _converted(held, y)
-        call_g, lg, dg = _converted(g, y, yd, jax.eval_shape(lambda y: call_h(y, lh), y))
-    ng = len(lg)
-    leaves, diff = list(lg) + list(lh), dg + dh
+        parts["g"] = _converted(g, y, yd, *(() if held is None else (ph,)))
+    names, bounds, leaves, diff = list(parts), [0], [], []
+    for nm in names:
+        leaves += list(parts[nm][1])
+        diff += parts[nm][2]
+        bounds.append(len(leaves))
 
     def funcs(leaves):
-        if call_h is None:
-            return (lambda y, yd: call_g(y, yd, leaves[:ng])), None
-        return (lambda y, yd, p: call_g(y, yd, p, leaves[:ng])), (lambda y: call_h(y, leaves[ng:]))
+        """name -> the function with its slice of the leaves."""
+        out = {}
+        for i, nm in enumerate(names):
+            call, lv = parts[nm][0], leaves[bounds[i]:bounds[i + 1]]
+            out[nm] = (lambda call, lv: lambda *a: call(*a, lv))(call, lv)
+        return out
 
     def full(y, yd, leaves):
-        gf, hf = funcs(leaves)
-        return gf(y, yd) if hf is None else gf(y, yd, hf(y))
+        f = funcs(leaves)
+        if held is None and inner is None:
+            return f["g"](y, yd)
+        p = f["h"](y) if held is not None else None
+        if inner is None:
+            return f["g"](y, yd, p)
+        return f["g"](y, yd, p, f["u"](y, yd))
 
     @jax.custom_vjp
     def value_and_jac(y, yd, *leaves):
-        gf, hf = funcs(leaves)
-        return _value_and_jacobians(gf, y, yd, hf)
+        f = funcs(leaves)
+        return _value_and_jacobians(f["g"], y, yd, f.get("h"), None if inner is None else (f["u"], f["uj"]))
 
     def fwd(y, yd, *leaves):
         return value_and_jac(y, yd, *leaves), (y, yd, leaves)

@@ -110,26 +110,51 @@ class ChartODE(AbstractODE):
         return self.rotation_terms(y, yd, self.accel(t, q, v))
 
     def g_and_jac(self, t, y, yd, cotangent_rank=None):
-        """g, J1 = dg/dy and J2 = dg/dy' (forward mode).  With soft rows (contacts, limits, friction
+        """g, J1 = dg/dy and J2 = dg/dy'.  The free accelerations a (without the soft rows) solve
+        R̃ = ID(q(y), v(y, y'), a) - τ(t, q, v) = 0, so their Jacobians are -H⁻¹ ∂R̃/∂(y, y') at
+        fixed a (the implicit-function theorem; Carpentier and Mansard's route to the ABA's
+        derivatives): one forward-mode pass of the RNEA in the 2 nv directions and one branch-sparse
+        LᵀDL solve with 2 nv columns (:meth:`free_and_jac`), the ``inner`` piece of
+        :func:`jaxmbd.odes.base.value_and_jacobians`.  With soft rows (contacts, limits, friction
         loss), the work of the configuration alone (the rows, H's factors: ``soft_configuration``)
-        is ``held`` (:func:`jaxmbd.odes.base.value_and_jacobians`): done once, and differentiated
-        in the nv position directions only."""
+        is ``held``: done once, and differentiated in the nv position directions only; the stage's
+        tangents take a's Jacobians from the inner piece."""
         from ..forces import soft
         own = type(self).g is ChartODE.g and type(self).accel is ChartODE.accel   # g not redefined
-        if not (own and soft.has_rows(self.model)):
+        if not own:
             return super().g_and_jac(t, y, yd, cotangent_rank)
         model, static = self.model, []
+
+        def free(y, yd):
+            q, v = self.config(y), self.velocity(y, yd)
+            return free_dynamics(model, q, v, self.tau(t, q, v), self.dynamics)
+        inner = (free, lambda y, yd: self.free_and_jac(t, y, yd))
+        if not soft.has_rows(model):
+            return value_and_jacobians(lambda y, yd, _, a: self.rotation_terms(y, yd, a), y, yd,
+                                       self.reverse_only, cotangent_rank, inner=inner)
 
         def held(y):
             arrays, st = soft_configuration(model, self.config(y))
             static[:] = [st]
             return arrays
 
-        def g(y, yd, arrays):
-            q, v = self.config(y), self.velocity(y, yd)
-            a = free_dynamics(model, q, v, self.tau(t, q, v), self.dynamics)
-            return self.rotation_terms(y, yd, soft_accelerations(model, v, a, arrays, static[0]))
-        return value_and_jacobians(g, y, yd, self.reverse_only, cotangent_rank, held=held)
+        def g(y, yd, arrays, a):
+            return self.rotation_terms(y, yd, soft_accelerations(model, self.velocity(y, yd), a, arrays, static[0]))
+        return value_and_jacobians(g, y, yd, self.reverse_only, cotangent_rank, held=held, inner=inner)
+
+    def free_and_jac(self, t, y, yd):
+        """The free accelerations a at (y, y') (without soft rows) and their Jacobians -H⁻¹ ∂R̃/∂y,
+        -H⁻¹ ∂R̃/∂y' (see :meth:`g_and_jac`)."""
+        model, n = self.model, y.shape[0]
+        q, v = self.config(y), self.velocity(y, yd)
+        a = free_dynamics(model, q, v, self.tau(t, q, v), self.dynamics)
+
+        def residual(z):
+            q, v = self.config(z[:n]), self.velocity(z[:n], z[n:])
+            return inverse_dynamics(model, q, v, a) - self.tau(t, q, v)
+        Rz = jax.jacfwd(residual)(jnp.concatenate([y, yd]))
+        U = -ltdl.solve(model, ltdl.factor(model, mass_matrix_compact(model, q)), Rz)
+        return a, U[:, :n], U[:, n:]
 
     def iteration_matrix(self, t, v0, hg, linear_solver="dense", cotangent_rank=None):
         """(g at the step start, the iteration matrix for h γ = hg): dense (J1, J2
