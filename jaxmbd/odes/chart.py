@@ -124,11 +124,7 @@ class ChartODE(AbstractODE):
         if not own:
             return super().g_and_jac(t, y, yd, cotangent_rank)
         model, static = self.model, []
-
-        def free(y, yd):
-            q, v = self.config(y), self.velocity(y, yd)
-            return free_dynamics(model, q, v, self.tau(t, q, v), self.dynamics)
-        inner = (free, lambda y, yd: self.free_and_jac(t, y, yd))
+        inner = (lambda y, yd: self.free_accelerations(t, y, yd), lambda y, yd: self.free_and_jac(t, y, yd))
         if not soft.has_rows(model):
             return value_and_jacobians(lambda y, yd, _, a: self.rotation_terms(y, yd, a), y, yd,
                                        self.reverse_only, cotangent_rank, inner=inner)
@@ -142,18 +138,23 @@ class ChartODE(AbstractODE):
             return self.rotation_terms(y, yd, soft_accelerations(model, self.velocity(y, yd), a, arrays, static[0]))
         return value_and_jacobians(g, y, yd, self.reverse_only, cotangent_rank, held=held, inner=inner)
 
-    def free_and_jac(self, t, y, yd):
-        """The free accelerations a at (y, y') (without soft rows) and their Jacobians -H⁻¹ ∂R̃/∂y,
-        -H⁻¹ ∂R̃/∂y' (see :meth:`g_and_jac`)."""
-        model, n = self.model, y.shape[0]
+    def free_accelerations(self, t, y, yd):
+        """The accelerations at (y, y') without the soft rows (``dynamics.free_dynamics``)."""
         q, v = self.config(y), self.velocity(y, yd)
-        a = free_dynamics(model, q, v, self.tau(t, q, v), self.dynamics)
+        return free_dynamics(self.model, q, v, self.tau(t, q, v), self.dynamics)
 
-        def residual(z):
-            q, v = self.config(z[:n]), self.velocity(z[:n], z[n:])
-            return inverse_dynamics(model, q, v, a) - self.tau(t, q, v)
-        Rz = jax.jacfwd(residual)(jnp.concatenate([y, yd]))
-        U = -ltdl.solve(model, ltdl.factor(model, mass_matrix_compact(model, q)), Rz)
+    def residual(self, t, y, yd, a):
+        """R̃ = ID(q(y), v(y, y'), a) - τ(t, q, v): the inverse dynamics residual in the chart."""
+        q, v = self.config(y), self.velocity(y, yd)
+        return inverse_dynamics(self.model, q, v, a) - self.tau(t, q, v)
+
+    def free_and_jac(self, t, y, yd):
+        """The free accelerations a at (y, y') and their Jacobians -H⁻¹ ∂R̃/∂y, -H⁻¹ ∂R̃/∂y' at
+        fixed a (see :meth:`g_and_jac`)."""
+        model, n = self.model, y.shape[0]
+        a = self.free_accelerations(t, y, yd)
+        Rz = jax.jacfwd(lambda z: self.residual(t, z[:n], z[n:], a))(jnp.concatenate([y, yd]))
+        U = -ltdl.solve(model, ltdl.factor(model, mass_matrix_compact(model, self.config(y))), Rz)
         return a, U[:, :n], U[:, n:]
 
     def iteration_matrix(self, t, v0, hg, linear_solver="dense", cotangent_rank=None):
@@ -252,14 +253,11 @@ class SparseIterationMatrix(NamedTuple):
                              "which the model's soft-constraint rows (contacts, limits, friction loss from "
                              "solref; jaxmbd.forces.soft) do not enter: use linear_solver='dense'")
 
-        def R(q, v):
-            return inverse_dynamics(model, q, v, a0) - ode.tau(t, q, v)
-
         def R_chart(y):
-            return R(ode.config(y), ode.velocity(y, v0))
+            return ode.residual(t, y, v0, a0)
         y0 = jnp.zeros_like(v0)
         Rq = jax.jacfwd(R_chart)(y0)
-        Rv = jax.jacfwd(lambda v: R(q0, v))(v0)
+        Rv = jax.jacfwd(lambda v: ode.residual(t, y0, v, a0))(v0)
         Hc = mass_matrix_compact(model, q0)
         A = hg * Rv + hg * hg * Rq
         if len(ode.R):
