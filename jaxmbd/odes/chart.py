@@ -154,6 +154,8 @@ class ChartODE(AbstractODE):
         model, n = self.model, y.shape[0]
         a = self.free_accelerations(t, y, yd)
         Rz = jax.jacfwd(lambda z: self.residual(t, z[:n], z[n:], a))(jnp.concatenate([y, yd]))
+        # value only: with soft rows, g_and_jac's held work forms this factor again with its tangents,
+        # but U is needed before that pass (taking held's value first would run the narrow phase twice)
         U = -ltdl.solve(model, ltdl.factor(model, mass_matrix_compact(model, self.config(y))), Rz)
         return a, U[:, :n], U[:, n:]
 
