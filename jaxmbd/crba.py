@@ -10,12 +10,15 @@ no entry off the ancestor pattern is ever written, and those zeros are exact.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import spatial
 from .kinematics import (dof_motion_world, forward_kinematics, host_kinematics, host_point_jacobians, joint_state,
+                         kinematics_and_axes,
                          node_inertias)
 from .topology import tree_backward
 
@@ -67,6 +70,60 @@ def mass_matrix_compact(model, q):
     else:
         vals = jnp.sum(Sw[topo.M_cols] * Fw[topo.M_rows], axis=-1)
     return vals.at[topo.dof_Madr].add(model.armature)
+
+
+# Above this many (body, DoF) pairs the subtree sums of mass_matrix_compact_from cost more than the
+# CRBA's backward pass (they are a dense (nv, n) product); mass_matrix_compact_at falls back to it.
+WORLD_SUM_MAX_PAIRS = 64 * 64
+
+
+@functools.lru_cache(maxsize=None)
+def _tree_roots(topo) -> np.ndarray:
+    """(n,) int: each body's root (the ancestor whose parent is the world)."""
+    root = np.arange(topo.n_bodies)
+    for i in range(topo.n_bodies):      # parents come before their children
+        p = topo.parent_np[i]
+        if p >= 0:
+            root[i] = root[p]
+    return root
+
+
+def mass_matrix_compact_from(model, kin, axes):
+    """H in compact storage (as :func:`mass_matrix_compact`) from the kinematics and the DoFs' world
+    axes (:func:`jaxmbd.kinematics.kinematics_and_axes`): the composite inertias are sums over
+    subtrees of the bodies' inertias in one common frame, so no backward pass transforms them
+    (Featherstone, Rigid Body Dynamics Algorithms, 2008, §6.2: H_ij = s_iᵀ I^c_i s_j for j an
+    ancestor of i, in any frame common to both).  The frame is world-aligned with its origin at each
+    tree's root body, not at the world origin: the entries are then as accurate for a robot far from
+    the origin as near it.  Where the kinematics are at hand anyway (the soft stage's rows), H costs
+    a product of the support pattern (n, nv) with the bodies' inertias and no second pass over the
+    tree."""
+    topo = model.topo
+    o = kin.pos[_tree_roots(topo)]                                      # (n, 3) each body's reference
+    R = kin.rot
+    c = kin.pos + jnp.einsum("nij,nj->ni", R, model.com) - o
+    Isym = 0.5 * (model.inertia + jnp.swapaxes(model.inertia, -1, -2))
+    Iw = R @ Isym @ jnp.swapaxes(R, 1, 2)
+    I6 = jax.vmap(spatial.spatial_inertia)(model.mass, c, Iw).reshape(-1, 36)
+    Ic = (jnp.asarray(topo.support.T, I6.dtype) @ I6).reshape(-1, 6, 6)     # (nv, 6, 6) subtree sums
+    w = axes[:, :3]
+    S = jnp.concatenate([w, axes[:, 3:] + jnp.cross(w, o[topo.dof_body])], axis=1)   # axes about o
+    F = jnp.einsum("kij,kj->ki", Ic, S)
+    if _dense_pattern(topo):
+        vals = (F @ S.T)[topo.M_rows, topo.M_cols]
+    else:
+        vals = jnp.sum(S[topo.M_cols] * F[topo.M_rows], axis=-1)
+    return vals.at[topo.dof_Madr].add(model.armature)
+
+
+def mass_matrix_compact_at(model, q, kin_axes=None):
+    """H in compact storage at q, by :func:`mass_matrix_compact_from` (with ``kin_axes`` =
+    ``kinematics_and_axes(model, q)`` when the caller has them) where the tree is small enough
+    (``WORLD_SUM_MAX_PAIRS``), else by :func:`mass_matrix_compact`."""
+    if model.topo.n_bodies * model.topo.nv > WORLD_SUM_MAX_PAIRS:
+        return mass_matrix_compact(model, q)
+    kin, axes = kinematics_and_axes(model, q) if kin_axes is None else kin_axes
+    return mass_matrix_compact_from(model, kin, axes)
 
 
 def compact_to_dense(model, vals):

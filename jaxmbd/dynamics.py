@@ -19,10 +19,10 @@ import jax.scipy.linalg as jsl
 
 from . import aba_unrolled, cost, ltdl
 from .aba import aba
-from .crba import mass_matrix, mass_matrix_compact
+from .crba import mass_matrix, mass_matrix_compact, mass_matrix_compact_at
 from .forces import soft
 from .forces.base import generalized_force as element_forces, potential as element_potential
-from .kinematics import _check, forward_kinematics
+from .kinematics import _check, forward_kinematics, kinematics_and_axes
 from .rnea import rnea
 
 
@@ -154,16 +154,18 @@ def soft_stage(model, q, v, a_free):
     limits and friction loss from MuJoCo's solref/solimp) at (q, v) for the accelerations a_free
     without them, with H factored by the branch-sparse LᵀDL (plain array operations: no LAPACK
     call inside a batched loop)."""
-    F = ltdl.factor(model, mass_matrix_compact(model, q))
-    return soft.dynamics(model, q, v, a_free, lambda X: ltdl.solve(model, F, X))
+    kin_axes = kinematics_and_axes(model, q)
+    F = ltdl.factor(model, mass_matrix_compact_at(model, q, kin_axes))
+    return soft.dynamics(model, q, v, a_free, lambda X: ltdl.solve(model, F, X), kin_axes)
 
 
 def soft_configuration(model, q):
     """The soft stage's work of the configuration alone, split as (arrays, static) by
     ``equinox.partition``: H's LᵀDL factor and the rows at q with zero velocities (a row's
     velocity is J v).  :func:`soft_accelerations` completes the stage for a velocity."""
-    F = ltdl.factor(model, mass_matrix_compact(model, q))
-    N, T, _ = soft.rows(model, q, jnp.zeros(model.nv, jnp.result_type(q, float)))
+    kin_axes = kinematics_and_axes(model, q)
+    F = ltdl.factor(model, mass_matrix_compact_at(model, q, kin_axes))
+    N, T, _ = soft.rows(model, q, jnp.zeros(model.nv, jnp.result_type(q, float)), kin_axes)
     return eqx.partition((F, N, T), lambda x: isinstance(x, jax.Array))
 
 

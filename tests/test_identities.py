@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import jaxmbd
-from trees import TOPOLOGIES, ancestor_pattern, base_tree, perturb, random_state
+from trees import TOPOLOGIES, ancestor_pattern, base_tree, eqx_set, perturb, random_state
 
 topologies = st.sampled_from(sorted(TOPOLOGIES))
 seeds = st.integers(0, 2**31 - 1)
@@ -62,6 +62,23 @@ def test_mass_matrix_spd_and_branch_sparse(topo, seed):
     Hc = jaxmbd.mass_matrix_compact(model, q)
     assert Hc.shape == (model.topo.nM,)
     np.testing.assert_array_equal(H[model.topo.M_rows, model.topo.M_cols], np.asarray(Hc))
+
+
+@given(topologies, seeds, st.sampled_from([0.0, 1e3]))
+def test_mass_matrix_from_subtree_sums_in_a_common_frame(topo, seed, far):
+    """H from the kinematics (subtree sums of world-aligned inertias, each tree's root as origin)
+    equals the CRBA's backward pass, also with every tree moved ``far`` from the world origin
+    (each root somewhere else)."""
+    from jaxmbd.crba import mass_matrix_compact_from
+    model = perturb(base_tree(topo), seed)
+    rng = np.random.default_rng(seed)
+    roots = model.topo.parent_np < 0
+    shift = np.where(roots[:, None], far * rng.normal(size=(model.n_bodies, 3)), 0.0)
+    model = eqx_set(model, "tree_pos", model.tree_pos + shift)
+    q, _, _ = random_state(model, seed)
+    ref = np.asarray(jaxmbd.mass_matrix_compact(model, q))
+    got = np.asarray(mass_matrix_compact_from(model, *jaxmbd.kinematics.kinematics_and_axes(model, q)))
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
 
 
 @given(topologies, seeds)

@@ -307,13 +307,14 @@ def has_rows(model):
     return any(getattr(e, "has_soft", False) for e in elements(model))
 
 
-def rows(model, q, v):
+def rows(model, q, v, kin_axes=None):
     """(NormalRows, FrictionRows, per element (element, (first normal row, count), (first frictional
     row, count), its extra)) of every soft element of the model at (q, v), concatenated (frictional
-    rows' normal and cone indices offset)."""
+    rows' normal and cone indices offset).  ``kin_axes``: ``kinematics_and_axes(model, q)`` where the
+    caller has them."""
     from ..kinematics import kinematics_and_axes
     from .base import elements
-    kin, axes = kinematics_and_axes(model, q)
+    kin, axes = kinematics_and_axes(model, q) if kin_axes is None else kin_axes
     Ns, Ts, extras, n0, t0, c0 = [], [], [], 0, 0, 0
     for e in elements(model):
         if not getattr(e, "has_soft", False):
@@ -333,8 +334,8 @@ def rows(model, q, v):
     return N, T, extras
 
 
-def dynamics(model, q, v, a_free, respond):
+def dynamics(model, q, v, a_free, respond, kin_axes=None):
     """The model's accelerations with its soft rows (a :class:`Solution`; :func:`solve`)."""
-    N, T, extras = rows(model, q, v)
+    N, T, extras = rows(model, q, v, kin_axes)
     sol = solve(N, T, a_free, respond)
     return sol, (N, T, extras)

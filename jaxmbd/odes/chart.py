@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import forces, joints, kinematics, ltdl
-from ..crba import compact_to_dense, mass_matrix_compact
+from ..crba import compact_to_dense, mass_matrix_compact, mass_matrix_compact_at
 from ..dynamics import forward_dynamics, free_dynamics, inverse_dynamics, soft_accelerations, soft_configuration
 from ..inputs import NO_INPUTS, actuation  # noqa: F401 - actuation is re-exported
 from ..spatial import skew
@@ -156,7 +156,7 @@ class ChartODE(AbstractODE):
         Rz = jax.jacfwd(lambda z: self.residual(t, z[:n], z[n:], a))(jnp.concatenate([y, yd]))
         # value only: with soft rows, g_and_jac's held work forms this factor again with its tangents,
         # but U is needed before that pass (taking held's value first would run the narrow phase twice)
-        U = -ltdl.solve(model, ltdl.factor(model, mass_matrix_compact(model, self.config(y))), Rz)
+        U = -ltdl.solve(model, ltdl.factor(model, mass_matrix_compact_at(model, self.config(y))), Rz)
         return a, U[:, :n], U[:, n:]
 
     def iteration_matrix(self, t, v0, hg, linear_solver="dense", cotangent_rank=None):
