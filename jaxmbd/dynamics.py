@@ -138,24 +138,42 @@ def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="
     (sparse where Featherstone's (2005) operation counts predict at least a 2x gain,
     i.e. every branched tree; dense for chains: bench/results/ltdl_cpu.md).  f_ext:
     optional (n, 6) body-frame spatial forces on the bodies.
+
+    With soft rows (contacts, joint limits, friction loss: :func:`soft_stage`), H is formed and
+    factored for the rows' response anyway, so the accelerations without the rows come from that
+    factor and the RNEA's bias force for "aba" and "crba" alike (the same numbers to round-off,
+    without a second pass of forward dynamics); "aba_unrolled" keeps its own first stage.
     """
     q, v, tau = jnp.asarray(q), jnp.asarray(v), jnp.asarray(tau)
     _check(model, q, v)
     if tau.shape != (model.nv,):
         raise ValueError(f"tau has shape {tau.shape}, expected ({model.nv},)")
-    a = _free_dynamics(model, q, v, tau, f_ext, method, factorization)
     if not soft.has_rows(model):
-        return a
-    return soft_stage(model, q, v, a)[0].a
+        return _free_dynamics(model, q, v, tau, f_ext, method, factorization)
+    if method == "aba_unrolled":
+        return soft_stage(model, q, v, _free_dynamics(model, q, v, tau, f_ext, method, factorization))[0].a
+    _check_method(method, factorization)
+    return soft_stage(model, q, v, None, tau - bias_force(model, q, v, f_ext))[0].a
 
 
-def soft_stage(model, q, v, a_free):
+def _check_method(method, factorization):
+    if method not in ("aba", "aba_unrolled", "crba"):
+        raise ValueError(f"unknown forward-dynamics method {method!r}; expected 'aba', 'aba_unrolled' or 'crba'")
+    if factorization not in ("auto", "sparse", "dense"):
+        raise ValueError(f"unknown factorization {factorization!r}; expected 'auto', 'sparse' or 'dense'")
+
+
+def soft_stage(model, q, v, a_free, free_force=None):
     """(:class:`jaxmbd.forces.soft.Solution`, rows) of the model's soft-constraint rows (contacts, joint
     limits and friction loss from MuJoCo's solref/solimp) at (q, v) for the accelerations a_free
     without them, with H factored by the branch-sparse LᵀDL (plain array operations: no LAPACK
-    call inside a batched loop)."""
+    call inside a batched loop).  With ``a_free=None``, the accelerations without the rows come from
+    that factor and ``free_force`` = τ - C(q, v): one more solve instead of a forward-dynamics pass
+    (``forward_dynamics`` takes this route for every method but "aba_unrolled")."""
     kin_axes = kinematics_and_axes(model, q)
     F = ltdl.factor(model, mass_matrix_compact_at(model, q, kin_axes))
+    if a_free is None:
+        a_free = ltdl.solve(model, F, free_force)
     return soft.dynamics(model, q, v, a_free, lambda X: ltdl.solve(model, F, X), kin_axes)
 
 

@@ -152,11 +152,12 @@ class ChartODE(AbstractODE):
         """The free accelerations a at (y, y') and their Jacobians -H⁻¹ ∂R̃/∂y, -H⁻¹ ∂R̃/∂y' at
         fixed a (see :meth:`g_and_jac`)."""
         model, n = self.model, y.shape[0]
-        a = self.free_accelerations(t, y, yd)
-        Rz = jax.jacfwd(lambda z: self.residual(t, z[:n], z[n:], a))(jnp.concatenate([y, yd]))
         # value only: with soft rows, g_and_jac's held work forms this factor again with its tangents,
         # but U is needed before that pass (taking held's value first would run the narrow phase twice)
-        U = -ltdl.solve(model, ltdl.factor(model, mass_matrix_compact_at(model, self.config(y))), Rz)
+        F = ltdl.factor(model, mass_matrix_compact_at(model, self.config(y)))
+        a = -ltdl.solve(model, F, self.residual(t, y, yd, jnp.zeros_like(yd)))    # H⁻¹ (τ - C)
+        Rz = jax.jacfwd(lambda z: self.residual(t, z[:n], z[n:], a))(jnp.concatenate([y, yd]))
+        U = -ltdl.solve(model, F, Rz)
         return a, U[:, :n], U[:, n:]
 
     def iteration_matrix(self, t, v0, hg, linear_solver="dense", cotangent_rank=None):
