@@ -156,7 +156,9 @@ class ChartODE(AbstractODE):
         # but U is needed before that pass (taking held's value first would run the narrow phase twice)
         F = ltdl.factor(model, mass_matrix_compact_at(model, self.config(y)))
         a = -ltdl.solve(model, F, self.residual(t, y, yd, jnp.zeros_like(yd)))    # H⁻¹ (τ - C)
-        Rz = jax.jacfwd(lambda z: self.residual(t, z[:n], z[n:], a))(jnp.concatenate([y, yd]))
+        # two passes: in the y'-directions the joint transforms carry no tangents
+        Rz = jnp.concatenate([jax.jacfwd(lambda y1: self.residual(t, y1, yd, a))(y),
+                              jax.jacfwd(lambda yd1: self.residual(t, y, yd1, a))(yd)], axis=1)
         U = -ltdl.solve(model, F, Rz)
         return a, U[:, :n], U[:, n:]
 
