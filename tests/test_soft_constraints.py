@@ -207,6 +207,27 @@ ARM_ON_FLOOR = """<mujoco><option timestep="0.002"/>
     </body></worldbody></mujoco>"""
 
 
+def test_the_smooth_accelerations_from_the_stage_factor_are_the_abas():
+    """With soft rows, forward_dynamics takes the accelerations without them from the stage's factor
+    of H and the RNEA's bias force; "aba_unrolled" still runs its ABA first.  Both agree (1e-12) with
+    joint torques, body forces f_ext, damping and springs, at a state with contact, a joint limit and
+    friction loss active; so do their gradients."""
+    m = jaxmbd.load_mjcf(ARM_ON_FLOOR.replace('frictionloss="0.4"', 'frictionloss="0.4" damping="0.3" '
+                                              'stiffness="2" springref="0.1"'), warn=False)
+    q = jnp.array([0.01, 0.0, 0.0985, 1.0, 0.0, 0.01, 0.0, 0.32])
+    v = jnp.array([0.1, 0.05, -0.02, 0.1, 0.2, -0.1, 0.3])
+    rng = np.random.default_rng(0)
+    tau, f_ext = jnp.asarray(rng.normal(size=m.nv)), jnp.asarray(rng.normal(size=(m.n_bodies, 6)))
+    fd = lambda method: jax.jit(lambda v, tau, f: jaxmbd.forward_dynamics(m, q, v, tau, f, method=method))  # noqa: E731
+    for method in ("aba", "crba"):
+        a, ref = fd(method)(v, tau, f_ext), fd("aba_unrolled")(v, tau, f_ext)
+        np.testing.assert_allclose(a, ref, rtol=0, atol=1e-12 * float(jnp.abs(ref).max()))
+    loss = lambda method: jax.jit(jax.grad(                                          # noqa: E731
+        lambda v, tau, f: jnp.sum(jnp.sin(jaxmbd.forward_dynamics(m, q, v, tau, f, method=method))), (0, 1, 2)))
+    for a, b in zip(loss("aba")(v, tau, f_ext), loss("aba_unrolled")(v, tau, f_ext)):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-11 * float(jnp.abs(b).max()))
+
+
 @pytest.mark.long
 def test_the_soft_stage_derivatives_are_those_of_a_direct_solve():
     """The rows' solve differentiates by its own factors (a custom JVP: M⁻¹(dx - dM f)); the
