@@ -17,9 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import spatial
-from .kinematics import (dof_motion_world, forward_kinematics, host_kinematics, host_point_jacobians, joint_state,
-                         kinematics_and_axes,
-                         node_inertias)
+from .kinematics import (body_inertias, dof_motion_world, forward_kinematics, host_kinematics, host_point_jacobians,
+                         joint_state, kinematics_and_axes, node_inertias)
 from .topology import tree_backward
 
 
@@ -64,11 +63,17 @@ def mass_matrix_compact(model, q):
     give each entry's (row, column).  Armature is included on the diagonal.
     """
     topo = model.topo
-    Sw, Fw = _axes_and_forces(model, q)
+    return _compact(model, *_axes_and_forces(model, q))
+
+
+def _compact(model, S, F):
+    """The compact entries H(k, j) = s_jᵀ F_k on H's pattern from common-frame axes S and composite
+    forces F (nv, 6), armature on the diagonal."""
+    topo = model.topo
     if _dense_pattern(topo):
-        vals = (Fw @ Sw.T)[topo.M_rows, topo.M_cols]
+        vals = (F @ S.T)[topo.M_rows, topo.M_cols]
     else:
-        vals = jnp.sum(Sw[topo.M_cols] * Fw[topo.M_rows], axis=-1)
+        vals = jnp.sum(S[topo.M_cols] * F[topo.M_rows], axis=-1)
     return vals.at[topo.dof_Madr].add(model.armature)
 
 
@@ -100,20 +105,11 @@ def mass_matrix_compact_from(model, kin, axes):
     tree."""
     topo = model.topo
     o = kin.pos[_tree_roots(topo)]                                      # (n, 3) each body's reference
-    R = kin.rot
-    c = kin.pos + jnp.einsum("nij,nj->ni", R, model.com) - o
-    Isym = 0.5 * (model.inertia + jnp.swapaxes(model.inertia, -1, -2))
-    Iw = R @ Isym @ jnp.swapaxes(R, 1, 2)
-    I6 = jax.vmap(spatial.spatial_inertia)(model.mass, c, Iw).reshape(-1, 36)
+    I6 = jax.vmap(spatial.inertia_up)(kin.rot, kin.pos - o, body_inertias(model)).reshape(-1, 36)
     Ic = (jnp.asarray(topo.support.T, I6.dtype) @ I6).reshape(-1, 6, 6)     # (nv, 6, 6) subtree sums
     w = axes[:, :3]
     S = jnp.concatenate([w, axes[:, 3:] + jnp.cross(w, o[topo.dof_body])], axis=1)   # axes about o
-    F = jnp.einsum("kij,kj->ki", Ic, S)
-    if _dense_pattern(topo):
-        vals = (F @ S.T)[topo.M_rows, topo.M_cols]
-    else:
-        vals = jnp.sum(S[topo.M_cols] * F[topo.M_rows], axis=-1)
-    return vals.at[topo.dof_Madr].add(model.armature)
+    return _compact(model, S, jnp.einsum("kij,kj->ki", Ic, S))
 
 
 def mass_matrix_compact_at(model, q, kin_axes=None):

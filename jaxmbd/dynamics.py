@@ -157,10 +157,17 @@ def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="
 
 
 def _check_method(method, factorization):
+    """A ValueError for an unknown method, or an unknown factorization with method="crba"."""
     if method not in ("aba", "aba_unrolled", "crba"):
         raise ValueError(f"unknown forward-dynamics method {method!r}; expected 'aba', 'aba_unrolled' or 'crba'")
-    if factorization not in ("auto", "sparse", "dense"):
+    if method == "crba" and factorization not in ("auto", "sparse", "dense"):
         raise ValueError(f"unknown factorization {factorization!r}; expected 'auto', 'sparse' or 'dense'")
+
+
+def _factored(model, q):
+    """The stage's work at q that precedes its rows: (kinematics_and_axes, H's LᵀDL factor)."""
+    kin_axes = kinematics_and_axes(model, q)
+    return kin_axes, ltdl.factor(model, mass_matrix_compact_at(model, q, kin_axes))
 
 
 def soft_stage(model, q, v, a_free, free_force=None):
@@ -170,8 +177,7 @@ def soft_stage(model, q, v, a_free, free_force=None):
     call inside a batched loop).  With ``a_free=None``, the accelerations without the rows come from
     that factor and ``free_force`` = τ - C(q, v): one more solve instead of a forward-dynamics pass
     (``forward_dynamics`` takes this route for every method but "aba_unrolled")."""
-    kin_axes = kinematics_and_axes(model, q)
-    F = ltdl.factor(model, mass_matrix_compact_at(model, q, kin_axes))
+    kin_axes, F = _factored(model, q)
     if a_free is None:
         a_free = ltdl.solve(model, F, free_force)
     return soft.dynamics(model, q, v, a_free, lambda X: ltdl.solve(model, F, X), kin_axes)
@@ -181,8 +187,7 @@ def soft_configuration(model, q):
     """The soft stage's work of the configuration alone, split as (arrays, static) by
     ``equinox.partition``: H's LᵀDL factor and the rows at q with zero velocities (a row's
     velocity is J v).  :func:`soft_accelerations` completes the stage for a velocity."""
-    kin_axes = kinematics_and_axes(model, q)
-    F = ltdl.factor(model, mass_matrix_compact_at(model, q, kin_axes))
+    kin_axes, F = _factored(model, q)
     N, T, _ = soft.rows(model, q, jnp.zeros(model.nv, jnp.result_type(q, float)), kin_axes)
     return eqx.partition((F, N, T), lambda x: isinstance(x, jax.Array))
 
@@ -201,17 +206,14 @@ def free_dynamics(model, q, v, tau, method="aba"):
 
 
 def _free_dynamics(model, q, v, tau, f_ext, method, factorization):
+    _check_method(method, factorization)
     if method == "aba":
         return aba(model, q, v, tau + passive_force(model, q, v), f_ext)
     if method == "aba_unrolled":
         return aba_unrolled.aba(model, q, v, tau + passive_force(model, q, v), f_ext)
-    if method == "crba":
-        if factorization == "auto":
-            factorization = factorization_for(model)
-        rhs = tau - bias_force(model, q, v, f_ext)
-        if factorization == "sparse":
-            return ltdl.factor_solve(model, mass_matrix_compact(model, q), rhs)
-        if factorization == "dense":
-            return jsl.cho_solve(jsl.cho_factor(mass_matrix(model, q)), rhs)
-        raise ValueError(f"unknown factorization {factorization!r}; expected 'auto', 'sparse' or 'dense'")
-    raise ValueError(f"unknown forward-dynamics method {method!r}; expected 'aba', 'aba_unrolled' or 'crba'")
+    if factorization == "auto":                     # method == "crba"
+        factorization = factorization_for(model)
+    rhs = tau - bias_force(model, q, v, f_ext)
+    if factorization == "sparse":
+        return ltdl.factor_solve(model, mass_matrix_compact(model, q), rhs)
+    return jsl.cho_solve(jsl.cho_factor(mass_matrix(model, q)), rhs)
