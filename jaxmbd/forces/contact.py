@@ -184,22 +184,22 @@ class Contact(JointElement):
         penetration depth, is the least overlap over all axes), so a pair whose bound is positive has
         no candidate within its margin and its force is zero (the narrow phase's candidates are never
         closer than the geoms themselves)."""
-        out, start = [], 0
-        for t1, _, rows in self.groups:
-            rows = np.asarray(rows, np.int64).reshape(-1, 2)
-            g1, g2 = rows[:, 0], rows[:, 1]
-            R2, e2 = Rg[g2], self.geom_half[g2]
-            if t1 == "plane":
-                n = Rg[g1][:, :, 2]
-                reach = jnp.sum(e2 * jnp.abs(jnp.einsum("ki,kij->kj", n, R2)), -1)
-                gap = jnp.einsum("ki,ki->k", n, pg[g2] - pg[g1]) - reach
-            else:
-                d = pg[g2] - pg[g1]
-                sphere = jnp.sqrt(jnp.sum(d * d, -1) + 1e-300) - self.geom_rbound[g1] - self.geom_rbound[g2]
-                gap = jnp.maximum(sphere, _box_gap(Rg[g1], self.geom_half[g1], R2, e2, d))
-            out.append(jax.lax.stop_gradient(gap - self.margin[start:start + len(rows)]))
-            start += len(rows)
-        return out
+        rows, plane, splits = _pair_tables(self.groups)
+        gap = jnp.zeros(len(rows), pg.dtype)
+        # every pair of a kind in one pass (a few operations, not a few per group)
+        on_plane, apart = np.flatnonzero(plane), np.flatnonzero(~plane)
+        if len(on_plane):
+            a, b = rows[on_plane, 0], rows[on_plane, 1]
+            n, R2 = Rg[a][:, :, 2], Rg[b]
+            reach = jnp.sum(self.geom_half[b] * jnp.abs(jnp.sum(n[..., None] * R2, 1)), -1)
+            gap = gap.at[on_plane].set(jnp.sum(n * (pg[b] - pg[a]), -1) - reach)
+        if len(apart):
+            a, b = rows[apart, 0], rows[apart, 1]
+            d = pg[b] - pg[a]
+            sphere = jnp.sqrt(jnp.sum(d * d, -1) + 1e-300) - self.geom_rbound[a] - self.geom_rbound[b]
+            box = _box_gap(Rg[a], self.geom_half[a], Rg[b], self.geom_half[b], d)
+            gap = gap.at[apart].set(jnp.maximum(sphere, box))
+        return jnp.split(jax.lax.stop_gradient(gap - self.margin), splits)
 
     @property
     def culled(self):
@@ -468,21 +468,36 @@ def _convex_batch(args):
     return G.Contacts(d[:, None], pos[:, None], jax.vmap(G.contact_frame)(n)[:, None])
 
 
+def _pair_tables(groups):
+    """(rows (np, 2) geom indices of every pair in group order, (np,) whether its first geom is a plane,
+    the group boundaries for ``split``), static."""
+    rows = np.concatenate([np.asarray(r, np.int64).reshape(-1, 2) for _, _, r in groups]) if groups \
+        else np.zeros((0, 2), np.int64)
+    plane = np.concatenate([np.full(len(r), t1 == "plane") for t1, _, r in groups]) if groups else np.zeros(0, bool)
+    return rows, plane, np.cumsum([len(r) for _, _, r in groups])[:-1]
+
+
 def _box_gap(R1, e1, R2, e2, d):
     """(k,) the largest gap between the projections of two boxes (rotations R (k, 3, 3) with their axes
     as columns, half extents e (k, 3), centres d = p2 - p1 apart) on their 15 separating axes: a lower
     bound of the boxes' signed distance (axes of near-parallel edges, whose cross product vanishes, are
-    left out)."""
-    cross = jnp.cross(jnp.swapaxes(R1, 1, 2)[:, :, None, :], jnp.swapaxes(R2, 1, 2)[:, None, :, :]).reshape(-1, 9, 3)
-    norm = jnp.sqrt(jnp.sum(cross * cross, -1))
-    ok = norm > 1e-6
-    cross = cross / jnp.where(ok, norm, 1.0)[..., None]
-    axes = jnp.concatenate([jnp.swapaxes(R1, 1, 2), jnp.swapaxes(R2, 1, 2), cross], axis=1)      # (k, 15, 3)
-    reach = (jnp.sum(e1[:, None, :] * jnp.abs(jnp.einsum("kai,kij->kaj", axes, R1)), -1)
-             + jnp.sum(e2[:, None, :] * jnp.abs(jnp.einsum("kai,kij->kaj", axes, R2)), -1))
-    gap = jnp.abs(jnp.einsum("kai,ki->ka", axes, d)) - reach
-    valid = jnp.concatenate([jnp.ones(ok.shape[:1] + (6,), bool), ok], axis=1)
-    return jnp.max(jnp.where(valid, gap, -jnp.inf), axis=1)
+    left out).  In box 1's frame, with C = R1ᵀ R2 and t = R1ᵀ d (Gottschalk, Lin and Manocha, "OBBTree",
+    SIGGRAPH 1996, Table 1): the axes u_i, w_j and u_i x w_j, the last of length
+    (C[i+1, j]² + C[i+2, j]²)^½, every product written out in scalars (as a batched product of
+    3x3 blocks, or as 15 world axes formed first, it costs a CPU 10-20x more)."""
+    C = sum(R1[:, m, :, None] * R2[:, m, None, :] for m in range(3))           # (k, 3, 3)
+    t = sum(R1[:, m, :] * d[:, m, None] for m in range(3))                     # (k, 3)
+    aC = jnp.abs(C)
+    gap1 = jnp.abs(t) - e1 - jnp.sum(aC * e2[:, None, :], -1)                             # axes u_i
+    gap2 = jnp.abs(jnp.sum(C * t[:, :, None], 1)) - jnp.sum(aC * e1[:, :, None], 1) - e2  # axes w_j
+    i1, i2 = np.array([1, 2, 0]), np.array([2, 0, 1])                         # u_i x w_j, [i, j]
+    dist = jnp.abs(t[:, i2, None] * C[:, i1, :] - t[:, i1, None] * C[:, i2, :])
+    r1 = e1[:, i1, None] * aC[:, i2, :] + e1[:, i2, None] * aC[:, i1, :]
+    r2 = e2[:, None, i1] * aC[:, :, i2] + e2[:, None, i2] * aC[:, :, i1]
+    norm2 = C[:, i1, :] ** 2 + C[:, i2, :] ** 2
+    ok = norm2 > 1e-12
+    gap3 = jnp.where(ok, (dist - r1 - r2) / jnp.sqrt(jnp.where(ok, norm2, 1.0)), -jnp.inf).reshape(-1, 9)
+    return jnp.max(jnp.concatenate([gap1, gap2, gap3], axis=1), axis=1)
 
 
 def _far(shapes):
