@@ -170,8 +170,10 @@ def simulate(model, start=None, t1=1.0, *, integrator: AbstractIntegrator, input
     geom pairs within reach than a group's capacity
     (:func:`jaxmbd.forces.contact.capacities`), or more contacts within their
     margin than the soft constraints' rows (``set_contact_options(rows=...)``),
-    is not accepted: status 11 (``CONTACT_OVERFLOW``), keeping the last state
-    whose contacts were all evaluated.  A state past the divergence bound
+    is not stepped from: the run stops there with status 11
+    (``CONTACT_OVERFLOW``), that state its last (every step taken started from
+    a state whose contacts were all evaluated; each step's start is checked, the
+    initial state included, not the state a run ends on).  A state past the divergence bound
     (``Steps.divergence_factor``) is not accepted either: status 12
     (``DIVERGED``), keeping the last state within it.
 
@@ -321,9 +323,6 @@ class _Run:
         zero = jnp.zeros((), jnp.int32)
         nonfinite0 = ~(jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(v0)) & jnp.isfinite(h0))
         status0 = jnp.where(nonfinite0, NONFINITE, jnp.where(bad_start, CONSTRAINT_FAILURE, SUCCESS))
-        over0 = contact_overflow(system.tree, q0)
-        if over0 is not None:
-            status0 = jnp.where((status0 == SUCCESS) & over0, CONTACT_OVERFLOW, status0)
         status0 = _input_status(system.tree, status0, self.rtol, self.atol, self.t0, self.t1, self.steps.dt0)
         stats0 = {k: zero for k in STAT_KEYS + system.extra_stats}
         n_hist = self.save.step_history
@@ -363,7 +362,9 @@ class _Run:
         tried = self.attempt(s, ode, h, clipped)
         att, q1, v1 = tried.att, tried.q1, tried.v1
         t_new = jnp.where(clipped, target, s.t + h)
-        verdict = self.judge(s, tried, t_new)
+        # the start state's contacts (one traced check in the loop covers the initial state and every
+        # accepted one)
+        verdict = self.judge(s, tried, t_new, contact_overflow(self.system.tree, s.q))
         accept = verdict.accept
         reached = accept & clipped
         # write row k only (kept as it was unless this step reached its save time)
@@ -421,17 +422,16 @@ class _Run:
             h_new = jnp.where(accept | retry, s.h, 0.5 * h)
         return Tried(att, q1, v1, finite, accept, retry, h_new)
 
-    def judge(self, s, tried: Tried, t_new) -> Verdict:
+    def judge(self, s, tried: Tried, t_new, over=None) -> Verdict:
         """Whether the attempt is accepted, and whether it ends the run with which status:
         a non-finite state, a Newton failure, a step too small, an inexact (sparse) iteration matrix,
-        a contact overflow, a divergence."""
+        a contact overflow at the step's start (``over``: None where no contact can overflow), a
+        divergence."""
         att = tried.att
         # an inexact (sparse) iteration matrix stops the run before anything is accepted from it
         inexact = jnp.array(False) if att.exact is None else ~att.exact
         accept = tried.accept & ~inexact
-        over = contact_overflow(self.system.tree, tried.q1)
-        if over is not None:   # a state whose contacts the broad phase cannot all keep is not accepted
-            over = accept & over
+        if over is not None:   # no step from a state whose contacts the broad phase cannot all keep
             accept = accept & ~over
         diverged = None
         if self.factor is not None:   # nor one past the divergence bound

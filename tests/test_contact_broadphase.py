@@ -204,6 +204,27 @@ def test_gradients_through_the_broad_phase_equal_the_all_pairs_gradients():
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-10 * np.max(np.abs(b)))
 
 
+def test_a_run_stops_at_the_first_state_that_overflows_and_never_steps_from_one():
+    """Seven balls in a row slide together (neighbours 0.05 m apart closing at 0.5 m/s): their six
+    neighbour pairs come within reach together, beyond a capacity of 3.  The run stops with
+    CONTACT_OVERFLOW on the first state that overflows, after progress; every saved state before it
+    is within capacity (no step started from an overflowing state), and the state it ends on
+    overflows."""
+    m = _balls(7, {("sphere", "sphere"): 3})
+    v = np.zeros(m.nv)
+    v[0::6] = -(np.arange(7) - 3) * 0.5                  # free joints: linear velocity first
+    ts = jnp.linspace(0.0, 0.2, 201)
+    sol = jaxmbd.simulate(m, Start(m.q0, jnp.asarray(v)), 0.2, integrator=I.RK4(),
+                          steps=Steps(dt0=1e-3), save=jaxmbd.Save(ts=ts))
+    assert int(sol.status) == I.CONTACT_OVERFLOW
+    t_end = float(sol.t)
+    assert 0.1 <= t_end < 0.2                           # the floor's friction slows them a little
+    over = np.asarray(jax.vmap(lambda q: contact_overflow(m, q))(sol.qs))
+    before = np.asarray(ts) < t_end - 1e-12
+    assert not over[before].any() and before.sum() > 50
+    assert over[~before].all()
+
+
 def test_the_bounds_never_exceed_a_pair_s_distance(mixed):
     """The broad phase's bound (bounding spheres and boxes, or box and plane) is positive only for
     pairs whose every candidate lies beyond the margin (zero force), and at most the nearest
