@@ -16,7 +16,10 @@ the pose's joint angles):
   each looping about 0.2 s);
 - ``jac``: the integrators' right-hand side g (``ChartODE`` at y = 0) and g
   with its two Jacobians (what a Rosenbrock attempt builds): per call each,
-  and their ratio;
+  and their ratio; and g per evaluation inside one compiled loop of 20 (what
+  a step inside ``simulate`` pays; a lone call at batch 1 costs more, in a
+  profile mostly XLA's CPU runtime around the program's thousands of small
+  kernels: thread-pool hand-offs and allocation);
 - ``rk4``: ``simulate`` with RK4 at ``--dt`` (1 ms) over ``--rk4-steps``
   steps: compile and wall per step;
 - ``rosenbrock``: ``simulate`` with RosenbrockNystrom4 at rtol = atol =
@@ -111,12 +114,20 @@ def jaxmbd_jac(m, q, v, u):
 
     def gj(m, q, v, u):
         return ChartODE(m, q, Inputs(ctrl=u)).g_and_jac(0.0, jnp.zeros(m.nv), v)
+    def g_loop(m, q, v, u):     # LOOP evaluations at nearby configurations in one call
+        def body(i, acc):
+            return acc + g(m, q.at[0].add(1e-9 * i), v, u)
+        return jax.lax.fori_loop(0, LOOP, body, jnp.zeros(m.nv))
     out = {}
-    for name, f in (("g", g), ("jac", gj)):
+    for name, f in (("g", g), ("jac", gj), ("g_loop", g_loop)):
         t_c, c = compiled(f, m, q, v, u)
         out[name] = per_call(lambda: c(m, q, v, u), 0.2, 5)
         out[name + "_compile"] = t_c
+    out["g_loop"] /= LOOP
     return out
+
+
+LOOP = 20
 
 
 def _run(c, *args):
@@ -284,6 +295,9 @@ def main(argv=None):
             f"compile {r['g_compile']:.1f} s")
         add("jaxmbd: g with its Jacobians J1, J2, per call (µs)", f"{r['jac'] * 1e6:,.0f}",
             f"{r['jac'] / r['g']:.1f}x g; compile {r['jac_compile']:.1f} s")
+        add("jaxmbd: g inside a compiled loop, per evaluation (µs)", f"{r['g_loop'] * 1e6:,.0f}",
+            f"{LOOP} evaluations in one call (what a step pays); a lone call costs "
+            f"{(r['g'] - r['g_loop']) * 1e6:,.0f} µs more")
         report()
     if "rk4" in a.only:
         r = jaxmbd_rk4(m, q, v, u, a.dt, a.rk4_steps)
