@@ -171,11 +171,11 @@ def simulate(model, start=None, t1=1.0, *, integrator: AbstractIntegrator, input
     (:func:`jaxmbd.forces.contact.capacities`), or more contacts within their
     margin than the soft constraints' rows (``set_contact_options(rows=...)``),
     is not stepped from: the run stops there with status 11
-    (``CONTACT_OVERFLOW``), that state its last (every step taken started from
-    a state whose contacts were all evaluated; each step's start is checked, the
-    initial state included, not the state a run ends on).  A state past the divergence bound
-    (``Steps.divergence_factor``) is not accepted either: status 12
-    (``DIVERGED``), keeping the last state within it.
+    (``CONTACT_OVERFLOW``), that state its last.  Every step's start is
+    checked (the initial state included; the state a run ends on is not), so
+    every step taken starts from a state whose contacts were all evaluated.  A
+    state past the divergence bound (``Steps.divergence_factor``) is not
+    accepted: status 12 (``DIVERGED``), keeping the last state within it.
 
     Times known at call time are validated before tracing (t1 > t0, save
     times non-decreasing within [t0, t1], dt0 > 0); Python numbers given for
