@@ -207,6 +207,7 @@ ARM_ON_FLOOR = """<mujoco><option timestep="0.002"/>
     </body></worldbody></mujoco>"""
 
 
+@pytest.mark.long
 def test_the_smooth_accelerations_from_the_stage_factor_are_the_abas():
     """With soft rows, forward_dynamics takes the accelerations without them from the stage's factor
     of H and the RNEA's bias force; "aba_unrolled" still runs its ABA first.  Both agree (1e-12) with
