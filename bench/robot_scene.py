@@ -104,6 +104,9 @@ def jaxmbd_fd(m, q, v, u):
     return dict(compile=t_c, call=t, finite=bool(np.isfinite(qdd).all()))
 
 
+LOOP = 20    # the right-hand side's evaluations in one compiled call (jaxmbd_jac)
+
+
 def jaxmbd_jac(m, q, v, u):
     """The integrators' right-hand side g (ChartODE at y = 0) and g with its Jacobians (J1, J2, as a
     Rosenbrock attempt builds them): per call of each and their ratio."""
@@ -125,9 +128,6 @@ def jaxmbd_jac(m, q, v, u):
         out[name + "_compile"] = t_c
     out["g_loop"] /= LOOP
     return out
-
-
-LOOP = 20
 
 
 def _run(c, *args):

@@ -434,7 +434,7 @@ class _Run:
         if over is not None:   # no step from a state whose contacts the broad phase cannot all keep
             accept = accept & ~over
         diverged = None
-        if self.factor is not None:   # nor one past the divergence bound
+        if self.factor is not None:   # nor a step that ends past the divergence bound
             tau = t_new - self.t0
             gain = self.system.energy(tried.q1, tried.v1) - self.H0
             diverged = accept & (gain > self.factor * (self.e0 + self.e2 * tau * tau))

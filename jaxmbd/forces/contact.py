@@ -184,6 +184,8 @@ class Contact(JointElement):
         penetration depth, is the least overlap over all axes), so a pair whose bound is positive has
         no candidate within its margin and its force is zero (the narrow phase's candidates are never
         closer than the geoms themselves)."""
+        if not self.groups:
+            return []
         rows, plane, splits = _pair_tables(self.groups)
         gap = jnp.zeros(len(rows), pg.dtype)
         # every pair of a kind in one pass (a few operations, not a few per group)
@@ -471,9 +473,8 @@ def _convex_batch(args):
 def _pair_tables(groups):
     """(rows (np, 2) geom indices of every pair in group order, (np,) whether its first geom is a plane,
     the group boundaries for ``split``), static."""
-    rows = np.concatenate([np.asarray(r, np.int64).reshape(-1, 2) for _, _, r in groups]) if groups \
-        else np.zeros((0, 2), np.int64)
-    plane = np.concatenate([np.full(len(r), t1 == "plane") for t1, _, r in groups]) if groups else np.zeros(0, bool)
+    rows = np.concatenate([np.asarray(r, np.int64).reshape(-1, 2) for _, _, r in groups])
+    plane = np.concatenate([np.full(len(r), t1 == "plane") for t1, _, r in groups])
     return rows, plane, np.cumsum([len(r) for _, _, r in groups])[:-1]
 
 
