@@ -164,9 +164,9 @@ def _check_method(method, factorization):
         raise ValueError(f"unknown factorization {factorization!r}; expected 'auto', 'sparse' or 'dense'")
 
 
-def _factored(model, q):
+def _factored(model, q, kin_axes=None):
     """The stage's work at q that precedes its rows: (kinematics_and_axes, H's LᵀDL factor)."""
-    kin_axes = kinematics_and_axes(model, q)
+    kin_axes = kinematics_and_axes(model, q) if kin_axes is None else kin_axes
     return kin_axes, ltdl.factor(model, mass_matrix_compact_at(model, q, kin_axes))
 
 
@@ -183,11 +183,12 @@ def soft_stage(model, q, v, a_free, free_force=None):
     return soft.dynamics(model, q, v, a_free, lambda X: ltdl.solve(model, F, X), kin_axes)
 
 
-def soft_configuration(model, q):
+def soft_configuration(model, q, kin_axes=None):
     """The soft stage's work of the configuration alone, split as (arrays, static) by
     ``equinox.partition``: H's LᵀDL factor and the rows at q with zero velocities (a row's
-    velocity is J v).  :func:`soft_accelerations` completes the stage for a velocity."""
-    kin_axes, F = _factored(model, q)
+    velocity is J v).  :func:`soft_accelerations` completes the stage for a velocity.  ``kin_axes``:
+    ``kinematics_and_axes(model, q)`` where the caller has them."""
+    kin_axes, F = _factored(model, q, kin_axes)
     N, T, _ = soft.rows(model, q, jnp.zeros(model.nv, jnp.result_type(q, float)), kin_axes)
     return eqx.partition((F, N, T), lambda x: isinstance(x, jax.Array))
 

@@ -1,12 +1,17 @@
-"""Recursive Newton-Euler inverse dynamics (RBDA Table 5.1), level-parallel."""
+"""Recursive Newton-Euler inverse dynamics (RBDA Table 5.1), level-parallel, and its form in
+world coordinates from the kinematics at hand (:func:`rnea_at`)."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import spatial
-from .kinematics import _check, joint_state, node_inertias
+from .crba import WORLD_SUM_MAX_PAIRS, _tree_roots
+from .kinematics import _check, body_inertias, joint_state, kinematics_and_axes, node_inertias
 from .topology import tree_backward, tree_forward
 
 
@@ -51,3 +56,54 @@ def rnea(model, q, v, a, f_ext=None):
         return spatial.apply_force_up(R, p, f_k), s @ f_k
 
     return tree_backward(model.topo, bwd, f, (js.R_up, js.p_up, js.s))
+
+
+@functools.lru_cache(maxsize=None)
+def _dof_ancestors(topo) -> np.ndarray:
+    """(nv, nv) 0/1: entry (k, j) is 1 where DoF j is k or one of its ancestors (H's compact pattern)."""
+    P = np.zeros((topo.nv, topo.nv))
+    P[topo.M_rows, topo.M_cols] = 1.0
+    return P
+
+
+def world_form(topo) -> bool:
+    """Whether :func:`rnea_at` (and ``crba.mass_matrix_compact_at``) take the world-coordinate form
+    for this tree: (bodies x DoFs) at most ``crba.WORLD_SUM_MAX_PAIRS``."""
+    return topo.n_bodies * topo.nv <= WORLD_SUM_MAX_PAIRS
+
+
+def rnea_at(model, q, v, a, kin_axes=None):
+    """:func:`rnea` (no external forces), from ``kin_axes`` = ``kinematics_and_axes(model, q)`` where
+    the caller has them and the tree is small enough (``crba.WORLD_SUM_MAX_PAIRS``), else by
+    :func:`rnea`.
+
+    The recursion in world coordinates (Featherstone, Rigid Body Dynamics Algorithms, 2008, §5.3):
+    with S_k each DoF's world axis, the velocity of DoF k's node is the sum of S_j v_j over k and its
+    ancestors j, its acceleration the sum of S_j a_j + V_j × S_j v_j + c_j (V_j node j's velocity,
+    c_j its joint's velocity-product term carried to world coordinates), the body forces are
+    I A + V ×* I V with the bodies' inertias in world coordinates, and τ_k = S_kᵀ (the sum of the
+    forces of the bodies k moves).  The sums are products with the tree's 0/1 ancestor and support
+    patterns: no pass over the levels.  Every vector is taken about its tree's root body (as
+    ``crba.mass_matrix_compact_from``), which keeps the products as accurate far from the origin as
+    near it.  Under ``jax.jvp`` in the configuration the kinematics' tangents are the caller's."""
+    topo = model.topo
+    if not world_form(topo):
+        return rnea(model, q, v, a)
+    kin, axes = kinematics_and_axes(model, q) if kin_axes is None else kin_axes
+    cJ = joint_state(model, q, v).cJ
+    b = topo.dof_body
+    o = kin.pos[_tree_roots(topo)]
+    w = axes[:, :3]
+    S = jnp.concatenate([w, axes[:, 3:] + jnp.cross(w, o[b])], axis=1)
+    P = jnp.asarray(_dof_ancestors(topo), S.dtype)
+    Sv = S * v[:, None]
+    Vn = P @ Sv
+    c = jax.vmap(spatial.motion_to_world)(kin.rot[b], kin.pos[b] - o[b], cJ)
+    An = P @ (S * a[:, None] + jax.vmap(spatial.cross_motion)(Vn, Sv) + c)
+    last = topo.body_last_dof
+    V = Vn[last]
+    A = An[last] + jnp.concatenate([jnp.zeros(3, S.dtype), -model.gravity])[None, :]   # the base accelerates at -g
+    I = jax.vmap(spatial.inertia_up)(kin.rot, kin.pos - o, body_inertias(model))
+    IV = jnp.einsum("nij,nj->ni", I, V)
+    F = jnp.einsum("nij,nj->ni", I, A) + jax.vmap(spatial.cross_force)(V, IV)
+    return jnp.sum(S * (jnp.asarray(topo.support.T, S.dtype) @ F), axis=1)

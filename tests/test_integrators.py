@@ -603,10 +603,11 @@ def test_held_configuration_work_gives_the_same_jacobians_and_pullbacks(rank):
 
 @pytest.mark.parametrize("with_held", [False, True])
 def test_an_inner_piece_with_its_own_jacobians_gives_the_same_jacobians_and_pullbacks(with_held):
-    """value_and_jacobians(..., inner=(u, u_and_jac)): g(y, y', p, u(y, y')) with u's Jacobians
-    supplied by the caller (ChartODE's free accelerations, -H⁻¹ ∂R̃) gives the values and Jacobians
-    of the plain call and the same gradients through its forward and reverse-only forms; Jacobians
-    of u that are off by a little give Jacobians off by as much (u's are used, not recomputed)."""
+    """value_and_jacobians(..., inner=(u, u_model)): g(y, y', p, u(y, y')) with u's first-order
+    model supplied by the caller (ChartODE's free accelerations, a₀ - H⁻¹ ∂R̃ (y₁ - y, ...)) gives
+    the values and Jacobians of the plain call and the same gradients through its forward and
+    reverse-only forms; a model whose slope is off by a little gives Jacobians off by as much (the
+    model is used, not u)."""
     from jaxmbd.odes.base import value_and_jacobians
     rng = np.random.default_rng(6)
     A = jnp.asarray(rng.normal(size=(5, 5)))
@@ -618,9 +619,9 @@ def test_an_inner_piece_with_its_own_jacobians_gives_the_same_jacobians_and_pull
         def u(y, yd):
             return jnp.sin(p[1] * y) * yd + A @ (yd * yd)
 
-        def u_and_jac(y, yd):
+        def u_and_jac(y, yd, y1, yd1, p1):
             J = jax.jacfwd(lambda z: u(z[:5], z[5:]))(jnp.concatenate([y, yd]))
-            return u(y, yd), J[:, :5] + skew, J[:, 5:]
+            return u(y, yd) + (J[:, :5] + skew) @ (y1 - y) + J[:, 5:] @ (yd1 - yd)
 
         def g(y, yd, h, uu):
             c = h if with_held else jnp.cos(p[0] * A @ y)

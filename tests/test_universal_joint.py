@@ -154,3 +154,14 @@ def test_batched_and_differentiable():
     h, eye = 1e-6, np.eye(6)
     fd = np.array([(E(Q[0] + h * eye[k]) - E(Q[0] - h * eye[k])) / (2 * h) for k in range(6)])
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7)
+
+
+def test_inverse_dynamics_in_world_coordinates_with_universal_joints():
+    """rnea_at carries each joint's velocity-product term (the universal joint's includes the
+    correction of its two chained axes) into world coordinates: it equals the level-recursive RNEA."""
+    from jaxmbd.rnea import rnea, rnea_at
+    model, _ = _pair(3)
+    rng = np.random.default_rng(3)
+    q, v, a = (jnp.asarray(rng.normal(size=model.nv)) for _ in range(3))
+    ref = np.asarray(rnea(model, q, v, a))
+    np.testing.assert_allclose(rnea_at(model, q, v, a), ref, rtol=0, atol=1e-12 * np.abs(ref).max())

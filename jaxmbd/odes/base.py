@@ -32,12 +32,12 @@ def value_and_jacobians(g, y, yd, reverse_only=False, cotangent_rank=None, held=
     with held's value fixed, so that work carries tangents for the n position directions only
     and is done once.
 
-    ``inner`` (optional): a pair (u, u_and_jac) for a piece of g whose Jacobians the caller forms
-    more cheaply than forward mode through it: u(y, y') its value and u_and_jac(y, y') =
-    (u, ∂u/∂y, ∂u/∂y'); g then takes u's value as a fourth argument, g(y, y', p, u(y, y')) with
-    p = held(y) (None without ``held``).  The forward Jacobians push the tangents through g with u
-    replaced by its linearization at (y, y') (the same first derivatives); the value, and the
-    pullback of ``reverse_only``, use u itself.
+    ``inner`` (optional): a pair (u, u_model) for a piece of g that has a cheaper first-order model
+    than forward mode through it: u(y, y') its value and u_model(y, y', y₁, y₁', p₁) a function of
+    (y₁, y₁') equal to u(y, y') at (y₁, y₁') = (y, y') with u's first derivatives there, given
+    p₁ = held(y₁) (None without ``held``); g then takes u's value as a fourth argument,
+    g(y, y', p, u(y, y')) with p = held(y).  The forward Jacobians push the tangents through g with
+    u replaced by its model; the pullback of ``reverse_only`` uses u itself.
 
     ``reverse_only=True`` (the default loop, ``adjoint="checkpoint"``, which
     only reverse mode differentiates) gives the same values with a cheaper
@@ -75,14 +75,13 @@ def _value_and_jacobians(g, y, yd, held=None, inner=None):
     n = y.shape[0]
     if inner is not None:
         hold = held if held is not None else (lambda y: None)
-        u0, U1, U2 = inner[1](y, yd)
 
         def at_y1(y1):
             p = hold(y1)
-            out = g(y1, yd, p, u0 + U1 @ (y1 - y))
+            out = g(y1, yd, p, inner[1](y, yd, y1, yd, p))
             return out, (out, p)
         J1, (g0, p0) = jax.jacfwd(at_y1, has_aux=True)(y)
-        J2 = jax.jacfwd(lambda yd1: g(y, yd1, p0, u0 + U2 @ (yd1 - yd)))(yd)
+        J2 = jax.jacfwd(lambda yd1: g(y, yd1, p0, inner[1](y, yd, y, yd1, p0)))(yd)
         return g0, J1, J2
     if held is None:
         def both(z):
@@ -127,7 +126,7 @@ def _value_and_jacobians_rev(g, y, yd, rank=None, held=None, inner=None):
     ph = jax.eval_shape(lambda y: parts["h"][0](y, parts["h"][1]), y) if held is not None else None
     if inner is not None:
         parts["u"] = _converted(inner[0], y, yd)
-        parts["uj"] = _converted(inner[1], y, yd)
+        parts["uj"] = _converted(inner[1], y, yd, y, yd, ph)
         pu = jax.eval_shape(lambda y, yd: parts["u"][0](y, yd, parts["u"][1]), y, yd)
         parts["g"] = _converted(g, y, yd, ph, pu)
     else:

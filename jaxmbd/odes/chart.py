@@ -28,7 +28,9 @@ import numpy as np
 
 from .. import forces, joints, kinematics, ltdl
 from ..crba import compact_to_dense, mass_matrix_compact, mass_matrix_compact_at
-from ..dynamics import forward_dynamics, free_dynamics, inverse_dynamics, soft_accelerations, soft_configuration
+from ..dynamics import (forward_dynamics, free_dynamics, inverse_dynamics, passive_force, soft_accelerations,
+                        soft_configuration)
+from ..rnea import rnea_at
 from ..inputs import NO_INPUTS, actuation  # noqa: F401 - actuation is re-exported
 from ..spatial import skew
 from .base import AbstractODE, solve_first_order, value_and_jacobians
@@ -113,29 +115,41 @@ class ChartODE(AbstractODE):
         """g, J1 = dg/dy and J2 = dg/dy'.  The free accelerations a (without the soft rows) solve
         R̃ = ID(q(y), v(y, y'), a) - τ(t, q, v) = 0, so their Jacobians are -H⁻¹ ∂R̃/∂(y, y') at
         fixed a (the implicit-function theorem; Carpentier and Mansard's route to the ABA's
-        derivatives): one forward-mode pass of the RNEA in the 2 nv directions and one branch-sparse
-        LᵀDL solve with 2 nv columns (:meth:`free_and_jac`), the ``inner`` piece of
-        :func:`jaxmbd.odes.base.value_and_jacobians`.  With soft rows (contacts, limits, friction
-        loss), the work of the configuration alone (the rows, H's factors: ``soft_configuration``)
-        is ``held``: done once, and differentiated in the nv position directions only; the stage's
-        tangents take a's Jacobians from the inner piece."""
+        derivatives): the forward passes of the Jacobian carry a's first-order model
+        a₀ - H⁻¹ (R̃(y₁, y₁', a₀) - R̃(y, y', a₀)) (:meth:`free_model`) instead of the forward dynamics,
+        so a's tangents cost a JVP of the inverse dynamics and one LᵀDL solve per direction.  The
+        work of the configuration alone is the ``held`` piece of
+        :func:`jaxmbd.odes.base.value_and_jacobians`, done once and differentiated in the nv position
+        directions only: the kinematics (which the inverse dynamics then takes in world coordinates,
+        ``rnea.rnea_at``, and so carries no tangents of its own) and, with soft rows (contacts, limits,
+        friction loss), H's factors and the rows (``soft_configuration``)."""
         from ..forces import soft
+        from ..rnea import world_form
         own = type(self).g is ChartODE.g and type(self).accel is ChartODE.accel   # g not redefined
         if not own:
             return super().g_and_jac(t, y, yd, cotangent_rank)
         model, static = self.model, []
-        inner = (lambda y, yd: self.free_accelerations(t, y, yd), lambda y, yd: self.free_and_jac(t, y, yd))
-        if not soft.has_rows(model):
+        rows, world = soft.has_rows(model), world_form(model.topo)
+        inner = (lambda y, yd: self.free_accelerations(t, y, yd),
+                 lambda y, yd, y1, yd1, p: self.free_model(t, y, yd, y1, yd1, None if p is None else p[0]))
+        if not rows and not world:
             return value_and_jacobians(lambda y, yd, _, a: self.rotation_terms(y, yd, a), y, yd,
                                        self.reverse_only, cotangent_rank, inner=inner)
 
         def held(y):
-            arrays, st = soft_configuration(model, self.config(y))
+            q = self.config(y)
+            kin_axes = kinematics.kinematics_and_axes(model, q)
+            if not rows:
+                return kin_axes if world else None, None
+            arrays, st = soft_configuration(model, q, kin_axes)
             static[:] = [st]
-            return arrays
+            return kin_axes if world else None, arrays
 
-        def g(y, yd, arrays, a):
-            return self.rotation_terms(y, yd, soft_accelerations(model, self.velocity(y, yd), a, arrays, static[0]))
+        def g(y, yd, p, a):
+            if not rows:
+                return self.rotation_terms(y, yd, a)
+            v = self.velocity(y, yd)
+            return self.rotation_terms(y, yd, soft_accelerations(model, v, a, p[1], static[0]))
         return value_and_jacobians(g, y, yd, self.reverse_only, cotangent_rank, held=held, inner=inner)
 
     def free_accelerations(self, t, y, yd):
@@ -143,24 +157,30 @@ class ChartODE(AbstractODE):
         q, v = self.config(y), self.velocity(y, yd)
         return free_dynamics(self.model, q, v, self.tau(t, q, v), self.dynamics)
 
-    def residual(self, t, y, yd, a):
-        """R̃ = ID(q(y), v(y, y'), a) - τ(t, q, v): the inverse dynamics residual in the chart."""
+    def residual(self, t, y, yd, a, kin_axes=None):
+        """R̃ = ID(q(y), v(y, y'), a) - τ(t, q, v): the inverse dynamics residual in the chart; with
+        ``kin_axes`` (``kinematics_and_axes`` at q(y)), the inverse dynamics in world coordinates from
+        them (``rnea.rnea_at``)."""
         q, v = self.config(y), self.velocity(y, yd)
-        return inverse_dynamics(self.model, q, v, a) - self.tau(t, q, v)
+        if kin_axes is None:
+            tau = inverse_dynamics(self.model, q, v, a)
+        else:
+            tau = rnea_at(self.model, q, v, a, kin_axes) + self.model.armature * a - passive_force(self.model, q, v)
+        return tau - self.tau(t, q, v)
 
-    def free_and_jac(self, t, y, yd):
-        """The free accelerations a at (y, y') and their Jacobians -H⁻¹ ∂R̃/∂y, -H⁻¹ ∂R̃/∂y' at
-        fixed a (see :meth:`g_and_jac`)."""
-        model, n = self.model, y.shape[0]
-        # value only: with soft rows, g_and_jac's held work forms this factor again with its tangents,
-        # but U is needed before that pass (taking held's value first would run the narrow phase twice)
-        F = ltdl.factor(model, mass_matrix_compact_at(model, self.config(y)))
-        a = -ltdl.solve(model, F, self.residual(t, y, yd, jnp.zeros_like(yd)))    # H⁻¹ (τ - C)
-        # two passes: in the y'-directions the joint transforms carry no tangents
-        Rz = jnp.concatenate([jax.jacfwd(lambda y1: self.residual(t, y1, yd, a))(y),
-                              jax.jacfwd(lambda yd1: self.residual(t, y, yd1, a))(yd)], axis=1)
-        U = -ltdl.solve(model, F, Rz)
-        return a, U[:, :n], U[:, n:]
+    def free_model(self, t, y, yd, y1, yd1, kin_axes1=None):
+        """The free accelerations' first-order model about (y, y') at (y₁, y₁'):
+        a₀ - H⁻¹ (R̃(y₁, y₁', a₀) - R̃(y, y', a₀)), a₀ = -H⁻¹ R̃(y, y', 0) the accelerations at (y, y')
+        and H, its factor, taken there.  Its value at (y, y') is a₀ and its first derivatives in
+        (y₁, y₁') are a's, -H⁻¹ ∂R̃/∂(y, y') (see :meth:`g_and_jac`); every piece is a function of
+        (y, y') and the model, so derivatives of those Jacobians are exact too.  ``kin_axes1``: the
+        kinematics at q(y₁) where the caller has them (the inverse dynamics then takes them)."""
+        model = self.model
+        kin0 = None if kin_axes1 is None else kinematics.kinematics_and_axes(model, self.config(y))
+        F = ltdl.factor(model, mass_matrix_compact_at(model, self.config(y), kin0))
+        a0 = -ltdl.solve(model, F, self.residual(t, y, yd, jnp.zeros_like(yd), kin0))    # H⁻¹ (τ - C)
+        d = self.residual(t, y1, yd1, a0, kin_axes1) - self.residual(t, y, yd, a0, kin0)
+        return a0 - ltdl.solve(model, F, d)
 
     def iteration_matrix(self, t, v0, hg, linear_solver="dense", cotangent_rank=None):
         """(g at the step start, the iteration matrix for h γ = hg): dense (J1, J2
