@@ -23,7 +23,7 @@ from .crba import mass_matrix, mass_matrix_compact, mass_matrix_compact_at
 from .forces import soft
 from .forces.base import generalized_force as element_forces, potential as element_potential
 from .kinematics import _check, forward_kinematics, kinematics_and_axes
-from .rnea import rnea
+from .rnea import rnea, rnea_at
 
 
 @jax.jit
@@ -142,7 +142,8 @@ def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="
     With soft rows (contacts, joint limits, friction loss: :func:`soft_stage`), H is formed and
     factored for the rows' response anyway, so the accelerations without the rows come from that
     factor and the RNEA's bias force for "aba" and "crba" alike (the same numbers to round-off,
-    without a second pass of forward dynamics); "aba_unrolled" keeps its own first stage.
+    without a second pass of forward dynamics; without ``f_ext``, the RNEA in world coordinates from
+    the rows' kinematics, ``rnea.rnea_at``); "aba_unrolled" keeps its own first stage.
     """
     q, v, tau = jnp.asarray(q), jnp.asarray(v), jnp.asarray(tau)
     _check(model, q, v)
@@ -153,7 +154,11 @@ def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="
     if method == "aba_unrolled":
         return soft_stage(model, q, v, _free_dynamics(model, q, v, tau, f_ext, method, factorization))[0].a
     _check_method(method, factorization)
-    return soft_stage(model, q, v, None, tau - bias_force(model, q, v, f_ext))[0].a
+    if f_ext is not None:
+        return soft_stage(model, q, v, None, tau - bias_force(model, q, v, f_ext))[0].a
+    kin_axes = kinematics_and_axes(model, q)      # the rows', H's and the bias force's kinematics
+    bias = rnea_at(model, q, v, jnp.zeros_like(v), kin_axes) - passive_force(model, q, v)
+    return soft_stage(model, q, v, None, tau - bias, kin_axes)[0].a
 
 
 def _check_method(method, factorization):
@@ -170,14 +175,15 @@ def _factored(model, q, kin_axes=None):
     return kin_axes, ltdl.factor(model, mass_matrix_compact_at(model, q, kin_axes))
 
 
-def soft_stage(model, q, v, a_free, free_force=None):
+def soft_stage(model, q, v, a_free, free_force=None, kin_axes=None):
     """(:class:`jaxmbd.forces.soft.Solution`, rows) of the model's soft-constraint rows (contacts, joint
     limits and friction loss from MuJoCo's solref/solimp) at (q, v) for the accelerations a_free
     without them, with H factored by the branch-sparse LᵀDL (plain array operations: no LAPACK
     call inside a batched loop).  With ``a_free=None``, the accelerations without the rows come from
     that factor and ``free_force`` = τ - C(q, v): one more solve instead of a forward-dynamics pass
-    (``forward_dynamics`` takes this route for every method but "aba_unrolled")."""
-    kin_axes, F = _factored(model, q)
+    (``forward_dynamics`` takes this route for every method but "aba_unrolled").  ``kin_axes``:
+    ``kinematics_and_axes(model, q)`` where the caller has them."""
+    kin_axes, F = _factored(model, q, kin_axes)
     if a_free is None:
         a_free = ltdl.solve(model, F, free_force)
     return soft.dynamics(model, q, v, a_free, lambda X: ltdl.solve(model, F, X), kin_axes)
