@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import spatial
-from .crba import WORLD_SUM_MAX_PAIRS, _tree_roots
+from . import crba, spatial
+from .crba import _tree_roots
 from .kinematics import _check, body_inertias, joint_state, kinematics_and_axes, node_inertias
 from .topology import tree_backward, tree_forward
 
@@ -69,7 +69,7 @@ def _dof_ancestors(topo) -> np.ndarray:
 def world_form(topo) -> bool:
     """Whether :func:`rnea_at` (and ``crba.mass_matrix_compact_at``) take the world-coordinate form
     for this tree: (bodies x DoFs) at most ``crba.WORLD_SUM_MAX_PAIRS``."""
-    return topo.n_bodies * topo.nv <= WORLD_SUM_MAX_PAIRS
+    return topo.n_bodies * topo.nv <= crba.WORLD_SUM_MAX_PAIRS
 
 
 def rnea_at(model, q, v, a, kin_axes=None):
