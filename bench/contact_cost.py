@@ -3,9 +3,10 @@
 and for MuJoCo's soft constraints the soft stage's generalized force, ``dynamics.soft_stage``),
 the ODE right-hand side with them, and the forward-mode Jacobians of each (the nv position
 directions, then the nv velocity directions with the position held, as the implicit integrators
-build them); then the cost of one RosenbrockNystrom4 attempt in
+build them), each a lone batched call; the right-hand side and its value with Jacobians again
+inside one compiled loop (what a step pays); then the cost of one RosenbrockNystrom4 attempt in
 right-hand-side evaluations (its wall per attempt over a short adaptive run, divided by the
-right-hand side's).
+right-hand side's, lone and in-loop).
 
     python bench/contact_cost.py [--batch 64] [--model ant|quadruped_scene]
 
@@ -34,6 +35,9 @@ from jaxmbd.forces import soft  # noqa: E402
 from jaxmbd.odes import ChartODE  # noqa: E402
 from common import machine, per_call, write_result  # noqa: E402
 from jaxmbd import Start, Steps
+
+
+LOOP = 20      # evaluations per compiled loop (the in-loop rows)
 
 
 def load(name):
@@ -97,6 +101,23 @@ def main():
     base = timings["rigid-body ABA (contacts and limits removed)"]
     g = timings["ODE right-hand side with contact"]
 
+    # the same two inside one compiled loop of LOOP evaluations, the state moved by each result (so no
+    # work is loop-invariant): what a step inside simulate pays, without a lone call's runtime cost
+    def looped(f):
+        def body(_, c):
+            q, v = c
+            d = f(q, v)
+            return q + 1e-12 * d[:, :1], v + 1e-9 * d
+        return jax.jit(lambda q, v: jax.lax.fori_loop(0, LOOP, body, (q, v)))
+    flat = {"ODE right-hand side with contact": jax.vmap(rhs),
+            "its value and Jacobian (g_and_jac)": jax.vmap(lambda q, v: (lambda r: r[0] + r[1].sum(1) + r[2].sum(1))(
+                rhs_jac(q, v)))}
+    loop_rows = []
+    for name, f in flat.items():
+        fl = looped(f)
+        jax.block_until_ready(fl(q, v))
+        loop_rows.append((name, per_call(lambda: fl(q, v), a.target, 3) / B / LOOP))
+
     # one Rosenbrock attempt, from a short adaptive run of the batch (wall / attempts of the slowest member)
     integ = I.RosenbrockNystrom4()
     run = jax.jit(jax.vmap(lambda q0, v0: jaxmbd.simulate(m, Start(q0, v0), 0.02, integrator=integ,
@@ -128,9 +149,15 @@ def main():
                     f"{timings['its value and Jacobian (g_and_jac)'] / g:.1f}x the right-hand side"}
     for name, t, comp in rows:
         lines.append(f"| {name} | {t * 1e6:.1f} | {ratio_of.get(name, '1')} | {comp:.1f} |")
+    gl = loop_rows[0][1]
+    lines += ["", f"Inside one compiled loop of {LOOP} evaluations (each moves the state, so none is "
+              "loop-invariant; what a step inside `simulate` pays, without a lone call's runtime cost):", "",
+              "| piece | per member and evaluation (µs) | ratio |", "|---|---|---|"]
+    lines += [f"| {name} | {t * 1e6:.1f} | {t / gl:.1f}x the right-hand side |" for name, t in loop_rows]
     lines += ["", f"RosenbrockNystrom4, rtol = atol = 1e-4, 20 ms from these states: {attempts} attempts of the "
               f"slowest member, {per_attempt * 1e6:.0f} µs per attempt and member (median of 3 runs) = "
-              f"**{per_attempt / g:.1f} right-hand-side evaluations**; first call {comp_ros:.1f} s; "
+              f"**{per_attempt / g:.1f} lone right-hand-side evaluations** ({per_attempt / gl:.1f} in-loop ones); "
+              f"first call {comp_ros:.1f} s; "
               f"statuses {status}.", ""] + list(machine())
     text = "\n".join(lines) + "\n"
     print(text)
