@@ -82,6 +82,13 @@ def inverse_dynamics(model, q, v, a, f_ext=None):
     return rnea(model, q, v, a, f_ext) + model.armature * a - passive_force(model, q, v)
 
 
+def inverse_dynamics_at(model, q, v, a, kin_axes):
+    """:func:`inverse_dynamics` without external forces, its RNEA from ``kin_axes`` =
+    ``kinematics_and_axes(model, q)`` (``rnea.rnea_at``: in world coordinates where the tree is small
+    enough)."""
+    return rnea_at(model, q, v, a, kin_axes) + model.armature * a - passive_force(model, q, v)
+
+
 @jax.jit
 def bias_force(model, q, v, f_ext=None):
     """C(q, v): Coriolis, centrifugal, gravity, damping and spring forces, (nv,)."""
@@ -157,7 +164,7 @@ def forward_dynamics(model, q, v, tau, f_ext=None, method="aba", factorization="
     if f_ext is not None:
         return soft_stage(model, q, v, None, tau - bias_force(model, q, v, f_ext))[0].a
     kin_axes = kinematics_and_axes(model, q)      # the rows', H's and the bias force's kinematics
-    bias = rnea_at(model, q, v, jnp.zeros_like(v), kin_axes) - passive_force(model, q, v)
+    bias = inverse_dynamics_at(model, q, v, jnp.zeros_like(v), kin_axes)
     return soft_stage(model, q, v, None, tau - bias, kin_axes)[0].a
 
 

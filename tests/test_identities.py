@@ -64,17 +64,21 @@ def test_mass_matrix_spd_and_branch_sparse(topo, seed):
     np.testing.assert_array_equal(H[model.topo.M_rows, model.topo.M_cols], np.asarray(Hc))
 
 
+def _moved(model, seed, far):
+    """The model with every tree's root moved ``far`` from its place, in a random direction."""
+    rng = np.random.default_rng(seed)
+    roots = model.topo.parent_np < 0
+    shift = np.where(roots[:, None], far * rng.normal(size=(model.n_bodies, 3)), 0.0)
+    return eqx_set(model, "tree_pos", model.tree_pos + shift)
+
+
 @given(topologies, seeds, st.sampled_from([0.0, 1e3]))
 def test_mass_matrix_from_subtree_sums_in_a_common_frame(topo, seed, far):
     """H from the kinematics (subtree sums of world-aligned inertias, each tree's root as origin)
     equals the CRBA's backward pass, also with every tree moved ``far`` from the world origin
     (each root somewhere else)."""
     from jaxmbd.crba import mass_matrix_compact_from
-    model = perturb(base_tree(topo), seed)
-    rng = np.random.default_rng(seed)
-    roots = model.topo.parent_np < 0
-    shift = np.where(roots[:, None], far * rng.normal(size=(model.n_bodies, 3)), 0.0)
-    model = eqx_set(model, "tree_pos", model.tree_pos + shift)
+    model = _moved(perturb(base_tree(topo), seed), seed, far)
     q, _, _ = random_state(model, seed)
     ref = np.asarray(jaxmbd.mass_matrix_compact(model, q))
     got = np.asarray(mass_matrix_compact_from(model, *jaxmbd.kinematics.kinematics_and_axes(model, q)))
@@ -87,13 +91,9 @@ def test_inverse_dynamics_in_world_coordinates_is_the_rneas(topo, seed, far):
     origin, from the kinematics) equals the level-recursive RNEA at a random state and acceleration,
     also with every tree moved ``far`` from the world origin."""
     from jaxmbd.rnea import rnea, rnea_at
-    model = perturb(base_tree(topo), seed)
-    rng = np.random.default_rng(seed)
-    roots = model.topo.parent_np < 0
-    shift = np.where(roots[:, None], far * rng.normal(size=(model.n_bodies, 3)), 0.0)
-    model = eqx_set(model, "tree_pos", model.tree_pos + shift)
+    model = _moved(perturb(base_tree(topo), seed), seed, far)
     q, v, _ = random_state(model, seed)
-    a = jnp.asarray(rng.normal(size=model.nv))
+    a = jnp.asarray(np.random.default_rng(seed + 1).normal(size=model.nv))
     ref = np.asarray(rnea(model, q, v, a))
     got = np.asarray(rnea_at(model, q, v, a, jaxmbd.kinematics.kinematics_and_axes(model, q)))
     # 1e3 m from the origin, the bodies' world positions (differences taken from the root's) hold

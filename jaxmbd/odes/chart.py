@@ -28,9 +28,8 @@ import numpy as np
 
 from .. import forces, joints, kinematics, ltdl
 from ..crba import compact_to_dense, mass_matrix_compact, mass_matrix_compact_at
-from ..dynamics import (forward_dynamics, free_dynamics, inverse_dynamics, passive_force, soft_accelerations,
+from ..dynamics import (forward_dynamics, free_dynamics, inverse_dynamics, inverse_dynamics_at, soft_accelerations,
                         soft_configuration)
-from ..rnea import rnea_at
 from ..inputs import NO_INPUTS, actuation  # noqa: F401 - actuation is re-exported
 from ..spatial import skew
 from .base import AbstractODE, solve_first_order, value_and_jacobians
@@ -162,11 +161,9 @@ class ChartODE(AbstractODE):
         ``kin_axes`` (``kinematics_and_axes`` at q(y)), the inverse dynamics in world coordinates from
         them (``rnea.rnea_at``)."""
         q, v = self.config(y), self.velocity(y, yd)
-        if kin_axes is None:
-            tau = inverse_dynamics(self.model, q, v, a)
-        else:
-            tau = rnea_at(self.model, q, v, a, kin_axes) + self.model.armature * a - passive_force(self.model, q, v)
-        return tau - self.tau(t, q, v)
+        ID = inverse_dynamics(self.model, q, v, a) if kin_axes is None else \
+            inverse_dynamics_at(self.model, q, v, a, kin_axes)
+        return ID - self.tau(t, q, v)
 
     def free_model(self, t, y, yd, y1, yd1, kin_axes1=None):
         """The free accelerations' first-order model about (y, y') at (y₁, y₁'):
