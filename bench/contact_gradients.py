@@ -9,10 +9,19 @@ d vx by ``jax.grad`` through the run, its error against central differences
 compiled forward and gradient walls (best of 2) with their compile times.
 The adaptive runs hold their step sizes fixed for the gradient (the step
 controller is not differentiated, as in diffrax); fixed-step RK4 and
-semi-implicit Euler differentiate every step.  Writes
-bench/results/contact_gradients_<backend>.md.
+semi-implicit Euler differentiate every step.
 
-    .venv/bin/python bench/contact_gradients.py [--out bench/results]"""
+Batched: the gymnasium ant of bench/contact_throughput.py (its floor, joint
+limits and motors; 64 members from that bench's random states near the floor,
+each with its constant control); the loss is the members' mean torso x at
+t = 0.05 s, the parameters all members' initial velocities (64 x 14).  Per
+method, through ``jaxmbd.rollout`` with its defaults (the
+checkpointed adjoint): the compiled forward and ``jax.grad`` walls (best of
+2), their ratio and compile times, and the gradient's check: its product with
+a random direction w against the central difference of the loss along w
+(eps 1e-6).  Writes bench/results/contact_gradients_<backend>.md.
+
+    .venv/bin/python bench/contact_gradients.py [--out bench/results] [--parts cube ant]"""
 
 from __future__ import annotations
 
@@ -33,6 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import machine, write_result  # noqa: E402
 from contact import box_scene  # noqa: E402
+from contact_throughput import ant_path, initial_states  # noqa: E402
 
 VX = 0.8
 METHODS = [("RosenbrockNystrom4", "tol 1e-6", I.RosenbrockNystrom4(), dict(steps=Steps(rtol=1e-6, atol=1e-6))),
@@ -63,20 +73,62 @@ def timed(f, x):
     return out, min(walls), comp
 
 
+ANT_BATCH, ANT_T1 = 64, 0.05
+ANT_METHODS = [("SemiImplicitEuler", "dt 1e-3", I.SemiImplicitEuler(), Steps(dt0=1e-3)),
+               ("RK4", "dt 1e-3", I.RK4(), Steps(dt0=1e-3)),
+               ("RosenbrockNystrom4", "tol 1e-4", I.RosenbrockNystrom4(), Steps(rtol=1e-4, atol=1e-4))]
+
+
+def ant_rows():
+    """The batched table (module docstring)."""
+    m = jaxmbd.load_mjcf(ant_path())
+    q, v, u = (jnp.asarray(x) for x in initial_states(m, ANT_BATCH))
+    w = jax.random.normal(jax.random.key(0), v.shape, v.dtype)
+    lines = [f"Batched: the ant, {ANT_BATCH} members, loss = mean torso x at t = {ANT_T1} s, gradient with "
+             "respect to every member's initial velocity.", "",
+             "| method | step | statuses ok | forward wall (s) | grad wall (s) | grad / forward | forward compile (s) "
+             "| grad compile (s) | <grad, w> against central difference (rel.) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, step, ig, steps in ANT_METHODS:
+        def loss(v, ig=ig, steps=steps):
+            sol = jaxmbd.rollout(m, Start(q, v), ANT_T1, integrator=ig, inputs=jaxmbd.Inputs(ctrl=u), steps=steps,
+                                 save=jaxmbd.Save(ts=jnp.array([ANT_T1])))
+            return jnp.mean(sol.qs[:, -1, 0]), sol.status
+        (x, st), fw, fc = timed(loss, v)
+        g, gw, gc = timed(jax.grad(lambda v: loss(v)[0]), v)
+        f = jax.jit(lambda v: loss(v)[0])
+        eps = 1e-6
+        cd = (float(f(v + eps * w)) - float(f(v - eps * w))) / (2 * eps)
+        gw_dot = float(jnp.vdot(g, w))
+        lines.append(f"| {name} | {step} | {int((st == 0).sum())}/{ANT_BATCH} | {fw:.3f} | {gw:.3f} | {gw / fw:.1f} | "
+                     f"{fc:.1f} | {gc:.1f} | {abs(gw_dot - cd) / abs(cd):.1e} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--parts", nargs="+", default=["cube", "ant"], choices=["cube", "ant"])
     a = ap.parse_args()
     started = time.perf_counter()
+    head = ["# Gradients through contact: the cube toss and the batched ant (cpu)", "",
+            __doc__.split("\n\n")[1].replace("\n", " "), "", __doc__.split("\n\n")[2].replace("\n", " "), ""]
+    head += [f"- {x}" for x in machine()] + [""]
+    lines = head + (cube_rows() if "cube" in a.parts else []) + (ant_rows() if "ant" in a.parts else [])
+    lines += ["", f"Benchmark took {time.perf_counter() - started:.0f} s."]
+    write_result(a.out, "contact_gradients", "\n".join(lines) + "\n")
+
+
+def cube_rows():
+    """The cube toss's table (module docstring)."""
     m, q0, v0, t1 = box_scene()
     ref = loss_fn(m, q0, v0, t1, I.RosenbrockNystrom4(), dict(steps=Steps(rtol=1e-10, atol=1e-10)))
     f_ref = jax.jit(lambda x: ref(x)[0])
     L = float(f_ref(VX))
     cds = {eps: (float(f_ref(VX + eps)) - float(f_ref(VX - eps))) / (2 * eps) for eps in (1e-4, 1e-5)}
     g_ref = cds[1e-4]
-    lines = ["# Gradients through contact: the cube toss (cpu)", "", __doc__.split("\n\n")[1].replace("\n", " "), ""]
-    lines += [f"- {x}" for x in machine()] + [""]
-    lines += [f"Reference (tol-1e-10 Rosenbrock): loss x(0.6 s) = {L:.9f} m; central differences d x / d vx = "
+    lines = [f"Reference (tol-1e-10 Rosenbrock): loss x(0.6 s) = {L:.9f} m; central differences d x / d vx = "
               f"{g_ref:.9f} (eps 1e-4), {cds[1e-5]:.9f} (eps 1e-5): they agree to "
               f"{abs(cds[1e-4] - cds[1e-5]) / abs(g_ref):.1e} relative.", ""]
     lines += ["| method | step | status | loss x (m) | loss error | jax.grad | gradient rel. error | forward wall (s) "
@@ -89,8 +141,7 @@ def main():
         lines.append(f"| {name} | {step} | {jaxmbd.status_name(st)} | {float(x):.6f} | {abs(float(x) - L):.1e} | "
                      f"{float(g):.6f} | {err:.1e} | {fw:.3f} | {fc:.1f} | {gw:.3f} | {gc:.1f} |")
         print(lines[-1], flush=True)
-    lines += ["", f"Benchmark took {time.perf_counter() - started:.0f} s."]
-    write_result(a.out, "contact_gradients", "\n".join(lines) + "\n")
+    return lines + [""]
 
 
 if __name__ == "__main__":

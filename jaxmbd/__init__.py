@@ -4,13 +4,19 @@ Importing jaxmbd turns on JAX's float64 mode (``jax_enable_x64``), because
 multibody dynamics loses accuracy quickly in float32.  To keep JAX's default
 (float32) instead, set the environment variable ``JAXMBD_X64=0`` before the
 import; everything then runs in whatever precision the inputs have.
+
+Importing jaxmbd also has XLA read its flags (``XLA_FLAGS``, which must
+therefore be set before the import), with XLA:CPU's YNNPACK reductions off
+(:func:`jaxmbd.runtime.set_xla_flags`; ``JAXMBD_XLA_FLAGS=0`` keeps XLA's
+own defaults).
 """
 
 import os as _os
 import sys as _sys
 
 _argv = getattr(_sys, "orig_argv", [])
-if _os.path.basename(_sys.argv[0]) == "jaxmbd" or ["-m", "jaxmbd"] in (_argv[i:i + 2] for i in range(len(_argv))):
+_command = _os.path.basename(_sys.argv[0]) == "jaxmbd" or ["-m", "jaxmbd"] in (_argv[i:i + 2] for i in range(len(_argv)))
+if _command:
     # the jaxmbd command is starting: Ctrl-C while JAX imports is one line and exit status 130, not a
     # traceback (jaxmbd.cli.main then takes over)
     import signal as _signal
@@ -20,6 +26,10 @@ import jax as _jax  # noqa: E402
 
 if _os.environ.get("JAXMBD_X64", "1") != "0":
     _jax.config.update("jax_enable_x64", True)
+
+from .runtime import set_xla_flags as _set_xla_flags  # noqa: E402
+
+_set_xla_flags(command=_command)
 
 from .model import Model, ModelBuilder  # noqa: E402
 from .topology import Topology, tree_backward, tree_forward  # noqa: E402

@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from . import integrators as _integrators
+from .runtime import set_xla_flags
 
 MODELS = {
     "quadruped": lambda m: m.quadruped(),
@@ -711,24 +712,6 @@ def _parser():
     return p
 
 
-def _command_xla_flags():
-    """XLA:CPU's multithreaded Eigen pool is reported to wedge on vmapped
-    programs (all threads parked, no progress), which single-threaded Eigen
-    avoids; a long batch run must not hang, so the command runs that way
-    unless the user's XLA_FLAGS say otherwise.  Takes effect only before JAX's backend
-    starts, which importing jaxmbd does not do.
-
-    The verifier XLA:CPU runs on every kernel it emits (a check of XLA's own
-    code generator) is skipped too, unless XLA_FLAGS set it: 5-15% less
-    compile time (bench/results/compile_flags_cpu.md)."""
-    flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_cpu_multi_thread_eigen" not in flags:
-        flags = (flags + " --xla_cpu_multi_thread_eigen=false").strip()
-    if "xla_cpu_emitter_verification_level" not in flags:
-        flags = (flags + " --xla_cpu_emitter_verification_level=0").strip()
-    os.environ["XLA_FLAGS"] = flags
-
-
 def cache_dir():
     """Where ``jaxmbd simulate`` keeps compiled programs: :func:`jaxmbd.runtime.cache_dir`."""
     from .runtime import cache_dir
@@ -814,7 +797,7 @@ _ctrl_c = _CtrlC()
 def main(argv=None):
     try:
         with _ctrl_c:
-            _command_xla_flags()
+            set_xla_flags(command=True)   # done at import where the command started the process
             p = _parser()
             argv = list(sys.argv[1:] if argv is None else argv)
             if not argv or argv[0] not in ("simulate", "info", "bench", "-h", "--help"):

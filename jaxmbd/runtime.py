@@ -14,7 +14,16 @@ suite) can reach the kernel's per-process limit (``vm.max_map_count``,
 JIT linker.  :func:`release_compiled_programs` frees JAX's caches when the
 process holds more than a threshold of mappings; calling it between
 independent pieces of work bounds the count.  Freed programs are compiled
-again if they are needed again (results are unchanged)."""
+again if they are needed again (results are unchanged).
+
+XLA reads its flags (``XLA_FLAGS``) once per process.  Importing jaxmbd
+adds one to them for that process, :data:`YNN_REDUCE_OFF`, unless XLA_FLAGS
+already set it or ``JAXMBD_XLA_FLAGS=0`` (:func:`set_xla_flags`): XLA:CPU
+(jaxlib 0.10-0.11) hands reductions to YNNPACK, whose per-call cost on the
+small arrays of a reverse pass through a tree's recursions is large (the
+gradient of the ant's contact dynamics at batch 64 takes a third less time
+without it, bench/results/contact_gradients_cpu.md; JAX issue 37465 reports the same
+flag as a workaround)."""
 
 from __future__ import annotations
 
@@ -76,6 +85,78 @@ def enable_compilation_cache(path: str | os.PathLike | None = None, *, min_compi
     compilation_cache.reset_cache()
     return d
 
+XLA_FLAGS_VARIABLE = "JAXMBD_XLA_FLAGS"
+"""Set to 0 to keep jaxmbd from adding to XLA's flags (:func:`set_xla_flags`)."""
+
+YNN_REDUCE_OFF = "--xla_cpu_experimental_ynn_fusion_type=-reduce"
+"""XLA:CPU's reductions by its own code generator instead of YNNPACK (module docstring)."""
+
+COMMAND_FLAGS = ("--xla_cpu_multi_thread_eigen=false", "--xla_cpu_emitter_verification_level=0")
+"""Added for the ``jaxmbd`` command: XLA:CPU's multithreaded Eigen pool is reported to wedge on
+vmapped programs (all threads parked, no progress), which single-threaded Eigen avoids, and a
+long batch run must not hang; and XLA:CPU's verifier of every kernel it emits (a check of XLA's
+own code generator) is skipped: 5-15% less compile time (bench/results/compile_flags_cpu.md)."""
+
+xla_flags_added: str = ""
+"""The flags :func:`set_xla_flags` added in this process ("" if none)."""
+
+
+def _jaxlib_has(*texts: bytes) -> bool:
+    """Whether jaxlib's XLA library holds these texts (a flag's name, its syntax in the help): an
+    unknown flag in XLA_FLAGS ends the process, so only flags this jaxlib knows are added."""
+    import mmap
+    import jaxlib
+    path = os.path.join(os.path.dirname(jaxlib.__file__), "libjax_common.so")
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return all(m.find(t) >= 0 for t in texts)
+    except (OSError, ValueError):
+        return False
+
+
+def set_xla_flags(command: bool = False) -> str:
+    """Add jaxmbd's XLA flags for this process and have XLA read them now; returns what was added.
+
+    Adds :data:`YNN_REDUCE_OFF` (and :data:`COMMAND_FLAGS` with ``command``), each only where
+    XLA_FLAGS do not already set that flag and this jaxlib knows it.  XLA reads XLA_FLAGS once, so
+    this is done before JAX's backend starts (importing jaxmbd calls it; the ``jaxmbd`` command
+    too) and does nothing after XLA has read its flags or with ``JAXMBD_XLA_FLAGS=0``.  The
+    variable itself is left as it was, so processes started from this one do not inherit the
+    flags (another Python there may have a jaxlib that rejects them)."""
+    global xla_flags_added
+    if os.environ.get(XLA_FLAGS_VARIABLE, "1") == "0" or xla_flags_added:
+        return ""
+    try:
+        from jax._src import xla_bridge
+        if xla_bridge.backends_are_initialized():
+            return ""
+        from jax._src.lib import xla_client
+    except (ImportError, AttributeError):
+        return ""
+    user = os.environ.get("XLA_FLAGS")
+    flags = user or ""
+    add = []
+    if "xla_cpu_experimental_ynn_fusion_type" not in flags and _jaxlib_has(
+            b"xla_cpu_experimental_ynn_fusion_type", b"'+' or '-' prefix"):
+        add.append(YNN_REDUCE_OFF)
+    if command:
+        add += [f for f in COMMAND_FLAGS if f.split("=")[0] not in flags]
+    if not add:
+        return ""
+    os.environ["XLA_FLAGS"] = (flags + " " + " ".join(add)).strip()
+    try:
+        xla_client.CompileOptions()      # XLA parses XLA_FLAGS here, once for the process
+        xla_flags_added = " ".join(add)
+    except Exception:                    # noqa: BLE001 - the flags then stay unread; nothing changes
+        pass
+    finally:
+        if user is None:
+            del os.environ["XLA_FLAGS"]
+        else:
+            os.environ["XLA_FLAGS"] = user
+    return xla_flags_added
+
+
 DEFAULT_THRESHOLD = 40_000
 """Mappings above which :func:`release_compiled_programs` frees the caches:
 well below Linux's default limit of 65,530, with room for one large compile."""
@@ -114,4 +195,5 @@ def release_compiled_programs(threshold: int | None = DEFAULT_THRESHOLD) -> bool
 
 
 __all__ = ["enable_compilation_cache", "cache_dir", "CACHE_DIR_VARIABLE", "release_compiled_programs", "memory_mappings",
-           "max_memory_mappings", "DEFAULT_THRESHOLD"]
+           "max_memory_mappings", "DEFAULT_THRESHOLD", "set_xla_flags", "XLA_FLAGS_VARIABLE", "YNN_REDUCE_OFF",
+           "COMMAND_FLAGS"]

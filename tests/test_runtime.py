@@ -68,3 +68,39 @@ def test_compiled_programs_hold_mappings_and_the_release_bounds_them():
     # ... with it, the same compiles stay within one program of the threshold, far from the limit
     peak_g, threshold_g, n_g = _run(guard=1, n=n)
     assert n_g == n and peak_g <= threshold_g + 30, (peak_g, threshold_g)
+
+
+YNN_SCRIPT = """
+import os, sys
+import jax, jax.numpy as jnp
+import jaxmbd
+from jaxmbd import runtime
+f = jax.jit(lambda x: jnp.sum(x * x, axis=1))
+text = f.lower(jnp.ones((64, 512))).compile().as_text()
+print(repr(runtime.xla_flags_added), os.environ.get("XLA_FLAGS"), "__ynn_fusion" in text)
+"""
+
+
+def _import_flags(**env):
+    e = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAXMBD_XLA_FLAGS")}
+    e.update(JAX_PLATFORMS="cpu", **env)
+    r = subprocess.run([sys.executable, "-c", YNN_SCRIPT], capture_output=True, text=True, env=e, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    added, flags, ynn = r.stdout.split()[-3:]
+    return eval(added), flags, ynn == "True"
+
+
+def test_importing_jaxmbd_turns_off_ynnpack_reductions_for_its_process_only():
+    from jaxmbd.runtime import YNN_REDUCE_OFF, _jaxlib_has
+    if not _jaxlib_has(b"xla_cpu_experimental_ynn_fusion_type", b"'+' or '-' prefix"):
+        pytest.skip("this jaxlib has no YNNPACK fusion flag")
+    added, flags, ynn = _import_flags(JAXMBD_XLA_FLAGS="0")
+    assert added == "" and flags == "None"
+    if not ynn:
+        pytest.skip("this XLA does not hand the test's reduction to YNNPACK")
+    added, flags, ynn = _import_flags()
+    assert added == YNN_REDUCE_OFF and not ynn
+    assert flags == "None"               # the variable is left as it was: child processes do not inherit the flag
+    # a user's own setting of the flag wins (here: YNNPACK fusions as XLA's default)
+    added, flags, ynn = _import_flags(XLA_FLAGS="--xla_cpu_experimental_ynn_fusion_type=+reduce")
+    assert added == "" and flags == "--xla_cpu_experimental_ynn_fusion_type=+reduce" and ynn
