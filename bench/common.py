@@ -73,7 +73,8 @@ def machine(versions=""):
         f"jax {jax.__version__}, backend {jax.default_backend()}, device {dev.device_kind} ({dev.platform}), "
         f"dtype {jnp.zeros(()).dtype}",
         f"jaxmbd {jaxmbd.__version__}{versions}, numpy {np.__version__}, python {platform.python_version()}",
-        f"environment: {threads or 'no thread settings'}",
+        f"environment: {threads or 'no thread settings'}; XLA flags added by jaxmbd: "
+        f"{jaxmbd.runtime.xla_flags_added or 'none'}",
     ]
 
 
