@@ -20,10 +20,10 @@ XLA reads its flags (``XLA_FLAGS``) once per process.  Importing jaxmbd
 adds one to them for that process, :data:`YNN_REDUCE_OFF`, unless XLA_FLAGS
 already set it or ``JAXMBD_XLA_FLAGS=0`` (:func:`set_xla_flags`): XLA:CPU
 (jaxlib 0.10-0.11) hands reductions to YNNPACK, whose per-call cost on the
-small arrays of a reverse pass through a tree's recursions is large (the
-gradient of the ant's contact dynamics at batch 64 takes a third less time
-without it, bench/results/contact_gradients_cpu.md; JAX issue 37465 reports the same
-flag as a workaround)."""
+small arrays of a reverse pass through a tree's recursions is large (without
+it, the gradients of batched rollouts of the ant with contact take 12-17% less
+time, bench/results/contact_gradients_cpu.md; JAX issue 37465 reports the same
+flag as a workaround for another program)."""
 
 from __future__ import annotations
 
@@ -84,6 +84,7 @@ def enable_compilation_cache(path: str | os.PathLike | None = None, *, min_compi
     # directory would otherwise go on writing to the first
     compilation_cache.reset_cache()
     return d
+
 
 XLA_FLAGS_VARIABLE = "JAXMBD_XLA_FLAGS"
 """Set to 0 to keep jaxmbd from adding to XLA's flags (:func:`set_xla_flags`)."""
