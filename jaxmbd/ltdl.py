@@ -50,8 +50,16 @@ Batching.  Every kernel works on arrays with the entry (or DoF) index first
 and a batch axis last, so each gather and scatter moves contiguous batch
 vectors.  Under ``jax.vmap`` a ``custom_vmap`` rule moves the batch axis to
 the end; XLA:CPU's gathers cost ~10 ns per element and would otherwise be
-paid per system.  Derivatives (``custom_jvp``) are taken through the same
-kernels in the ordinary, batch-major layout.
+paid per system.
+
+Derivatives (``custom_jvp``).  The factor, the full solve and the fused
+factor-solve (kinds "ltdl" and "ltl") have tangent rules by dense products:
+dx = H⁻¹ (db - dH x) with H⁻¹ from one solve with nv columns, and the
+factor's tangent from M = L⁻ᵀ dH L⁻¹ (see :func:`_factor_tangent`).  The
+2nv directions of an integrator's Jacobian then share one H⁻¹ instead of each
+running the sequential sweeps.  The other kernels (triangular and half solves,
+products, the LU) are differentiated through their own sweeps in the
+ordinary, batch-major layout.
 """
 
 from __future__ import annotations
@@ -64,6 +72,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
+from jax.custom_derivatives import SymbolicZero
 
 _I = np.int32
 
@@ -242,13 +251,22 @@ def _lu_tables(nv, nM, D, d, entry, anc, kk, tt, p_step):
 CHUNK = 64
 
 
-def _batch_minor(kernel):
+def _plain(kernel):
+    """``kernel`` on unbatched arrays (a batch axis of size 1 added and removed)."""
+    return lambda *args: kernel(*(a[..., None] for a in args))[..., 0]
+
+
+def _batch_minor(kernel, tangent=None):
     """Wrap ``kernel(*arrays)`` (each array: its index axis first, a batch axis
     last, of size 1 or B; returns one array laid out the same way) as a function
     of unbatched arrays that is differentiable and, under ``jax.vmap``, runs the
-    kernel once on the whole batch with the batch axis last."""
-    def plain(*args):
-        return kernel(*(a[..., None] for a in args))[..., 0]
+    kernel once on the whole batch with the batch axis last.
+
+    ``tangent(f, primals, out, tangents)`` (optional): the output's tangent, given
+    the wrapped function f, its output and the input tangents (a
+    ``jax.custom_derivatives.SymbolicZero`` where an input is not perturbed);
+    without it, the tangent is the JVP of the kernel itself."""
+    plain = _plain(kernel)
 
     @custom_vmap
     def fast(*args):
@@ -277,11 +295,124 @@ def _batch_minor(kernel):
     def f(*args):
         return fast(*args)
 
-    @f.defjvp
-    def _jvp(primals, tangents):
-        return jax.jvp(plain, primals, tangents)
+    if tangent is None:
+        @f.defjvp
+        def _jvp(primals, tangents):
+            return jax.jvp(plain, primals, tangents)
+    else:
+        @functools.partial(f.defjvp, symbolic_zeros=True)
+        def _jvp(primals, tangents):
+            out = f(*primals)
+            return out, tangent(f, primals, out, tangents)
 
     return f
+
+
+def _is_zero(t):
+    return isinstance(t, SymbolicZero)
+
+
+def _inverse_tangent(pl, dH_times):
+    """Tangent of x = H(p)⁻¹ b for a kernel f(p, b): dx = H⁻¹ (db - dH x), with H⁻¹ as a dense
+    matrix from the kernel itself (f(p, I), one solve with nv columns) and
+    ``dH_times(p, dp, x)`` = dH x by dense products.  Under ``jax.jacfwd`` the directions then
+    share one H⁻¹ (a batched matrix product) instead of each running the kernel's sequential
+    sweeps, and the rule is linear in (dp, db) through products and gathers that reverse mode
+    transposes."""
+    def tangent(f, primals, x, tangents):
+        p, b = primals
+        dp, db = tangents
+        if _is_zero(dp) and _is_zero(db):
+            return jnp.zeros_like(x)
+        r = None if _is_zero(db) else db.astype(x.dtype)
+        if not _is_zero(dp):
+            dHx = dH_times(p, dp.astype(p.dtype), x)
+            r = -dHx if r is None else r - dHx
+        return f(p, jnp.eye(pl.nv, dtype=x.dtype)) @ r
+    return tangent
+
+
+def _pattern(pl):
+    """(row, column) of each compact entry: the lower triangle on the branch pattern."""
+    return pl.entry_row, pl.anc[pl.entry_row, np.arange(pl.nM) - pl.diag[pl.entry_row]]
+
+
+def _dense_maps(pl):
+    """(nv, nv) gather maps from compact entries (extended by a zero at index nM) to dense
+    matrices: the pattern's lower triangle with its diagonal, without it, and both triangles."""
+    rows, cols = _pattern(pl)
+    low = np.full((pl.nv, pl.nv), pl.nM, _I)
+    low[rows, cols] = np.arange(pl.nM)
+    strict = low.copy()
+    strict[np.arange(pl.nv), np.arange(pl.nv)] = pl.nM
+    sym = low.copy()
+    sym[cols, rows] = np.arange(pl.nM)
+    return low, strict, sym
+
+
+def _dense(c, idx):
+    return jnp.concatenate([c, jnp.zeros((1,), c.dtype)])[idx]
+
+
+def _by_row(d, X):
+    return d.reshape((-1,) + (1,) * (X.ndim - 1)) * X
+
+
+def _unit_lower(pl, vals):
+    """The factor's dense L (kind "ltdl": unit diagonal) and D (ones for "ltl")."""
+    low, strict, _ = _dense_maps(pl)
+    return _dense(vals[: pl.nM], strict) + jnp.eye(pl.nv, dtype=vals.dtype), vals[pl.diag]
+
+
+def _dH_times_of_factor(pl, kind):
+    """(vals, dvals, X) -> dH X for H = Lᵀ D L (kind "ltdl") or Lᵀ L ("ltl") from the factor's
+    entries and their tangent: dLᵀ D L X + Lᵀ dD L X + Lᵀ D dL X (LᵀL: dLᵀ L X + Lᵀ dL X)."""
+    low, strict, _ = _dense_maps(pl)
+
+    def times(vals, dvals, X):
+        if kind == "ltl":
+            L, dL = _dense(vals, low), _dense(dvals, low)
+            return dL.T @ (L @ X) + L.T @ (dL @ X)
+        L, D = _unit_lower(pl, vals)
+        dL, dD = _dense(dvals, strict), dvals[pl.diag]
+        LX = L @ X
+        return dL.T @ _by_row(D, LX) + L.T @ (_by_row(dD, LX) + _by_row(D, dL @ X))
+    return times
+
+
+def _dH_times(pl, dense):
+    """(H, dH, X) -> dH X for the symmetric matrix that :func:`factor` reads from H (dense: its
+    lower triangle on the pattern; compact: (nM,))."""
+    rows, cols = _pattern(pl)
+    sym = _dense_maps(pl)[2]
+    return lambda H, dH, X: _dense(dH[rows, cols] if dense else dH, sym) @ X
+
+
+def _factor_tangent(pl, kind, dense, inv_L):
+    """Tangent of the factor's entries from that of H (kinds "ltdl" and "ltl"), dense: with
+    M = L⁻ᵀ dH L⁻¹ and X = dL L⁻¹ (strictly lower for the unit L of LᵀDL, lower for LᵀL),
+    dH = dLᵀ D L + Lᵀ dD L + Lᵀ D dL gives M = Xᵀ D + dD + D X, so dD = diag(M),
+    X = D⁻¹ tril(M, -1); for LᵀL, M = Xᵀ + X, so X = tril(M, -1) + diag(M) / 2; then dL = X L.
+    ``inv_L(vals, I)``: L⁻¹ from the factor.  The pattern has no fill-in (Featherstone, 2005, §2),
+    so dL lies on it too."""
+    rows, cols = _pattern(pl)
+    low, _, sym = _dense_maps(pl)
+    is_diag = np.zeros(pl.nM, bool)
+    is_diag[pl.diag] = True
+
+    def tangent(f, primals, vals, tangents):
+        (H,), (dH,) = primals, tangents
+        if _is_zero(dH):
+            return jnp.zeros_like(vals)
+        dHd = _dense((dH[rows, cols] if dense else dH).astype(vals.dtype), sym)
+        Li = inv_L(vals, jnp.eye(pl.nv, dtype=vals.dtype))
+        M = Li.T @ dHd @ Li
+        if kind == "ltdl":
+            L, D = _unit_lower(pl, vals)
+            return jnp.where(is_diag, jnp.diag(M)[rows], ((jnp.tril(M, -1) / D[:, None]) @ L)[rows, cols])
+        X = jnp.tril(M, -1) + 0.5 * jnp.diag(jnp.diag(M))
+        return (X @ _dense(vals, low))[rows, cols]
+    return tangent
 
 
 def _ext(x, *vals):
@@ -408,13 +539,19 @@ def _factor_solve_kernel(pl, kind, dense):
 def _op(topo, name, kind, arg):
     pl = plan(topo)
     if name == "factor_solve":
-        return _batch_minor(_factor_solve_kernel(pl, kind, arg))
+        return _batch_minor(_factor_solve_kernel(pl, kind, arg),
+                            None if kind == "lu" else _inverse_tangent(pl, _dH_times(pl, arg)))
     if name == "factor":
-        return _batch_minor(_factor_kernel(pl, kind, arg))
+        if kind == "lu":
+            return _batch_minor(_factor_kernel(pl, kind, arg))
+        return _batch_minor(_factor_kernel(pl, kind, arg),
+                            _factor_tangent(pl, kind, arg, _op(topo, "solve", kind, "L")))
     if name == "mul":
         if kind == "lu":
             raise ValueError("products are not defined for an LU factor; use solve")
         return _batch_minor(_mul_kernel(pl, kind, arg))
+    if arg == "solve" and kind != "lu":
+        return _batch_minor(_solve_kernel(pl, kind, arg), _inverse_tangent(pl, _dH_times_of_factor(pl, kind)))
     return _batch_minor(_solve_kernel(pl, kind, arg))
 
 

@@ -270,3 +270,53 @@ def test_nonsymmetric_lu_on_the_branch_pattern(topo):
     np.testing.assert_allclose(S.vals[nM:][off], S.vals[:nM][off], rtol=1e-12, atol=1e-15)
     with pytest.raises(ValueError, match="not defined for an LU"):
         ltdl.mul_L(model, F, B)
+
+
+@pytest.mark.parametrize("topo", sorted(TOPOLOGIES))
+def test_dense_tangent_rules_equal_the_kernels_own_derivatives(topo):
+    """factor, solve and factor_solve take their tangents by dense products (dx = H⁻¹ (db - dH x);
+    the factor's from M = L⁻ᵀ dH L⁻¹).  They equal forward and reverse mode through the kernels'
+    own sweeps (``_plain``) for both kinds, dense and compact H, one and several right-hand sides,
+    and with one input unperturbed (a symbolic zero)."""
+    model = perturb(base_tree(topo), topo + 20)
+    pl, topology = ltdl.plan(model.topo), model.topo
+    H, _ = _H(model, topo + 20)
+    H = jnp.asarray(H + np.eye(model.nv))
+    Hc = H[topology.M_rows, topology.M_cols]
+    rng = np.random.default_rng(topo)
+    dH = jnp.asarray(rng.normal(size=H.shape))
+    dH = dH + dH.T
+    dHc = dH[topology.M_rows, topology.M_cols]
+    b, B = jnp.asarray(rng.normal(size=model.nv)), jnp.asarray(rng.normal(size=(model.nv, 3)))
+    db, dB = jnp.asarray(rng.normal(size=model.nv)), jnp.asarray(rng.normal(size=(model.nv, 3)))
+
+    def close(got, want):
+        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-11 * float(jnp.abs(want).max()))
+
+    def same_derivatives(rule, own, primals, tangents):
+        y, t = jax.jvp(rule, primals, tangents)
+        y0, t0 = jax.jvp(own, primals, tangents)
+        close(y, y0)
+        close(t, t0)
+        ybar = jnp.asarray(rng.normal(size=y.shape))
+        for g, g0 in zip(jax.vjp(rule, *primals)[1](ybar), jax.vjp(own, *primals)[1](ybar)):
+            close(g, g0)
+
+    for kind in ("ltdl", "ltl"):
+        for Hin, dHin, dense in ((H, dH, True), (Hc, dHc, False)):
+            own_factor = ltdl._plain(ltdl._factor_kernel(pl, kind, dense))
+            same_derivatives(lambda H: ltdl.factor(model, H, kind=kind).vals, own_factor, (Hin,), (dHin,))
+            own_fs = ltdl._plain(ltdl._factor_solve_kernel(pl, kind, dense))
+            for rhs, drhs in ((b, db), (B, dB)):
+                rule = lambda H, x: ltdl.factor_solve(model, H, x, kind=kind)
+                same_derivatives(rule, own_fs, (Hin, rhs), (dHin, drhs))
+                same_derivatives(lambda x: rule(Hin, x), lambda x: own_fs(Hin, x), (rhs,), (drhs,))
+                same_derivatives(lambda H: rule(H, rhs), lambda H: own_fs(H, rhs), (Hin,), (dHin,))
+        vals = ltdl.factor(model, Hc, kind=kind).vals
+        dvals = jax.jvp(lambda H: ltdl.factor(model, H, kind=kind).vals, (Hc,), (dHc,))[1]
+        own_solve = ltdl._plain(ltdl._solve_kernel(pl, kind, "solve"))
+        for rhs, drhs in ((b, db), (B, dB)):
+            rule = lambda v, x: ltdl.solve(model, ltdl.Factor(v, kind), x)
+            same_derivatives(rule, own_solve, (vals, rhs), (dvals, drhs))
+            same_derivatives(lambda v: rule(v, rhs), lambda v: own_solve(v, rhs), (vals,), (dvals,))
+            same_derivatives(lambda x: rule(vals, x), lambda x: own_solve(vals, x), (rhs,), (drhs,))
