@@ -21,7 +21,7 @@ adds one to them for that process, :data:`YNN_REDUCE_OFF`, unless XLA_FLAGS
 already set it or ``JAXMBD_XLA_FLAGS=0`` (:func:`set_xla_flags`): XLA:CPU
 (jaxlib 0.10-0.11) hands reductions to YNNPACK, whose per-call cost on the
 small arrays of a reverse pass through a tree's recursions is large (without
-it, the gradients of batched rollouts of the ant with contact take 12-17% less
+it, the gradients of batched rollouts of the ant with contact take 8-17% less
 time, bench/results/contact_gradients_cpu.md; JAX issue 37465 reports the same
 flag as a workaround for another program)."""
 
