@@ -272,7 +272,7 @@ def test_nonsymmetric_lu_on_the_branch_pattern(topo):
         ltdl.mul_L(model, F, B)
 
 
-@pytest.mark.parametrize("topo", sorted(TOPOLOGIES))
+@pytest.mark.parametrize("topo", [0, 3])
 def test_dense_tangent_rules_equal_the_kernels_own_derivatives(topo):
     """factor, solve and factor_solve take their tangents by dense products (dx = H⁻¹ (db - dH x);
     the factor's from M = L⁻ᵀ dH L⁻¹).  They equal forward and reverse mode through the kernels'
@@ -290,33 +290,41 @@ def test_dense_tangent_rules_equal_the_kernels_own_derivatives(topo):
     b, B = jnp.asarray(rng.normal(size=model.nv)), jnp.asarray(rng.normal(size=(model.nv, 3)))
     db, dB = jnp.asarray(rng.normal(size=model.nv)), jnp.asarray(rng.normal(size=(model.nv, 3)))
 
-    def close(got, want):
-        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-11 * float(jnp.abs(want).max()))
-
-    def same_derivatives(rule, own, primals, tangents):
+    def pair(rule, own, primals, tangents):
+        """(rule's, own) value, tangent and pullback of a fixed cotangent."""
         y, t = jax.jvp(rule, primals, tangents)
+        ybar = jnp.cos(jnp.arange(y.size, dtype=y.dtype)).reshape(y.shape)
+        out = [y, t, *jax.vjp(rule, *primals)[1](ybar)]
         y0, t0 = jax.jvp(own, primals, tangents)
-        close(y, y0)
-        close(t, t0)
-        ybar = jnp.asarray(rng.normal(size=y.shape))
-        for g, g0 in zip(jax.vjp(rule, *primals)[1](ybar), jax.vjp(own, *primals)[1](ybar)):
-            close(g, g0)
+        return out, [y0, t0, *jax.vjp(own, *primals)[1](ybar)]
 
-    for kind in ("ltdl", "ltl"):
-        for Hin, dHin, dense in ((H, dH, True), (Hc, dHc, False)):
-            own_factor = ltdl._plain(ltdl._factor_kernel(pl, kind, dense))
-            same_derivatives(lambda H: ltdl.factor(model, H, kind=kind).vals, own_factor, (Hin,), (dHin,))
-            own_fs = ltdl._plain(ltdl._factor_solve_kernel(pl, kind, dense))
-            for rhs, drhs in ((b, db), (B, dB)):
+    @jax.jit
+    def everything():
+        got, want = [], []
+
+        def add(*args):
+            g, w = pair(*args)
+            got.extend(g)
+            want.extend(w)
+        for kind in ("ltdl", "ltl"):
+            for Hin, dHin, dense in ((H, dH, True), (Hc, dHc, False)):
+                add(lambda H: ltdl.factor(model, H, kind=kind).vals,
+                    ltdl._plain(ltdl._factor_kernel(pl, kind, dense)), (Hin,), (dHin,))
+                own_fs = ltdl._plain(ltdl._factor_solve_kernel(pl, kind, dense))
                 rule = lambda H, x: ltdl.factor_solve(model, H, x, kind=kind)
-                same_derivatives(rule, own_fs, (Hin, rhs), (dHin, drhs))
-                same_derivatives(lambda x: rule(Hin, x), lambda x: own_fs(Hin, x), (rhs,), (drhs,))
-                same_derivatives(lambda H: rule(H, rhs), lambda H: own_fs(H, rhs), (Hin,), (dHin,))
-        vals = ltdl.factor(model, Hc, kind=kind).vals
-        dvals = jax.jvp(lambda H: ltdl.factor(model, H, kind=kind).vals, (Hc,), (dHc,))[1]
-        own_solve = ltdl._plain(ltdl._solve_kernel(pl, kind, "solve"))
-        for rhs, drhs in ((b, db), (B, dB)):
+                add(rule, own_fs, (Hin, B), (dHin, dB))
+                add(lambda x: rule(Hin, x), lambda x: own_fs(Hin, x), (b,), (db,))
+                add(lambda H: rule(H, b), lambda H: own_fs(H, b), (Hin,), (dHin,))
+            vals = ltdl.factor(model, Hc, kind=kind).vals
+            dvals = jax.jvp(lambda H: ltdl.factor(model, H, kind=kind).vals, (Hc,), (dHc,))[1]
+            own_solve = ltdl._plain(ltdl._solve_kernel(pl, kind, "solve"))
             rule = lambda v, x: ltdl.solve(model, ltdl.Factor(v, kind), x)
-            same_derivatives(rule, own_solve, (vals, rhs), (dvals, drhs))
-            same_derivatives(lambda v: rule(v, rhs), lambda v: own_solve(v, rhs), (vals,), (dvals,))
-            same_derivatives(lambda x: rule(vals, x), lambda x: own_solve(vals, x), (rhs,), (drhs,))
+            add(rule, own_solve, (vals, B), (dvals, dB))
+            add(lambda v: rule(v, b), lambda v: own_solve(v, b), (vals,), (dvals,))
+            add(lambda x: rule(vals, x), lambda x: own_solve(vals, x), (b,), (db,))
+        return got, want
+
+    got, want = everything()
+    assert len(got) == len(want) == 2 * (2 * 13 + 10)   # kinds x (two H forms x 13 + solve 10)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-11 * float(jnp.abs(w).max()))
