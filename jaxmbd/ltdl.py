@@ -351,16 +351,18 @@ def _dense_maps(pl):
 
 
 def _dense(c, idx):
+    """A dense matrix from compact entries c by a gather map of :func:`_dense_maps`."""
     return jnp.concatenate([c, jnp.zeros((1,), c.dtype)])[idx]
 
 
 def _by_row(d, X):
+    """diag(d) X for X of shape (nv,) or (nv, m)."""
     return d.reshape((-1,) + (1,) * (X.ndim - 1)) * X
 
 
 def _unit_lower(pl, vals):
-    """The factor's dense L (kind "ltdl": unit diagonal) and D (ones for "ltl")."""
-    low, strict, _ = _dense_maps(pl)
+    """The dense unit lower L and the diagonal D of an LᵀDL factor's entries."""
+    _, strict, _ = _dense_maps(pl)
     return _dense(vals[: pl.nM], strict) + jnp.eye(pl.nv, dtype=vals.dtype), vals[pl.diag]
 
 
