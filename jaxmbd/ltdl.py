@@ -441,7 +441,7 @@ def _factor_kernel(pl, kind, dense):
         sc, scd, upd, _ = pl.lu
     else:
         upd, sc, scd = pl.f_upd, pl.f_scale, pl.f_scale_d  # NumPy: no tracers kept in the closure
-    rows, cols = pl.entry_row, pl.anc[pl.entry_row, np.arange(pl.nM) - pl.diag[pl.entry_row]]
+    rows, cols = _pattern(pl)
     is_diag = np.zeros(pl.nM, bool)
     is_diag[pl.diag] = True
 
