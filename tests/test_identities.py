@@ -199,3 +199,16 @@ def test_structured_transforms_equal_the_plucker_matrix(seed):
     np.testing.assert_allclose(spatial.apply_motion(R, p, m), X @ m, rtol=0, atol=1e-13)
     np.testing.assert_allclose(spatial.apply_force_up(R, p, f), X.T @ f, rtol=0, atol=1e-13)
     np.testing.assert_allclose(spatial.inertia_up(R, p, I), X.T @ I @ X, rtol=0, atol=1e-12 * float(jnp.max(jnp.abs(X.T @ I @ X))))
+
+
+@given(seeds)
+def test_small_products_and_the_cross_matrix(seed):
+    """spatial.mm = matmul (batched too); skew(v) u = v x u and skew(v) is antisymmetric."""
+    from jaxmbd import spatial
+    rng = np.random.default_rng(seed)
+    A, B = rng.standard_normal((4, 3, 5)), rng.standard_normal((4, 5, 2))
+    np.testing.assert_allclose(spatial.mm(jnp.asarray(A), jnp.asarray(B)), A @ B, rtol=0, atol=1e-14)
+    v, u = rng.standard_normal(3), rng.standard_normal(3)
+    K = np.asarray(spatial.skew(jnp.asarray(v)))
+    np.testing.assert_allclose(K @ u, np.cross(v, u), rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(K, -K.T)
