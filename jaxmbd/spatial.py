@@ -28,10 +28,10 @@ def mm(A, B):
     """Small matrix product A @ B as a broadcast product summed over the shared index.
 
     For the 3x3 and 6x6 blocks of this library, XLA fuses this into one loop,
-    which is several times faster than a batched dot_general (one tiny GEMM
-    call per matrix) on CPU and no slower on GPU; and it is a few operations
-    whatever the size (unrolled multiply-adds were five per column of A), so
-    programs compile faster.
+    which on CPU is several times faster than a batched dot_general (one tiny
+    GEMM call per matrix) and as fast as unrolled multiply-adds; and it is a
+    few operations whatever the size, where unrolled multiply-adds take
+    several per column of A, so programs compile faster.
     """
     return jnp.sum(A[..., :, :, None] * B[..., None, :, :], axis=-2)
 
