@@ -36,16 +36,16 @@ def mm(A, B):
     return jnp.sum(A[..., :, :, None] * B[..., None, :, :], axis=-2)
 
 
-# [v]x = Σ_k v_k K_k with K_k[i, j] = -ε_ijk (the Levi-Civita symbol)
+# [v]x = Σ_k v_k K_k with K_k[i, j] = -ε_ijk (the Levi-Civita symbol); small integers, which take v's dtype
 _SKEW_BASIS = -np.array([[[0, 0, 0], [0, 0, 1], [0, -1, 0]],
                          [[0, 0, -1], [0, 0, 0], [1, 0, 0]],
-                         [[0, 1, 0], [-1, 0, 0], [0, 0, 0]]], np.float64)
+                         [[0, 1, 0], [-1, 0, 0], [0, 0, 0]]], np.int8)
 
 
 def skew(v):
     """3x3 matrix [v]x with [v]x @ u = cross(v, u); one product with a constant basis (four
     operations where nine stacked entries take about twenty: programs compile faster)."""
-    return jnp.sum(v[:, None, None] * _SKEW_BASIS.astype(v.dtype), axis=0)
+    return jnp.sum(v[:, None, None] * _SKEW_BASIS, axis=0)
 
 
 cross = jnp.cross
