@@ -54,6 +54,7 @@ from .simulate import simulate, Solution, status_name  # noqa: E402
 from .rollout import rollout, Rollout  # noqa: E402
 from .io import load_mjcf, load_urdf  # noqa: E402
 from .runtime import enable_compilation_cache, release_compiled_programs  # noqa: E402
+from .view import view, View  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -67,5 +68,5 @@ __all__ = [
     "enable_compilation_cache", "release_compiled_programs", "integrators", "simulate", "Start", "Inputs", "Steps",
     "Save", "Solver", "Solution", "status_name", "rollout", "Rollout",
     "load_mjcf", "load_urdf", "forces", "constraints", "dae", "dynamics", "odes", "static_equilibrium", "Mechanism", "constraint_residual",
-    "constraint_jacobian", "constraint_bias", "constrained_dynamics", "assemble",
+    "constraint_jacobian", "constraint_bias", "constrained_dynamics", "assemble", "view", "View",
 ]

@@ -82,6 +82,8 @@ class Model(eqx.Module):
     actuators: object = None  # jaxmbd.forces.Actuators (inputs: ctrl), or None (none)
     # ((name, time, qpos, qvel, ctrl, act), ...) as tuples of floats (hashable): see ``keyframes``
     keyframe_data: tuple = eqx.field(static=True, default=())
+    # how the model looks (jaxmbd.visuals.Visuals: geoms, colours, meshes; never computed with), or None
+    visual_data: object = eqx.field(static=True, default=None)
 
     @property
     def nq(self) -> int:
@@ -253,6 +255,8 @@ class ModelBuilder:
         self._bodies = []
         self._names = set()
         self.inertia_notes = []  # bodies accepted with strict_inertia=False despite a non-physical inertia
+        self._visuals = []       # add_visual's geoms (drawn only; jaxmbd.visuals)
+        self._visual_meshes = {}
 
     def add_body(self, name: str, parent: str = "world", joint: str = "revolute", *,
                  axis: Sequence[float] | None = None, pitch: float = 0.0,
@@ -917,7 +921,89 @@ class ModelBuilder:
             model = resolve_dampratios(model, self._actuators)
         if getattr(self, "_geoms", None):
             model = self._with_contact(model, order, eff, index)
+        visuals = self._visual_record(eff, index)
+        if visuals is not None:
+            model = dataclasses.replace(model, visual_data=visuals)
         return _fill_invweights(model)
+
+    def _visual_record(self, eff, index):
+        """The built model's :class:`jaxmbd.visuals.Visuals`: the ``add_visual`` geoms, or else the
+        collision geoms (``add_geom``) coloured by body; None when there are neither."""
+        from . import visuals as V
+        given = bool(self._visuals)
+        items = self._visuals if given else [
+            dict(name=g["name"], body=g["body"], type=g["type"], size=g["size"], R=g["R"], p=g["p"],
+                 rgba=None, group=0, mesh=None if g["vertices"] is None else f"hull:{g['name']}",
+                 vertices=g["vertices"]) for g in getattr(self, "_geoms", [])]
+        if not items:
+            return None
+        meshes = dict(self._visual_meshes)
+        geoms = []
+        for it in items:
+            host, Ro, po = eff[it["body"]]
+            body = -1 if host == "world" else index[host]
+            rgba = it["rgba"]
+            if rgba is None:
+                rgba = V.FLOOR_RGBA if body < 0 else V.PALETTE[body % len(V.PALETTE)]
+            if it["mesh"] is not None and it["mesh"] not in meshes:   # a collision hull drawn as itself
+                meshes[it["mesh"]] = (it["vertices"], V.mesh_faces(it["vertices"]))
+            geoms.append(V.VisualGeom(
+                name=it["name"], body=body, type=it["type"], size=tuple(float(x) for x in it["size"]),
+                pos=tuple(float(x) for x in po + Ro @ it["p"]), rot=tuple(float(x) for x in (Ro @ it["R"]).ravel()),
+                rgba=tuple(rgba), group=int(it["group"]), mesh=it["mesh"]))
+        return V.Visuals(geoms, {k: meshes[k] for k in {g.mesh for g in geoms if g.mesh is not None}})
+
+    def add_visual(self, body, type, size=(), *, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), rgba=None,
+                   group=0, name=None, mesh=None, vertices=None, faces=None) -> "ModelBuilder":
+        """A geom that is only drawn (:mod:`jaxmbd.view`), on ``body`` ("world" for the scene), in
+        :meth:`add_geom`'s conventions for ``type``, ``size``, ``pos`` and ``quat`` (a plane's size: its
+        x and y half-sizes, or none for as large as the scene).  ``rgba``: its colour in [0, 1] (None:
+        the body's colour); ``group``: MuJoCo's geom group (0-5; the viewer shows 0-2 at first, as
+        MuJoCo's does).  A mesh: ``vertices`` (n, 3) in the geom frame and ``faces`` (m, 3) vertex
+        indices (None: the vertices' convex hull), shared by every geom that names the same ``mesh``.
+        Once any visual geom is given, the collision geoms (:meth:`add_geom`) are no longer drawn
+        for themselves."""
+        from . import visuals as V
+        gname = name if name is not None else f"visual{len(self._visuals)}"
+        what = f"visual geom {gname!r}"
+        if body != "world" and body not in self._names:
+            raise ValueError(f"{what}: body {body!r} is not defined")
+        if type not in V.GEOM_TYPES:
+            raise ValueError(f"{what}: unknown geom type {type!r}; expected one of {', '.join(V.GEOM_TYPES)}")
+        if type == "mesh":
+            if vertices is None and mesh not in self._visual_meshes:
+                raise ValueError(f"{what}: a mesh needs its vertices (or the name of a mesh given before)")
+            key = mesh if mesh is not None else gname
+            if vertices is not None:
+                Vt = np.asarray(vertices, np.float64)
+                if Vt.ndim != 2 or Vt.shape[1] != 3 or len(Vt) < 4 or not np.all(np.isfinite(Vt)):
+                    raise ValueError(f"{what}: vertices must be an (n >= 4, 3) array of finite numbers")
+                F = V.mesh_faces(Vt) if faces is None else np.asarray(faces)
+                if F.ndim != 2 or F.shape[1] != 3 or F.size == 0 or F.min() < 0 or F.max() >= len(Vt):
+                    raise ValueError(f"{what}: faces must be an (m, 3) array of vertex indices")
+                self._visual_meshes[key] = (Vt, F)
+            sz = np.zeros(3)
+        elif type == "plane":
+            sz = np.pad(np.atleast_1d(np.asarray(size, np.float64))[:2], (0, 1)) if np.size(size) else np.zeros(3)
+            if sz.shape != (3,) or not np.all(np.isfinite(sz)) or np.any(sz < 0):
+                raise ValueError(f"{what}: a plane's size is its x and y half-sizes (>= 0), got {size!r}")
+            key = None
+        else:
+            need = self.GEOM_SIZES[type]
+            s = np.atleast_1d(np.asarray(size, np.float64))
+            if s.shape != (need,) or not np.all(np.isfinite(s)) or np.any(s <= 0):
+                raise ValueError(f"{what}: a {type} needs {need} positive size(s), got {size!r}")
+            sz, key = np.pad(s, (0, 3 - need)), None
+        q = _vec(quat, 4, f"{what}: quat")
+        if np.linalg.norm(q) < 1e-12:
+            raise ValueError(f"{what}: quat is zero")
+        group = int(group)
+        if not 0 <= group <= 5:
+            raise ValueError(f"{what}: group must be 0-5 (MuJoCo's geom groups), got {group}")
+        self._visuals.append(dict(name=gname, body=body, type=type, size=sz, R=_quat_rot(q / np.linalg.norm(q)),
+                                  p=_vec(pos, 3, f"{what}: pos"),
+                                  rgba=None if rgba is None else V.check_rgba(rgba, what), group=group, mesh=key))
+        return self
 
     def _with_contact(self, model, order, eff, index):
         """The model with its Contact element (jaxmbd.forces.contact.make_contact)."""

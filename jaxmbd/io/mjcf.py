@@ -538,6 +538,7 @@ class _Compiler:
                 self.builder.add_friction_loss(body_of[d["joint"]], d["loss"], solref=self._solref(d["solref"]),
                                                solimp=d["solimp"])
         self.unsupported.extend(_actuators.read(self, opt, flags))   # MJCFError from ValueError in load_mjcf
+        self._add_visuals()
         self.builder.set_initial_state(q0=np.concatenate(self.q0) if self.q0 else np.zeros(0))
         model = self.builder.build()
         if self._add_loops(model):
@@ -654,6 +655,56 @@ class _Compiler:
         if gaps:
             self.unsupported.append(f"contact gaps ({', '.join(gaps)})")
         self.unsupported.extend(self._contact_option_notes())
+
+    def _add_visuals(self):
+        """Every geom, colliding or not, as a visual geom (:meth:`ModelBuilder.add_visual`): its shape
+        as MuJoCo compiles it, its colour (the geom's ``rgba`` where it sets one, else its material's,
+        else MuJoCo's grey) and its group.  Height fields, SDFs and meshes jaxmbd cannot read are not
+        drawn."""
+        from ..visuals import DEFAULT_RGBA
+        materials = {}
+        for asset in self.root.findall("asset"):
+            for el in asset.findall("material"):
+                a = self.attrs(el, el.get("class", "main"))
+                if a.get("name") and "rgba" in a:
+                    materials[a["name"]] = C.numbers(a["rgba"], 4, f"<material name={a['name']!r}>: rgba")
+        recs = sorted(self.geom_records, key=lambda r: r["key"])
+        for i, r in enumerate(recs):
+            a, gw = r["a"], r["what"]
+            kind = a.get("type", "sphere")
+            if kind not in ("plane", "sphere", "capsule", "cylinder", "box", "ellipsoid", "mesh"):
+                continue
+            if "rgba" in a:
+                rgba = C.numbers(a["rgba"], 4, f"{gw}: rgba")
+            elif a.get("material") in materials:
+                rgba = materials[a["material"]]
+            else:
+                rgba = DEFAULT_RGBA
+            rgba = np.clip(rgba, 0.0, 1.0)
+            group = int(np.clip(C.number(a.get("group", "0"), f"{gw}: group"), 0, 5))
+            name = r["name"] or f"geom{i}"
+            body = self.builder_name[r["body"]]
+            if kind == "mesh" or "mesh" in a:
+                if kind != "mesh" or "mesh" not in a:
+                    continue      # a primitive fitted to a mesh: not drawn
+                try:
+                    V, F = self._mesh_data(a["mesh"], gw)
+                except MJCFError:
+                    continue
+                if len(V) < 4:
+                    continue
+                R = C.quat_to_rot(self.orientation(a, gw))
+                pos = C.numbers(a.get("pos", "0 0 0"), 3, f"{gw}: pos")
+                self.builder.add_visual(body, "mesh", pos=r["p"] + r["R"] @ pos, quat=C.rot_to_quat(r["R"] @ R),
+                                        rgba=rgba, group=group, name=name, mesh=a["mesh"],
+                                        vertices=V if a["mesh"] not in self.builder._visual_meshes else None,
+                                        faces=F if len(F) else None)
+                continue
+            kind, size, pos, R = self._geom_shape(a, gw)
+            need = self.builder.GEOM_SIZES.get(kind, 2)
+            self.builder.add_visual(body, kind, size[:need] if kind != "plane" else np.maximum(size[:2], 0.0),
+                                    pos=r["p"] + r["R"] @ pos, quat=C.rot_to_quat(r["R"] @ R), rgba=rgba,
+                                    group=group, name=name)
 
     def _contact_option_notes(self):
         """Warning lines for the options that change MuJoCo's contact forces and that jaxmbd's
