@@ -127,10 +127,19 @@ class Page:
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=float(x), y=float(y), button="left", clickCount=1)
 
-    def screenshot(self) -> bytes:
-        """The page as PNG bytes (after two animation frames, so the scene is drawn)."""
-        self.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-        return base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"])
+    def screenshot(self, tries=30) -> bytes:
+        """The page as PNG bytes, once it has stopped changing: two captures in a row, each after two
+        animation frames, are equal (a viser page fades its scene in after loading and after a seek)."""
+        last = None
+        self.dismiss_notifications()
+        for _ in range(tries):
+            self.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+            png = base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"])
+            if png == last:
+                return png
+            last = png
+            time.sleep(0.1)
+        raise BrowserError(f"the page kept changing over {tries} screenshots")
 
     def seek(self, t, t0, t1):
         """Pause a viser recording (recorded from ``t0`` to ``t1``) and click its time slider where
@@ -150,11 +159,12 @@ class Page:
         return float(self.evaluate("document.querySelector('[role=slider]').getAttribute('aria-valuenow')"))
 
     def dismiss_notifications(self):
-        """Close the page's notifications (viser's note that WebGL runs in software, say)."""
-        for x, y in self.evaluate(_CLOSE_BUTTONS):
-            self.click(x, y)
-        if self.evaluate(_CLOSE_BUTTONS):
-            time.sleep(0.5)
+        """Hide the page's notifications, now and later (viser's note that WebGL runs in software
+        appears a moment after loading)."""
+        self.evaluate("""(() => { if (!document.getElementById('jaxmbd-quiet')) {
+          const s = document.createElement('style'); s.id = 'jaxmbd-quiet';
+          s.textContent = '.mantine-Notifications-root, .mantine-Notification-root { display: none !important; }';
+          document.head.appendChild(s); } return true; })()""")
 
     def close(self):
         try:

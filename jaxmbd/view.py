@@ -249,6 +249,17 @@ class View:
         self.camera = Camera(centre + dist * direction / np.linalg.norm(direction), centre, float(fov))
         self.contacts = _contact_points(model, qs, ctrl) if contacts else None
 
+    @property
+    def hold(self):
+        """How long the page shows the last save (the last interval between saves; 1 s for one save)."""
+        return float(self.ts[-1] - self.ts[-2]) if len(self.ts) > 1 and self.ts[-1] > self.ts[-2] else 1.0
+
+    @property
+    def duration(self):
+        """The page's timeline, in simulated seconds: save k is shown from ``ts[k] - ts[0]`` until the
+        next save, the last one for :attr:`hold`."""
+        return float(self.ts[-1] - self.ts[0]) + self.hold
+
     # -- the scene ---------------------------------------------------------------------------------
     def _build(self, server):
         """Put the scene into a viser server; returns the body frame handles [member][body]."""
@@ -344,8 +355,7 @@ class View:
             for t in range(1, len(self.ts)):
                 rec.insert_sleep(float(self.ts[t] - self.ts[t - 1]))
                 self._set(frames, t, server.scene)
-            if len(self.ts) > 1:
-                rec.insert_sleep(0.0)
+            rec.insert_sleep(self.hold)
             page = rec.as_html()
         finally:
             with _quiet():
@@ -426,7 +436,7 @@ class View:
             page_path = os.path.join(d, "view.html")
             self.save(page_path)
             with Page(page_path, width=width, height=height, browser=browser) as page:
-                page.seek(self.ts[0] if t is None else t, self.ts[0], self.ts[-1])
+                page.seek((self.ts[0] if t is None else t) - self.ts[0], 0.0, self.duration)
                 png = page.screenshot()
         with open(path, "wb") as f:
             f.write(png)
@@ -486,3 +496,37 @@ def _quiet():
     """viser prints a banner and a stop line on stdout; a view made for a file keeps them out."""
     with contextlib.redirect_stdout(io.StringIO()):
         yield
+
+
+def read_page(page):
+    """A saved page's recorded scene: [(time, message dict)] in order, each binary array (mesh
+    vertices, faces, points) resolved to a numpy array.  Reads what :meth:`View.html` wrote (viser's
+    embedded recording: zstd-compressed msgpack, then 8-byte-aligned buffers)."""
+    import base64
+    import re
+
+    import msgspec
+    import zstandard
+    m = re.search(r'__VISER_EMBED_DATA__="([^"]+)"', page)
+    if m is None:
+        raise ValueError("not a saved jaxmbd view (no embedded scene)")
+    raw = base64.b64decode(m.group(1))
+    size = int.from_bytes(raw[:8], "little")
+    inner = zstandard.ZstdDecompressor().decompress(raw[8:], max_output_size=size)
+    n = int.from_bytes(inner[:8], "little")
+    rec = msgspec.msgpack.decode(inner[8:8 + n])
+    buffers, off = [], 8 + n
+    for length in rec["binaryBufferLengths"]:
+        off += (8 - off % 8) % 8
+        buffers.append(inner[off:off + length])
+        off += length
+
+    def resolve(x):
+        if isinstance(x, dict):
+            if "__binary_index" in x and "dtype" in x:
+                return np.frombuffer(buffers[x["__binary_index"]], np.dtype(x["dtype"]))
+            return {k: resolve(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [resolve(v) for v in x]
+        return x
+    return [(float(t), resolve(msg)) for t, msg in rec["messages"]]
