@@ -7,6 +7,7 @@ else."""
 import io
 import os
 
+import jax
 import numpy as np
 import pytest
 
@@ -113,11 +114,12 @@ def _check_page(model, v):
     vis = tree.visual_data
     assert vis is not None and len(v.geoms) == len(vis.geoms)
     t0 = v.ts[0]
+    fk = jax.jit(lambda q: jaxmbd.forward_kinematics(tree, getattr(model, "to_tree", lambda x: x)(q)))
     for ti, t in enumerate(v.ts):
         scene = _scene_at(msgs, t - t0)
         for k, m in enumerate(v.members):
             np.testing.assert_allclose(scene[f"/member{m}"]["position"], v.offsets[k], atol=1e-12)
-            kin = jaxmbd.forward_kinematics(tree, getattr(model, "to_tree", lambda q: q)(v.qs[k, ti]))
+            kin = fk(v.qs[k, ti])
             for i in range(n):
                 node = scene[f"/member{m}/body{i}"]
                 np.testing.assert_allclose(node["position"], np.asarray(kin.pos[i]), rtol=0, atol=1e-9)
