@@ -1,6 +1,7 @@
 """The ``jaxmbd`` command.
 
-  jaxmbd simulate [MODEL] --batch N --t1 T --integrator NAME ...   batched rollout, saved to .npz (+ .png)
+  jaxmbd simulate [MODEL] --batch N --t1 T --integrator NAME ...   batched rollout, saved to .npz (+ .png, .html)
+  jaxmbd view RUN.npz                                              a finished run's web page (3-D, time slider)
   jaxmbd info MODEL                                                topology and predicted operation counts
   jaxmbd bench [MODEL] --batch N ...                               RK4 rollout throughput (steps/s)
 
@@ -10,9 +11,10 @@ starts every member from a keyframe of an MJCF file).  ``jaxmbd`` alone
 runs ``jaxmbd simulate`` with its defaults: the built-in quadruped
 (:func:`jaxmbd.models.quadruped`: 12 position servos holding its legs
 straight, a floor) dropped from 64 randomized states, 2 s, RK4 at 1 ms; the
-summary adds the contacts (active pairs, deepest penetration, first touch)
-and the PNG shows the torso height of every member with its first contact
-marked.  Bad input gives one line on stderr and exit
+summary adds the contacts (active pairs, deepest penetration, first touch),
+the PNG shows the torso height of every member with its first contact
+marked, and the HTML page shows the first 16 members in 3-D with a time
+slider (:mod:`jaxmbd.view`; it opens in a browser with no network).  Bad input gives one line on stderr and exit
 status 2; Ctrl-C, one line and exit status 130."""
 
 from __future__ import annotations
@@ -295,9 +297,17 @@ def _check_outputs(a):
     --overwrite) none exists yet.  Returns (png or None, the chunk directory)."""
     out = a.out
     png = None if a.no_plot else os.path.splitext(out)[0] + ".png"
+    a.html = _page_path(a)
     parts = out + ".parts"
     if png == out:
         raise UsageError(f"--out {out}: the plot would overwrite it; name the output .npz (or add --no-plot)")
+    if a.html is not None and a.html in (out, png):
+        raise UsageError(f"--html {a.html}: the page would overwrite {a.html}; name the page .html")
+    if a.html is not None:
+        hd = os.path.dirname(os.path.abspath(a.html))
+        if os.path.isdir(a.html) or not os.path.isdir(hd) or not os.access(hd, os.W_OK | os.X_OK):
+            raise UsageError(f"--html {a.html}: " + ("is a directory" if os.path.isdir(a.html) else
+                                                     f"directory {hd} does not exist or is not writable"))
     d = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(d):
         raise UsageError(f"--out {out}: " + (f"{d} is not a directory" if os.path.exists(d) else
@@ -318,7 +328,7 @@ def _check_outputs(a):
         if os.path.isdir(parts):
             raise UsageError(f"{parts} holds an unfinished run; continue it with --resume, "
                              "or start over with --overwrite")
-        for path in (out, png):
+        for path in (out, png, a.html):
             if path is not None and os.path.exists(path):
                 raise UsageError(f"{path} exists; use --overwrite to replace it (or choose another --out)")
     return png, parts
@@ -542,6 +552,72 @@ def cmd_simulate(a):
         else:
             _plot(png, ts, qs, a.model)
         print(f"wrote {png}")
+    if a.html is not None:
+        _write_page(model, ts, qs, status, a.html, f"{a.model} ({a.batch} members)")
+        print(f"wrote {a.html} (open it in a browser: the first {min(a.batch, _VIEW_MEMBERS)} members in 3-D, "
+              "with a time slider)")
+    return 0
+
+
+_VIEW_MEMBERS = 16
+
+
+def _page_path(a):
+    """The simulate command's web page: --html, else beside --out (None with --no-html)."""
+    if getattr(a, "no_html", False):
+        return None
+    return a.html if getattr(a, "html", None) else os.path.splitext(a.out)[0] + ".html"
+
+
+def _write_page(model, ts, qs, status, path, title, contacts=False):
+    """A run's page (jaxmbd.view): the first members, their saves after a failure held at the last
+    good state.  Members with no finite state (failed at the start) are left out."""
+    from jaxmbd.view import view
+    ok = np.flatnonzero(np.any(np.all(np.isfinite(qs), -1), -1))[:_VIEW_MEMBERS]
+    if ok.size == 0:
+        print(f"no page: no member has a state to draw ({path} not written)")
+        return
+    view(model, qs=qs, ts=ts, members=ok, contacts=contacts, title=title).save(path)
+
+
+def cmd_view(a):
+    """jaxmbd view RUN.npz: the finished run's page."""
+    if not os.path.isfile(a.run):
+        raise UsageError(f"{a.run}: no such run file (a .npz written by jaxmbd simulate)")
+    try:
+        with np.load(a.run, allow_pickle=False) as z:
+            ts, qs, status = z["ts"], z["qs"], z["status"]
+            settings = json.loads(str(z["settings"]))
+    except Exception as e:  # noqa: BLE001 - whatever np.load raises on a file that is not a run
+        raise UsageError(f"{a.run} is not a run written by jaxmbd simulate ({type(e).__name__}: "
+                         f"{(str(e).splitlines() or [''])[0][:100]})") from None
+    page = a.out or os.path.splitext(a.run)[0] + ".html"
+    if os.path.exists(page) and not a.overwrite:
+        raise UsageError(f"{page} exists; use --overwrite to replace it (or choose another --out)")
+    name = settings.get("model")
+    if name not in MODELS and not os.path.isfile(str(name)):
+        raise UsageError(f"{a.run}: its model file {name!r} is not there any more (run from the folder it was run "
+                         "in)")
+    model = _load_model(name, settings.get("floating_base", False))
+    if name not in MODELS:
+        with open(name, "rb") as f:
+            if hashlib.sha256(f.read()).hexdigest() != settings.get("model_file_sha256"):
+                print(f"jaxmbd: warning: {name} changed since the run; drawing the run with the file as it is now",
+                      file=sys.stderr)
+    if qs.shape[-1] != model.nq:
+        raise UsageError(f"{a.run}: its states have {qs.shape[-1]} coordinates, the model {name} has {model.nq}")
+    members = a.members
+    if members is not None and any(not 0 <= m < qs.shape[0] for m in members):
+        raise UsageError(f"--members must be in 0..{qs.shape[0] - 1}")
+    from jaxmbd.view import view
+    try:
+        v = view(model, qs=qs, ts=ts, members=members or np.flatnonzero(
+            np.any(np.all(np.isfinite(qs), -1), -1))[:_VIEW_MEMBERS], layout=a.layout, contacts=a.contacts,
+                 title=f"{name} ({qs.shape[0]} members)")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    v.save(page)
+    print(f"wrote {page} ({len(v.members)} of {qs.shape[0]} members, {len(ts)} saves, {v.duration:.3g} s)")
     return 0
 
 
@@ -663,7 +739,7 @@ def cmd_bench(a):
 
 def _parser():
     p = argparse.ArgumentParser(prog="jaxmbd", description="Differentiable, batched multibody dynamics in JAX.")
-    sub = p.add_subparsers(dest="cmd", metavar="{simulate,info,bench}")
+    sub = p.add_subparsers(dest="cmd", metavar="{simulate,view,info,bench}")
     s = sub.add_parser("simulate", help="batched rollout of a model, saved to .npz (and a .png plot)")
     s.add_argument("model", nargs="?", default="quadruped", help=MODEL_HELP)
     s.add_argument("--batch", type=int, default=64, help="members (randomized initial states)")
@@ -693,10 +769,24 @@ def _parser():
     s.add_argument("--overwrite", action="store_true",
                    help="replace an existing output or unfinished run at --out (its finished chunks are deleted)")
     s.add_argument("--no-plot", action="store_true")
+    s.add_argument("--html", default=None, metavar="PAGE",
+                   help="the run's web page (the robot in 3-D with a time slider; opens offline in a browser; "
+                        "default: beside --out, e.g. jaxmbd_run.html)")
+    s.add_argument("--no-html", action="store_true", help="write no web page")
     s.add_argument("--no-compile-cache", action="store_true",
                    help="do not keep compiled programs on disk (default: in $JAXMBD_CACHE_DIR, else "
                         "$XDG_CACHE_HOME/jaxmbd/jax, else ~/.cache/jaxmbd/jax)")
     s.set_defaults(func=cmd_simulate)
+    w = sub.add_parser("view", help="a finished run's web page: its robot in 3-D with a time slider")
+    w.add_argument("run", help="a .npz written by jaxmbd simulate (resumed runs included)")
+    w.add_argument("--out", default=None, metavar="PAGE", help="the page (default: the run's name with .html)")
+    w.add_argument("--members", type=int, nargs="+", default=None,
+                   help=f"which members to draw (default: the first {_VIEW_MEMBERS} that have states)")
+    w.add_argument("--layout", choices=("grid", "overlay"), default="grid",
+                   help="members side by side (grid) or on top of each other (overlay)")
+    w.add_argument("--contacts", action="store_true", help="draw contact points and normal forces")
+    w.add_argument("--overwrite", action="store_true", help="replace an existing page")
+    w.set_defaults(func=cmd_view)
     i = sub.add_parser("info", help="topology and predicted operation counts of a model")
     i.add_argument("model", help=MODEL_HELP)
     i.set_defaults(func=cmd_info)
@@ -800,7 +890,7 @@ def main(argv=None):
             set_xla_flags(command=True)   # done at import where the command started the process
             p = _parser()
             argv = list(sys.argv[1:] if argv is None else argv)
-            if not argv or argv[0] not in ("simulate", "info", "bench", "-h", "--help"):
+            if not argv or argv[0] not in ("simulate", "view", "info", "bench", "-h", "--help"):
                 argv = ["simulate"] + argv
             args = p.parse_args(argv)
             try:

@@ -1,5 +1,6 @@
 """The README's and the reference pages' code and the notebooks run as written; their links resolve."""
 
+import ast
 import json
 import pathlib
 import re
@@ -142,12 +143,25 @@ def test_notebook_runs(path, monkeypatch, compilation_cache):
     ns = {"__name__": "__main__"}
     try:
         for i, source in enumerate(_code(nb)):
-            exec(compile(source, f"{path.name}[code cell {i}]", "exec"), ns)
+            _run_cell(source, f"{path.name}[code cell {i}]", ns)
         shown.extend(_check_labels(plt))
     finally:
         plt.close("all")
     assert shown, f"{path.name} draws no plot"
     assert any(f.name.endswith("-cache") for f in compilation_cache.iterdir()), f"{path.name} cached no program"
+
+
+def _run_cell(source, name, ns):
+    """Run a cell as Jupyter does: its statements, then its last expression's value displayed
+    (here: an object with an HTML form, such as a jaxmbd.View, renders it, and the page is not
+    empty)."""
+    tree = ast.parse(source)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, name, "exec"), ns)
+    if last is not None:
+        value = eval(compile(ast.Expression(last.value), name, "eval"), ns)
+        if hasattr(value, "_repr_html_"):
+            assert "<iframe" in value._repr_html_(), f"{name}: its displayed value renders no page"
 
 
 def _check_labels(plt):

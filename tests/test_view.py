@@ -363,3 +363,35 @@ def test_an_mjcf_robot_renders_in_its_colours_and_the_slider_moves_its_links(tmp
     boxes = [_footprint(v, 0, f, {lower}, w, h) for f in (f0, f1)]
     assert upper != lower
     _changed_only_inside(a, b, boxes, h)
+
+
+def test_the_command_writes_the_page_and_views_a_resumed_run(tmp_path, monkeypatch, capsys):
+    """``jaxmbd simulate`` writes the run's page beside its .npz; ``jaxmbd view`` draws a finished
+    run (here one that was interrupted and resumed) from its .npz: the body frames at the saved
+    states equal forward kinematics; bad input is one line and exit status 2."""
+    from test_cli import PENDULUM_XML, interrupted, one_line_error, small
+
+    from jaxmbd.cli import main
+    xml = tmp_path / "robot.xml"
+    xml.write_text(PENDULUM_XML)
+    out = tmp_path / "run.npz"
+    interrupted(monkeypatch, capsys, small(str(xml), out), after=2)
+    assert main(small(str(xml), out, "--resume")) == 0
+    assert "wrote " + str(tmp_path / "run.html") in capsys.readouterr().out
+    assert main(["view", str(out), "--out", str(tmp_path / "again.html"), "--layout", "overlay"]) == 0
+    assert "again.html (2 of 2 members, 5 saves" in capsys.readouterr().out
+    model = jaxmbd.load_mjcf(str(xml), warn=False)
+    run = np.load(out)
+    for page in ("run.html", "again.html"):
+        msgs = read_page((tmp_path / page).read_text())
+        last = _scene_at(msgs, float(run["ts"][-1] - run["ts"][0]))
+        for m in range(2):
+            kin = jaxmbd.forward_kinematics(model, run["qs"][m, -1])
+            np.testing.assert_allclose(last[f"/member{m}/body0"]["position"], np.asarray(kin.pos[0]), atol=1e-9)
+            np.testing.assert_allclose(_rot(last[f"/member{m}/body0"]["wxyz"]), np.asarray(kin.rot[0]), atol=1e-9)
+    assert main(["view", str(out), "--out", str(tmp_path / "again.html")]) == 2
+    assert "exists" in one_line_error(capsys)
+    assert main(["view", str(tmp_path / "nothing.npz")]) == 2
+    assert "no such run file" in one_line_error(capsys)
+    assert main(["view", str(xml)]) == 2
+    assert "not a run" in one_line_error(capsys)
