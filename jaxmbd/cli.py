@@ -301,13 +301,6 @@ def _check_outputs(a):
     parts = out + ".parts"
     if png == out:
         raise UsageError(f"--out {out}: the plot would overwrite it; name the output .npz (or add --no-plot)")
-    if a.html is not None and a.html in (out, png):
-        raise UsageError(f"--html {a.html}: the page would overwrite {a.html}; name the page .html")
-    if a.html is not None:
-        hd = os.path.dirname(os.path.abspath(a.html))
-        if os.path.isdir(a.html) or not os.path.isdir(hd) or not os.access(hd, os.W_OK | os.X_OK):
-            raise UsageError(f"--html {a.html}: " + ("is a directory" if os.path.isdir(a.html) else
-                                                     f"directory {hd} does not exist or is not writable"))
     d = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(d):
         raise UsageError(f"--out {out}: " + (f"{d} is not a directory" if os.path.exists(d) else
@@ -318,6 +311,13 @@ def _check_outputs(a):
         raise UsageError(f"--out {out} is a directory; name a file, e.g. {os.path.join(out, 'jaxmbd_run.npz')}")
     if png is not None and os.path.isdir(png):
         raise UsageError(f"the plot {png} would overwrite a directory; choose another --out (or add --no-plot)")
+    if a.html is not None and a.html in (out, png):
+        raise UsageError(f"--html {a.html}: the page would overwrite {a.html}; name the page .html")
+    if a.html is not None:
+        hd = os.path.dirname(os.path.abspath(a.html))
+        if os.path.isdir(a.html) or not os.path.isdir(hd) or not os.access(hd, os.W_OK | os.X_OK):
+            raise UsageError(f"--html {a.html}: " + ("is a directory" if os.path.isdir(a.html) else
+                                                     f"directory {hd} does not exist or is not writable"))
     if os.path.exists(parts) and not os.path.isdir(parts):
         raise UsageError(f"{parts} (where the chunks go) exists and is not a directory")
     if a.resume:
