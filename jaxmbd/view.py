@@ -225,10 +225,8 @@ class View:
         self.meshes = dict(vis.meshes) if vis is not None else {}
         self.pos, self.rot = body_poses(model, qs)
         B = qs.shape[0]
-        # the members' extent over the run, from body origins and the moving geoms' reach
-        reach = max([_reach(g, self.meshes) for g in self.geoms if g.body >= 0] + [0.05])
-        p = self.pos.reshape(B, -1, 3)
-        lo, hi = p.min(1) - reach, p.max(1) + reach                 # (B, 3)
+        # each member's extent over the run: the corners of its geoms' boxes at every save
+        lo, hi = self._extent()
         width = float(np.max(hi[:, :2] - lo[:, :2]))
         if spacing is None:
             spacing = 1.25 * width + 0.2
@@ -244,10 +242,37 @@ class View:
         centre = 0.5 * (alo + ahi)
         size = max(float(np.linalg.norm(ahi - alo)), 0.2)
         fov = np.deg2rad(50.0)
-        dist = 0.6 * size / np.tan(fov / 2)
+        dist = 0.55 * size / np.sin(fov / 2)          # the box's bounding sphere in view, with a margin
         direction = np.array([1.0, -1.4, 0.9])
         self.camera = Camera(centre + dist * direction / np.linalg.norm(direction), centre, float(fov))
         self.contacts = _contact_points(model, qs, ctrl) if contacts else None
+
+    def _extent(self):
+        """(lo, hi) (B, 3): the box that holds every drawn geom (planes aside) of each member over
+        the run; body origins where there are no geoms."""
+        B = self.pos.shape[0]
+        pts = [self.pos.reshape(B, -1, 3)]
+        for g in self.geoms:
+            if g.type == "plane" or g.group not in SHOWN_GROUPS:
+                continue
+            V = self.meshes[g.mesh][0] if g.type == "mesh" else None
+            if V is None:
+                s = np.asarray(g.size)
+                half = {"sphere": s[[0, 0, 0]], "capsule": np.array([s[0], s[0], s[0] + s[1]]),
+                        "cylinder": s[[0, 0, 1]]}.get(g.type, s)
+                V = np.array([[i, j, k] for i in (-1, 1) for j in (-1, 1) for k in (-1, 1)]) * half
+            else:
+                V = np.array([[a, b, c] for a in V[:, 0][[V[:, 0].argmin(), V[:, 0].argmax()]]
+                              for b in V[:, 1][[V[:, 1].argmin(), V[:, 1].argmax()]]
+                              for c in V[:, 2][[V[:, 2].argmin(), V[:, 2].argmax()]]], np.float64)
+            local = V @ np.reshape(g.rot, (3, 3)).T + np.asarray(g.pos)          # (8, 3) on the body
+            if g.body < 0:
+                pts.append(np.broadcast_to(local, (B,) + local.shape))
+            else:
+                R, p = self.rot[:, :, g.body], self.pos[:, :, g.body]           # (B, T, 3, 3), (B, T, 3)
+                pts.append((np.einsum("btij,kj->btki", R, local) + p[:, :, None]).reshape(B, -1, 3))
+        allp = np.concatenate(pts, 1)
+        return allp.min(1), allp.max(1)
 
     @property
     def hold(self):
@@ -448,15 +473,6 @@ def _nice(x):
     x = max(float(x), 1e-3)
     e = 10 ** np.floor(np.log10(x))
     return float(min((1, 2, 5, 10), key=lambda m: abs(m * e - x)) * e)
-
-
-def _reach(g, meshes):
-    """How far a geom reaches from its body's origin."""
-    p = np.linalg.norm(g.pos)
-    if g.type == "mesh":
-        return float(p + np.max(np.linalg.norm(meshes[g.mesh][0], axis=1)))
-    s = np.asarray(g.size)
-    return float(p + (s[0] + s[1] if g.type == "capsule" else np.linalg.norm(s)))
 
 
 def _contact_points(model, qs, ctrl):

@@ -160,42 +160,56 @@ def _find_file(filename, base):
     return None
 
 
-def _add_collisions(b, links, mode, base, unsupported):
-    """Each link's <collision> as a collision geom (box: half sizes; cylinder: MuJoCo's radius and
-    half-length; sphere; mesh: the convex hull of its file's vertices, scaled), and the floor."""
+def _shape(el, what, base, faces=False):
+    """(kind, size, extra keywords, R, p) of a <collision> or <visual> element's geometry (box:
+    half sizes; cylinder and capsule: MuJoCo's radius and half-length; sphere; mesh: its file's
+    vertices, scaled, and with ``faces`` its faces), or None for a mesh file not found."""
     from . import mesh as _mesh
+    R, p = _origin(el, what)
+    g = el.find("geometry")
+    shape = g[0] if g is not None and len(g) else None
+    if shape is None:
+        raise URDFError(f"{what}: <geometry> without a shape")
+    kw, kind, size = {}, shape.tag, ()
+    if kind == "box":
+        size = 0.5 * C.numbers(shape.get("size"), 3, f"{what}: box size")
+    elif kind == "sphere":
+        size = (C.number(shape.get("radius"), f"{what}: sphere radius"),)
+    elif kind in ("cylinder", "capsule"):
+        size = (C.number(shape.get("radius"), f"{what}: {kind} radius"),
+                0.5 * C.number(shape.get("length"), f"{what}: {kind} length"))
+    elif kind == "mesh":
+        path = _find_file(shape.get("filename", ""), base)
+        if path is None:
+            return None
+        try:
+            V, F, _ = _mesh.read_mesh(path)
+        except _mesh.MeshError as e:
+            raise URDFError(f"{what}: {e}") from None
+        scale = C.numbers(shape.get("scale", "1 1 1"), 3, f"{what}: mesh scale")
+        kw["vertices"] = np.asarray(V, float) * scale
+        if faces:
+            F = np.asarray(F)
+            kw["faces"] = (F[:, [0, 2, 1]] if np.prod(scale) < 0 else F) if len(F) else None
+    else:
+        raise URDFError(f"{what}: unknown geometry <{kind}>")
+    return kind, size, kw, R, p
+
+
+def _add_collisions(b, links, mode, base, unsupported):
+    """Each link's <collision> as a collision geom (:func:`_shape`; a mesh collides as the convex
+    hull of its vertices), and the floor."""
     ct, ca = (2, 1) if mode == "floor" else (1, 1)            # "floor": robot geoms meet the floor only
     b.add_geom("world", "plane", name="floor", contype=1, conaffinity=2 if mode == "floor" else 1)
     missing, taken = [], {"floor"}
     for lname, link in links.items():
         for i, el in enumerate(link.findall("collision")):
             what = f"link {lname!r} collision #{i}"
-            R, p = _origin(el, what)
-            g = el.find("geometry")
-            shape = g[0] if g is not None and len(g) else None
+            shape = _shape(el, what, base)
             if shape is None:
-                raise URDFError(f"{what}: <geometry> without a shape")
-            kw, kind, size = {}, shape.tag, ()
-            if kind == "box":
-                size = 0.5 * C.numbers(shape.get("size"), 3, f"{what}: box size")
-            elif kind == "sphere":
-                size = (C.number(shape.get("radius"), f"{what}: sphere radius"),)
-            elif kind in ("cylinder", "capsule"):
-                size = (C.number(shape.get("radius"), f"{what}: {kind} radius"),
-                        0.5 * C.number(shape.get("length"), f"{what}: {kind} length"))
-            elif kind == "mesh":
-                path = _find_file(shape.get("filename", ""), base)
-                if path is None:
-                    missing.append(shape.get("filename", ""))
-                    continue
-                try:
-                    V, _, _ = _mesh.read_mesh(path)
-                except _mesh.MeshError as e:
-                    raise URDFError(f"{what}: {e}") from None
-                scale = C.numbers(shape.get("scale", "1 1 1"), 3, f"{what}: mesh scale")
-                kw["vertices"] = np.asarray(V, float) * scale
-            else:
-                raise URDFError(f"{what}: unknown geometry <{kind}>")
+                missing.append(el.find("geometry")[0].get("filename", ""))
+                continue
+            kind, size, kw, R, p = shape
             name = el.get("name")
             if not name or name in taken:
                 name = f"{lname}_collision{i}"
@@ -208,6 +222,48 @@ def _add_collisions(b, links, mode, base, unsupported):
     if missing:
         unsupported.append(f"collision meshes whose files were not found ({len(missing)}: "
                            f"{', '.join(sorted(set(missing))[:5])})")
+
+
+def _add_visuals(b, root, links, base, with_floor):
+    """Each link's <visual> as a drawn geom (:meth:`jaxmbd.ModelBuilder.add_visual`) in its
+    material's colour (the element's own ``<material><color>``, else the robot's material of that
+    name, else MuJoCo's grey); a link whose visuals cannot be read (mesh files not found or of a
+    format jaxmbd does not read) is drawn by its collision geometry.  With contacts, the floor."""
+    from . import mesh as _mesh
+    from ..visuals import DEFAULT_RGBA, FLOOR_RGBA
+    named = {}
+    for m in root.findall("material"):
+        c = m.find("color")
+        if m.get("name") and c is not None and c.get("rgba"):
+            named[m.get("name")] = C.numbers(c.get("rgba"), 4, f"material {m.get('name')!r}: rgba")
+    if with_floor:
+        b.add_visual("world", "plane", rgba=FLOOR_RGBA, name="floor")
+    for lname, link in links.items():
+        drawn = 0
+        for tag in ("visual", "collision"):
+            if drawn:
+                break
+            for i, el in enumerate(link.findall(tag)):
+                what = f"link {lname!r} {tag} #{i}"
+                try:
+                    shape = _shape(el, what, base, faces=True)
+                except (URDFError, _mesh.MeshError):
+                    shape = None
+                if shape is None:
+                    continue
+                kind, size, kw, R, p = shape
+                mat = el.find("material")
+                rgba = DEFAULT_RGBA
+                if mat is not None:
+                    c = mat.find("color")
+                    if c is not None and c.get("rgba"):
+                        rgba = C.numbers(c.get("rgba"), 4, f"{what}: material color")
+                    elif mat.get("name") in named:
+                        rgba = named[mat.get("name")]
+                b.add_visual(lname, kind, size, pos=p, quat=C.rot_to_quat(R), rgba=np.clip(rgba, 0, 1),
+                             name=f"{lname}_{tag}{i}",
+                             **kw)
+                drawn += 1
 
 
 def _load(root, floating_base, gravity, collisions=None, base=None):
@@ -315,6 +371,7 @@ def _load(root, floating_base, gravity, collisions=None, base=None):
     elif ncoll:
         unsupported.append(f"contacts ({ncoll} collision geometries; load_urdf(..., collisions='floor' "
                            "or 'all') adds them)")
+    _add_visuals(b, root, links, base, collisions is not None)
     ntr = len(root.findall("transmission"))
     if ntr:
         unsupported.append(f"transmissions ({ntr})")
