@@ -428,11 +428,12 @@ class View:
 
         import viser
         server = viser.ViserServer(host=host, port=port)
-        frames = self._build(server)
+        frames = self._frames = self._build(server)
         T = len(self.ts)
         slider = server.gui.add_slider("t (s)", min=float(self.ts[0]), max=float(self.ts[-1]),
                                        step=float(max((self.ts[-1] - self.ts[0]) / max(T - 1, 1), 1e-9)),
                                        initial_value=float(self.ts[0]))
+        self._slider = slider
         playing = server.gui.add_checkbox("play", initial_value=False)
 
         @slider.on_update

@@ -395,3 +395,54 @@ def test_the_command_writes_the_page_and_views_a_resumed_run(tmp_path, monkeypat
     assert "no such run file" in one_line_error(capsys)
     assert main(["view", str(xml)]) == 2
     assert "not a run" in one_line_error(capsys)
+
+
+URDF = """<robot name="two">
+  <material name="teal"><color rgba="0.1 0.6 0.6 1"/></material>
+  <link name="base">
+    <inertial><mass value="1"/><inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial>
+    <visual><geometry><box size="0.2 0.1 0.05"/></geometry><material name="teal"/></visual>
+  </link>
+  <link name="arm">
+    <inertial><mass value="0.5"/><inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial>
+    <visual><origin xyz="0 0 0.1"/><geometry><mesh filename="arm.dae"/></geometry></visual>
+    <collision><origin xyz="0 0 0.1"/><geometry><cylinder radius="0.02" length="0.2"/></geometry></collision>
+  </link>
+  <link name="tip">
+    <inertial><mass value="0.1"/><inertia ixx="0.001" iyy="0.001" izz="0.001" ixy="0" ixz="0" iyz="0"/></inertial>
+    <visual><geometry><sphere radius="0.03"/></geometry><material name="own"><color rgba="0.9 0.2 0.1 1"/></material></visual>
+  </link>
+  <joint name="j1" type="revolute"><parent link="base"/><child link="arm"/><axis xyz="0 1 0"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+  <joint name="j2" type="fixed"><parent link="arm"/><child link="tip"/><origin xyz="0 0 0.2"/></joint>
+</robot>
+"""
+
+
+def test_urdf_visuals_and_the_live_server(tmp_path):
+    """A URDF's <visual>s are drawn in their materials' colours (named or inline); a link whose
+    visual mesh cannot be read is drawn by its collision geometry; the welded tip rides on its
+    host.  ``View.serve`` starts a live server whose time slider moves the body frames."""
+    path = tmp_path / "two.urdf"
+    path.write_text(URDF)
+    m = jaxmbd.load_urdf(str(path), floating_base=True, warn=False)
+    g = {x.name: x for x in m.visual_data.geoms}
+    assert set(g) == {"base_visual0", "arm_collision0", "tip_visual0"}
+    assert g["base_visual0"].type == "box" and g["base_visual0"].size == pytest.approx((0.1, 0.05, 0.025))
+    assert g["base_visual0"].rgba == pytest.approx((0.1, 0.6, 0.6, 1.0))
+    assert g["arm_collision0"].type == "cylinder" and g["arm_collision0"].size[:2] == pytest.approx((0.02, 0.1))
+    assert g["tip_visual0"].rgba == pytest.approx((0.9, 0.2, 0.1, 1.0))
+    arm = m.topo.names.index("arm")
+    assert g["tip_visual0"].body == arm and g["tip_visual0"].pos == pytest.approx((0.0, 0.0, 0.2))
+    qs = np.tile(np.asarray(m.q0), (3, 1))
+    qs[:, 2] += [0.0, 0.5, 1.0]
+    v = view(m, qs=qs, ts=[0.0, 1.0, 2.0])
+    server = v.serve(port=0)
+    try:
+        frame = server.scene._handle_from_node_name["/member0/body0"]
+        assert frame.position[2] == pytest.approx(qs[0, 2])
+        assert v._slider.max == pytest.approx(2.0)
+        v._set(v._frames, 2, server.scene)          # what the slider's callback does at t = 2
+        assert frame.position[2] == pytest.approx(qs[2, 2])
+    finally:
+        server.stop()
