@@ -18,7 +18,8 @@ KERNELS = ("jaxmbd.spatial", "jaxmbd.joints", "jaxmbd.topology", "jaxmbd.kinemat
            "jaxmbd.linalg", "jaxmbd.cost", "jaxmbd.contact")
 ABOVE_KERNELS = ("jaxmbd.forces", "jaxmbd.dynamics", "jaxmbd.odes", "jaxmbd.integrators", "jaxmbd.simulate",
                  "jaxmbd.systems", "jaxmbd.constraints", "jaxmbd.dae", "jaxmbd.model", "jaxmbd.rollout",
-                 "jaxmbd.design", "jaxmbd.cli", "jaxmbd.io", "jaxmbd.models")
+                 "jaxmbd.design", "jaxmbd.cli", "jaxmbd.io", "jaxmbd.models", "jaxmbd.view",
+                 "jaxmbd.browser")
 
 
 def _module_name(path):
@@ -150,3 +151,15 @@ def test_simulate_knows_no_mechanism_internals():
 def test_compositions_use_no_private_names(name):
     private = [(m, n) for m, names in _graph()[name] for n in names if n.startswith("_")]
     assert not private, private
+
+
+def test_the_viewer_is_on_top():
+    """Only the package root, the command and the viewer itself import the viewer and its browser
+    driver; the viewer reads models and states and imports no integrator, loop or ODE."""
+    g = _graph()
+    users = sorted(n for n, imps in g.items() if n not in ("jaxmbd", "jaxmbd.cli", "jaxmbd.view")
+                   and any(_under(m, ("jaxmbd.view", "jaxmbd.browser")) for m, _ in imps))
+    assert not users, users
+    bad = sorted({m for m, _ in g["jaxmbd.view"] if _under(m, ("jaxmbd.integrators", "jaxmbd.simulate",
+                                                                 "jaxmbd.systems", "jaxmbd.rollout", "jaxmbd.odes"))})
+    assert "jaxmbd.view" in g and not bad, bad
