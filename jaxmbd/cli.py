@@ -287,8 +287,8 @@ def _divergence_advice(a, n):
     else:
         fix = f"{INTEGRATORS[a.integrator]} lost stability at rtol = {a.rtol:g}: use a smaller --rtol/--atol"
     other = " or ".join(f"--integrator {m}" for m in ("rosenbrock", "sdirk4") if m != a.integrator)
-    return (f"diverged: {n} member(s) gained energy the model cannot have; {fix} or an implicit adaptive "
-            f"method ({other})")
+    return (f"diverged: {n} member(s) gained energy that neither the actuators' work nor the start's stored "
+            f"energy explains (jaxmbd.divergence); {fix} or an implicit adaptive method ({other})")
 
 
 def _check_outputs(a):
@@ -440,9 +440,13 @@ def cmd_simulate(a):
     ts_all = np.linspace(0.0, a.t1, n_save + 1)[1:]
 
     done_chunks = _check_resume(a, settings, parts, ts_all, per, model) if a.resume else 0
+    # the divergence check's energy balance, carried from chunk to chunk (unset: the first chunk's own)
+    ref_keys = jaxmbd.divergence.DivergenceReference.__dataclass_fields__
+    ref = {k: np.full(a.batch, np.nan) for k in ref_keys}
     if done_chunks:
         with np.load(os.path.join(parts, f"chunk_{done_chunks - 1:05d}.npz")) as last:
             q, v, status = last["q_end"], last["v_end"], last["status"]
+            ref = {k: last[f"ref_{k}"] if f"ref_{k}" in last.files else ref[k] for k in ref_keys}
     else:
         q, v = _initial_states(model, a.batch, a.seed, a.init_scale,
                                None if key is None else (key.qpos, key.qvel))
@@ -475,7 +479,9 @@ def cmd_simulate(a):
         ts = ts_all[c * per:(c + 1) * per]
         ta = 0.0 if c == 0 else ts_all[c * per - 1]
         w0 = time.perf_counter()
-        r = jaxmbd.rollout(model, jaxmbd.Start(f64(q), f64(v), f64(ta)), f64(ts[-1]), integrator=method,
+        start = jaxmbd.Start(f64(q), f64(v), f64(ta),
+                             reference=jaxmbd.divergence.DivergenceReference(**{k: f64(x) for k, x in ref.items()}))
+        r = jaxmbd.rollout(model, start, f64(ts[-1]), integrator=method,
                            inputs=inputs, steps=steps, save=jaxmbd.Save(ts=f64(ts)), solver=solver)
         qs, vs = np.array(r.qs), np.array(r.vs)
         walls.append(time.perf_counter() - w0)
@@ -494,8 +500,9 @@ def cmd_simulate(a):
         steps_total += int(acc[alive].sum())
         q = np.where(dead[:, None], q, qs[:, -1])
         v = np.where(dead[:, None], v, vs[:, -1])
+        ref = {k: np.where(dead, ref[k], np.asarray(getattr(r.reference, k))) for k in ref_keys}
         _atomic_savez(os.path.join(parts, f"chunk_{c:05d}.npz"), ts=ts, qs=qs, vs=vs, q_end=q, v_end=v,
-                      status=status, accepted=acc, rejected=rej)
+                      status=status, accepted=acc, rejected=rej, **{f"ref_{k}": x for k, x in ref.items()})
         _progress(c + 1, a.chunks, float(ts[-1]), a.t1, steps_total, time.perf_counter() - t_start, tty)
 
     # assemble

@@ -1,55 +1,123 @@
-"""The bound behind :func:`jaxmbd.simulate`'s ``DIVERGED`` status: a gain of
-mechanical energy that no legitimate run of the model makes, derived from
-the model and the initial state when the run starts.
+"""The bound behind :func:`jaxmbd.simulate`'s ``DIVERGED`` status: an energy
+balance that every correct run of the model keeps, checked at every step.
 
 The measured energy is H = T + V_g + U_j: the bodies' kinetic energy T (no
 armature) and gravity's potential V_g, both from one forward-kinematics
 pass, and the potential U_j of what acts on the coordinates alone (joint
-springs and joint-space force elements: coordinate springs, joint limits, a
-constant joint force's -f q); not contact, whose narrow phase it would
-repeat, nor the elements between body points, whose measures it would.
-With M the total mass, g = max(|gravity|, G_REF), L the model's length
-scale at q0 (the diagonal of the box around every body origin, joint anchor
-and centre of mass, plus twice the largest radius of gyration), T0 and U0
-the kinetic energy and the elastic potential at the start (joint springs
-and force elements other than contact, floored at 0), and τ the time
-elapsed, the scale is
+springs and joint-space force elements: coordinate springs, penalty joint
+limits, a constant joint force's -f q on scalar coordinates); not contact,
+whose narrow phase it would repeat, nor the elements between body points,
+whose measures it would.  Along a run the loop also accumulates
 
-    E(τ) = T0 + U0 + M g L + a ½ M g² τ²,
+    W(t) = ∫ P dt,  X(t) = ∫ |P| dt,  P = τ_applied · v,
 
-with a = 1 for a driven model (a control, actuators, or a constant joint
-force: they inject energy) and a = 0 for a passive one.  A step is diverged
-when H(t) - H(t0) > ``factor`` × E(τ) (default ``DIVERGENCE_FACTOR`` = 10).
+by the trapezoid rule over each accepted step, with τ_applied the
+generalized force of what is applied from outside: ``Inputs.tau``, the
+actuators (at ``Inputs.ctrl``) and a constant joint force on a ball or free
+joint (which has no potential in U_j).  Its power is evaluated once per step,
+at the step's end (the start's is carried over).
 
-Why it holds: gravity and the springs only trade energy with T, damping and
-contact dissipate, so a passive model's H grows by no more than the initial
-potential of what H leaves out: the elements between body points (within
-U0) and contact (none for a start clear of it); the gain stays below E(τ),
-a tenth of the bound.  The τ² term allows a driven model the work of a
-force of up to about 3x its weight (10x the energy) acting the whole time.
-An unstable method, e.g. an explicit one at too large a step on stiff
-contact, creates energy at every bounce and passes the bound, where
-checking speeds alone would let a body that was kicked up and flies slowly
-at a great height pass.  Controls or actuators that inject more (a large
-torque spinning a light link for long) need a larger factor, or no check
-(``simulate(divergence_factor=None)``).  The check costs one
-forward-kinematics pass per step."""
+The balance.  Gravity and the springs in U_j only trade energy with T;
+joint and contact damping, friction and friction loss, the soft law's
+damping and ideal loop constraints do no positive work; so H(t) - H0 - W(t)
+can grow only by what the parts of the model that H leaves out release from
+where the run started:
+
+* the elements between body points (springs, bushings): at most their
+  potential at the start, U_p0 (floored at 0);
+* a penalty contact (:mod:`jaxmbd.forces.law`) that starts penetrating: its
+  elastic energy at the start (``Contact.energy``), since the law's spring is
+  conservative and its damping dissipates;
+* a row of MuJoCo's soft constraint (:mod:`jaxmbd.forces.soft`: a contact or
+  a joint limit) that starts violated by x0 = -r > 0: the part of the row's
+  force that comes from the violation is f = K d(x) x / (A + R(x)) with
+  R = (1 - d)/d · Â and A ≥ 0 (A = J H⁻¹ Jᵀ), so f ≤ K d² x / ((1 - d) Â);
+  d²/(1 - d) grows with d, and d on [0, x0] stays below d_hi = max(d(0),
+  d(x0)) (the impedance is monotone between dmin and dmax), so f ≤ K d_hi² x
+  / ((1 - d_hi) Â) on the way out, and the energy the row can release is at
+  most that linear spring's, S = ½ K d_hi² x0² / ((1 - d_hi) Â): MuJoCo's
+  resting spring at the start's impedance, a bound that holds whatever
+  the configuration does to A (for the exact spring energy at A = Â it is
+  1/(1 - d) times too large: 20x at MuJoCo's default dmax = 0.95).  The
+  row's damping -B J v dissipates, and the part of its force that cancels
+  the other forces (-a₀) does no more work than they do.
+
+With A0 = U_p0 + S0 (S0: the sum of the two constraint terms) a step is
+diverged when
+
+    H(t) - H0 - W(t) > A0 + ``factor`` × (E0 + X(t)),
+    E0 = T0 + U0 + M g L,
+
+with M the total mass, g = max(|gravity|, G_REF), L the model's length scale
+at q0 (the diagonal of the box around every body origin, joint anchor and
+centre of mass, plus twice the largest radius of gyration) and U0 the
+elastic potential at the start (U_j and U_p, floored at 0).  The second term
+is the tolerance: an integration error (of the energy of the motion, or of
+the work exchanged with the inputs, X) that stays within ``factor`` times
+the energy scale is drift, not divergence.  The default ``factor`` = 1
+(``DIVERGENCE_FACTOR``) allows a passive model an error equal to its kinetic
+energy at the start plus the work of lifting it by its own size; correct
+explicit runs at their usual steps keep far below it (measured: RK4 at 10 ms
+on the pendulum released from horizontal gains at most 2e-9 E0 over 3 s; a
+ball dropped on MuJoCo's soft floor under RK4 at 20 ms, or on a penalty floor
+at 2 ms, never rises above its start; a motor spinning up a light link under
+RK4 at 1 ms keeps H - H0 - W at round-off, the trapezoid rule being exact for
+its linear power), whereas a method that is unstable at its step size
+gains energy at a growing rate: RK4 at 1 ms on a stiff direct-form contact
+(solref -1e7 -10, h √K = 3.2) throws a ball dropped from 0.3 m to 1 m at the
+first bounce, a gain of 4 E0 (E0 = 1.5 J for that ball).  A hinge started
+1.5 rad past its soft limit gains 32 J on its way back (the limit's A0 is
+4.9 kJ: the bound is loose by the 1/(1 - d) of its derivation and the row's
+damping).  The bound needs no per-model tuning;
+``Steps(divergence_factor=None)`` turns the check off.
+
+The reference (H0, A0, E0, and the running W and X) is a
+:class:`DivergenceReference`; :func:`jaxmbd.simulate` returns it at the end
+of a run (``Solution.reference``) and takes it back in
+``Start(reference=...)``, so a run continued piece by piece (``jaxmbd
+simulate``'s chunks) is held to the first piece's balance instead of
+re-basing it at every piece.  The check costs one forward-kinematics pass
+and one evaluation of the applied force per step; the start's stored
+energy is measured once, when a run starts (for a model with contacts, one
+more narrow phase in the program, outside the loop)."""
 
 from __future__ import annotations
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .forces.base import JointElement, PoseElement, potential as element_potential
 from .forces.contact import Contact
 from .forces.joint_force import JointForce
 from .kinematics import body_inertias, forward_kinematics
 
-DIVERGENCE_FACTOR = 10.0
-"""simulate's default ``divergence_factor``: the multiple of the energy scale E(τ) the energy gain may reach."""
+DIVERGENCE_FACTOR = 1.0
+"""simulate's default ``divergence_factor``: the multiple of the energy scale E0 + X(t) the unexplained
+energy gain may reach beyond the start's stored energy (module docstring)."""
 G_REF = 9.80665
 """Standard gravity (m/s²): the least acceleration the energy scale uses."""
+
+
+class DivergenceReference(eqx.Module):
+    """The reference of a run's energy balance (module docstring): H0 the energy at the start, allowance
+    A0 (what the start's stored energy can release), scale E0, and the running work W and exchanged
+    work X of the applied forces up to ``Solution.t``.  Leaves are scalars (a leading batch axis in a
+    rollout).  ``DivergenceReference.unset()`` (every leaf NaN) stands for "take the start's own"; a
+    run started from it is the run started without one, in the same compiled program."""
+    H0: jax.Array
+    allowance: jax.Array
+    scale: jax.Array
+    work: jax.Array
+    exchanged: jax.Array
+
+    @staticmethod
+    def unset(batch=None, dtype=None):
+        """A reference that stands for the start's own (NaN leaves; shape (batch,) or scalars)."""
+        shape = () if batch is None else (int(batch),)
+        nan = jnp.full(shape, jnp.nan, dtype or jnp.result_type(float))
+        return DivergenceReference(nan, nan, nan, nan, nan)
 
 
 def _without(tree, keep):
@@ -88,17 +156,58 @@ def energy(tree, q, v):
     return T + Vg + _joint_potential(tree, q)
 
 
+def _free_joint_forces(tree):
+    """The constant joint forces' values on DoFs without a scalar coordinate (ball, free joints), as
+    (dof indices, values) pairs: they have no potential in U_j, so their work is counted in W."""
+    out = []
+    for e in tree.forces or ():
+        if isinstance(e, JointForce):
+            dofs = np.asarray(e.dofs, np.int64)
+            sel = np.flatnonzero(np.asarray(tree.topo.dof_qadr)[dofs] < 0)
+            if sel.size:
+                out.append((dofs[sel], e.value[sel]))
+    return out
+
+
 def driven(tree, inputs):
-    """Whether anything but the initial state can put energy in: inputs (:class:`jaxmbd.Inputs`),
-    actuators, a constant joint force."""
-    forces = tree.forces or ()
-    return (inputs.given or tree.actuators is not None
-            or any(isinstance(e, JointForce) for e in forces))
+    """Whether anything applied from outside does work (static): inputs (:class:`jaxmbd.Inputs`),
+    actuators, a constant joint force on a ball or free joint."""
+    return inputs.given or tree.actuators is not None or bool(_free_joint_forces(tree))
 
 
-def energy_scale(tree, q0, v0, is_driven):
-    """(H0, E0, c): the energy H at the start and the scale E(τ) = E0 + c τ² (module docstring);
-    not differentiated."""
+def power(tree, inputs, t, q, v, mech=None):
+    """P = τ_applied · v at (t, q, v) (tree order; ``mech``: a mechanism whose inputs read its own
+    order), not differentiated."""
+    t, q, v = jax.lax.stop_gradient((t, q, v))
+    tau = inputs.force(tree, t, q, v, mech)
+    for dofs, val in _free_joint_forces(tree):
+        tau = tau.at[dofs].add(val)
+    return jax.lax.stop_gradient(jnp.dot(tau, v))
+
+
+def stored_energy(tree, q0, v0):
+    """S0: an upper bound of the energy the contacts and soft joint limits can release from their state
+    at the start (module docstring): the penalty contacts' elastic energy plus, per violated soft row,
+    ½ K d_hi² x0² / ((1 - d_hi) Â).  Zero (no operation) for a model without either."""
+    from .forces import soft
+    q0, v0 = jax.lax.stop_gradient((q0, v0))
+    S = jnp.zeros((), jnp.result_type(q0, float))
+    for e in tree.forces or ():
+        if isinstance(e, Contact) and e.law != "soft":
+            S = S + e.energy(tree, q0)
+    if soft.has_rows(tree):
+        N = soft.rows(tree, q0, v0)[0]
+        if N.r.shape[0]:
+            x = jnp.maximum(-N.r, 0.0)
+            d = jnp.maximum(soft.impedance(jnp.zeros_like(x), N.solimp), soft.impedance(x, N.solimp))
+            K, _ = soft.ref_coefficients(N.solref, N.solimp)
+            iw = jnp.maximum(N.invweight, soft.MINVAL)
+            S = S + jnp.sum(jnp.where(x > 0, 0.5 * K * d * d * x * x / ((1.0 - d) * iw), 0.0))
+    return jax.lax.stop_gradient(S)
+
+
+def reference(tree, q0, v0):
+    """The :class:`DivergenceReference` of a run starting at (q0, v0) (W = X = 0); not differentiated."""
     tree, q0, v0 = jax.lax.stop_gradient((tree, q0, v0))
     T0, Vg0, kin, com = _kinetic_and_gravity(tree, q0, v0)
     anchor = kin.pos + jnp.einsum("nij,nj->ni", kin.rot, tree.anchor)
@@ -111,9 +220,10 @@ def energy_scale(tree, q0, v0, is_driven):
     M = jnp.sum(m)
     g = jnp.maximum(jnp.linalg.norm(tree.gravity), G_REF)
     Uj0 = _joint_potential(tree, q0)
-    # contact's potential is left out: a start clear of contact has none, and its narrow phase would be
-    # compiled once more for it
     pose = _without(tree, lambda e: isinstance(e, PoseElement))
-    U0 = jnp.maximum(Uj0 + (element_potential(pose, q0) if pose.forces is not None else 0.0), 0.0)
-    c = 0.5 * M * g * g if is_driven else jnp.zeros_like(M)
-    return T0 + Vg0 + Uj0, T0 + U0 + M * g * L, c
+    Up0 = jnp.maximum(element_potential(pose, q0), 0.0) if pose.forces is not None else jnp.zeros_like(M)
+    U0 = jnp.maximum(Uj0 + Up0, 0.0)
+    S0 = stored_energy(tree, q0, v0)
+    zero = jnp.zeros_like(M)
+    return DivergenceReference(H0=T0 + Vg0 + Uj0, allowance=Up0 + S0, scale=T0 + U0 + M * g * L,
+                               work=zero, exchanged=zero)

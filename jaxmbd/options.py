@@ -39,11 +39,18 @@ class Start(eqx.Module):
     t: the initial time (default 0).
     assemble: for a mechanism (:class:`jaxmbd.Mechanism`), project (q, v)
       onto the loop constraints first (:func:`jaxmbd.assemble`; a consistent
-      state is left as it is).  Ignored for a kinematic tree."""
+      state is left as it is).  Ignored for a kinematic tree.
+    reference: the divergence check's energy balance to continue
+      (:class:`jaxmbd.divergence.DivergenceReference`, a previous run's
+      ``Solution.reference``; leaves (B,) in a rollout), so that a run
+      continued piece by piece is held to its first piece's balance; None,
+      or ``DivergenceReference.unset()`` (the same compiled program), for
+      the balance of this start."""
     q: object = None
     v: object = None
     t: object = 0.0
     assemble: bool = eqx.field(default=True, static=True)
+    reference: object = None
 
     @staticmethod
     def of(start) -> "Start":
@@ -76,10 +83,14 @@ class Steps(eqx.Module):
     controller: the step-size controller (:class:`jaxmbd.integrators.Controller`).
     divergence_factor: every step whose state would be accepted is first
       checked for energy that the model cannot have gained
-      (:mod:`jaxmbd.divergence`): H = T + V_g + U_j may grow by at most
-      ``divergence_factor`` × E(τ); a step past it stops the run with status
-      12 (``DIVERGED``).  None: no check.  It costs a forward-kinematics pass
-      per step."""
+      (:mod:`jaxmbd.divergence`): H = T + V_g + U_j, less the work W of the
+      applied forces, may grow by the energy the start stores in contacts,
+      limits and springs (A0) plus ``divergence_factor`` times the energy
+      scale (E0 plus the work exchanged, X); a step past it stops the run
+      with status 12 (``DIVERGED``).  Default 1; None: no check.  A traced
+      value that is not finite and > 0 stops the run before its first step
+      with status 8 (``BAD_TOLERANCES``).  It costs a forward-kinematics
+      pass and an evaluation of the applied force per step."""
     dt0: object = None
     rtol: object = 1.0e-6
     atol: object = 1.0e-6

@@ -54,7 +54,8 @@ def rollout(model, start=None, t1=1.0, *, integrator, inputs: Inputs = NO_INPUTS
 
     start: a :class:`jaxmbd.Start` (or a tuple (q0, v0)) whose q, v are
       (B, nq), (B, nv), or None for the model's own initial state
-      (broadcast); its time is shared.
+      (broadcast); its time is shared; its ``reference`` (a previous
+      rollout's ``Solution.reference``), if given, has (B,) leaves.
     inputs: :class:`jaxmbd.Inputs`; its ``params`` leaves carry the batch
       axis, its ``ctrl`` may be a (B, nu) array (one constant control vector
       per member), an (nu,) array (the same for every member) or a function.
@@ -90,7 +91,8 @@ def rollout(model, start=None, t1=1.0, *, integrator, inputs: Inputs = NO_INPUTS
             raise ValueError(f"model_params: {name!r} is not a parameter field of the model")
     per_member_ctrl = ctrl is not None and not callable(ctrl) and jnp.ndim(ctrl) == 2
     batched = {k: v for k, v in dict(q0=start.q, v0=start.v, params=params, model_params=model_params,
-                                     ctrl=ctrl if per_member_ctrl else None).items() if v is not None}
+                                     ctrl=ctrl if per_member_ctrl else None, reference=start.reference).items()
+               if v is not None}
     batched = jax.tree_util.tree_map(jnp.asarray, batched)
     for leaf in jax.tree_util.tree_leaves(batched):
         if leaf.ndim == 0:
@@ -147,7 +149,8 @@ def _rollout(model, batched, start, t1, integrator, shared, steps, save, solver,
     def one(b):
         m = _with_params(model, b.get("model_params", {}))
         inputs = Inputs(shared.tau, b.get("ctrl", shared.ctrl), b.get("params"))
-        return simulate(m, Start(b["q0"], b["v0"], start.t, start.assemble), t1, integrator=integrator,
+        return simulate(m, Start(b["q0"], b["v0"], start.t, start.assemble, b.get("reference")), t1,
+                        integrator=integrator,
                         inputs=inputs, steps=steps, save=save, solver=solver)
     if chunk is None:
         return jax.vmap(one)(batched)

@@ -45,7 +45,11 @@ class Solution(eqx.Module):
 
     ``steps`` (with ``Save(step_history=N)``): dict(t=(N,), h=(N,)), the end time
     and size of the first N accepted steps (NaN where fewer were taken):
-    step-size histories for studying the integrators."""
+    step-size histories for studying the integrators.
+
+    ``reference``: the divergence check's energy balance at ``t``
+    (:class:`jaxmbd.divergence.DivergenceReference`; None without the
+    check), to pass on in ``Start(reference=...)`` when the run is continued."""
     ts: jax.Array
     qs: jax.Array | None
     vs: jax.Array | None
@@ -57,6 +61,7 @@ class Solution(eqx.Module):
     lams: jax.Array | None = None
     max_residuals: jax.Array | None = None
     steps: dict | None = None
+    reference: object = None
 
     @property
     def ok(self):
@@ -174,11 +179,14 @@ def simulate(model, start=None, t1=1.0, *, integrator: AbstractIntegrator, input
     (``CONTACT_OVERFLOW``), that state its last.  Every step's start is
     checked (the initial state included; the state a run ends on is not), so
     every step taken starts from a state whose contacts were all evaluated.  A
-    state past the divergence bound (``Steps.divergence_factor``) is not
-    accepted: status 12 (``DIVERGED``), keeping the last state within it.
+    state past the divergence bound (``Steps.divergence_factor``,
+    :mod:`jaxmbd.divergence`) is not accepted: status 12 (``DIVERGED``),
+    keeping the last state within it.
 
     Times known at call time are validated before tracing (t1 > t0, save
-    times non-decreasing within [t0, t1], dt0 > 0); Python numbers given for
+    times non-decreasing within [t0, t1], dt0 > 0); traced ones are checked
+    inside the trace, and save times that are not finite, decrease or lie
+    outside [t0, t1] give status 9 (``BAD_TIMES``) before any step.  Python numbers given for
     times, tolerances and bounds are passed on as arrays, so calls that
     differ only in them share one compiled program."""
     start = Start.of(start)
@@ -193,7 +201,7 @@ def simulate(model, start=None, t1=1.0, *, integrator: AbstractIntegrator, input
         max_steps = jnp.asarray(max_steps, jnp.int32)
     steps = Steps(_arr(steps.dt0), _arr(steps.rtol), _arr(steps.atol), max_steps, steps.controller,
                   _arr(steps.divergence_factor))
-    start = Start(start.q, start.v, _arr(start.t), start.assemble)
+    start = Start(start.q, start.v, _arr(start.t), start.assemble, start.reference)
     return _simulate(model, start, _arr(t1), integrator, inputs, steps, save, solver)
 
 
@@ -207,8 +215,11 @@ class LoopState(eqx.Module):
     """The state of simulate's loop: time, state, step size, the next save
     row k, the rows saved, done / status, attempts n, whether the last attempt
     was rejected, the counters, the integrator's cache, the system's
-    partition state and its own state (:mod:`jaxmbd.systems`), and the
-    step-size history (None unless ``Save.step_history``)."""
+    partition state and its own state (:mod:`jaxmbd.systems`), the
+    step-size history (None unless ``Save.step_history``), and the
+    divergence check's running work: dict(W, X, P) (the work and exchanged
+    work of the applied forces, their power at the state; None without the
+    check or without anything applied)."""
     t: jax.Array
     q: jax.Array
     v: jax.Array
@@ -224,6 +235,7 @@ class LoopState(eqx.Module):
     part: dict
     own: object
     hist: dict | None
+    work: dict | None
 
 
 class Tried(NamedTuple):
@@ -241,10 +253,12 @@ class Tried(NamedTuple):
 
 
 class Verdict(NamedTuple):
-    """What the loop decides about one attempt."""
+    """What the loop decides about one attempt, and the divergence check's running work after it
+    (None without the check or without anything applied)."""
     accept: jax.Array
     failed: jax.Array
     status: jax.Array
+    work: dict | None = None
 
 
 @eqx.filter_jit
@@ -292,6 +306,8 @@ class _Run:
         self.assemble = start.assemble
         self.reverse_only = solver.adjoint == "checkpoint"
         self.factor = None if steps.divergence_factor is None else jnp.asarray(steps.divergence_factor, dt)
+        self.start_reference = start.reference
+        self.counts_work = self.factor is not None and system.driven
 
     def scales(self, ode, q, v, part):
         return self.atol + self.rtol * ode.position_magnitude(q), self.atol + self.rtol * jnp.abs(self.ind(part, v))
@@ -309,8 +325,17 @@ class _Run:
         system, integrator, ts, dt = self.system, self.integrator, self.ts, self.dtype
         q0, v0, part0, bad_start = system.start(self.q0, self.v0, self.assemble)
         self.part0 = part0
+        work = None
         if self.factor is not None:
-            self.H0, self.e0, self.e2 = system.energy_scale(q0, v0)
+            ref = system.energy_reference(q0, v0)
+            given = self.start_reference
+            if given is not None:   # a continued run keeps its first piece's balance (NaN: unset)
+                given = jax.tree_util.tree_map(lambda x: jnp.asarray(x, dt), given)
+                keep = jnp.isfinite(given.H0)
+                ref = jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), given, ref)
+            self.ref = ref
+            if self.counts_work:
+                work = dict(W=ref.work, X=ref.exchanged, P=system.power(self.t0, q0, v0))
         ode0 = self.ode_at(q0, part0)
         h0 = self.first_step(ode0, q0, v0, part0)
         k0 = jnp.sum(ts <= self.t0).astype(jnp.int32)
@@ -323,7 +348,8 @@ class _Run:
         zero = jnp.zeros((), jnp.int32)
         nonfinite0 = ~(jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(v0)) & jnp.isfinite(h0))
         status0 = jnp.where(nonfinite0, NONFINITE, jnp.where(bad_start, CONSTRAINT_FAILURE, SUCCESS))
-        status0 = _input_status(system.tree, status0, self.rtol, self.atol, self.t0, self.t1, self.steps.dt0)
+        status0 = _input_status(system.tree, status0, self.rtol, self.atol, self.t0, self.t1, self.steps.dt0,
+                                ts, self.factor)
         stats0 = {k: zero for k in STAT_KEYS + system.extra_stats}
         n_hist = self.save.step_history
         hist = None if not n_hist else dict(t=jnp.full((n_hist,), jnp.nan, dt), h=jnp.full((n_hist,), jnp.nan, dt))
@@ -331,7 +357,7 @@ class _Run:
                          done=(k0 >= self.n_save) | (status0 != SUCCESS), n=zero, status=status0.astype(jnp.int32),
                          after_reject=jnp.array(False), stats=stats0,
                          cache=integrator.init_cache(ode0, self.t0, self.ind(part0, v0)), part=part0,
-                         own=system.initial_own(rec0), hist=hist)
+                         own=system.initial_own(rec0), hist=hist, work=work)
 
     def first_step(self, ode0, q0, v0, part0):
         sy0, sv0 = self.scales(ode0, q0, v0, part0)
@@ -393,7 +419,9 @@ class _Run:
                          saved=saved, done=finished | failed, n=s.n + 1,
                          status=jnp.where(failed, fail_status, SUCCESS).astype(jnp.int32), after_reject=~accept,
                          stats={k_: v.astype(jnp.int32) for k_, v in stats.items()}, cache=after.cache,
-                         part=after.part, own=after.own, hist=hist)
+                         part=after.part, own=after.own, hist=hist,
+                         work=None if s.work is None else jax.tree_util.tree_map(
+                             lambda a, b: jnp.where(accept, a, b), verdict.work, s.work))
 
     def attempt(self, s, ode, h, clipped) -> Tried:
         """The integrator's attempt at step h, its error against the tolerances
@@ -433,11 +461,18 @@ class _Run:
         accept = tried.accept & ~inexact
         if over is not None:   # no step from a state whose contacts the broad phase cannot all keep
             accept = accept & ~over
-        diverged = None
+        diverged = work = None
         if self.factor is not None:   # nor a step that ends past the divergence bound
-            tau = t_new - self.t0
-            gain = self.system.energy(tried.q1, tried.v1) - self.H0
-            diverged = accept & (gain > self.factor * (self.e0 + self.e2 * tau * tau))
+            ref = self.ref
+            W, X = ref.work, ref.exchanged
+            if s.work is not None:    # the applied forces' work over the step (trapezoid)
+                half = 0.5 * jax.lax.stop_gradient(t_new - s.t)
+                P1 = self.system.power(t_new, tried.q1, tried.v1)
+                P0 = s.work["P"]
+                W, X = s.work["W"] + half * (P0 + P1), s.work["X"] + half * (jnp.abs(P0) + jnp.abs(P1))
+                work = dict(W=W, X=X, P=P1)
+            gain = self.system.energy(tried.q1, tried.v1) - ref.H0 - W
+            diverged = accept & ~(gain <= ref.allowance + self.factor * (ref.scale + X))
             accept = accept & ~diverged
         h_min = 16 * jnp.finfo(self.dtype).eps * jnp.maximum(jnp.abs(s.t), 1.0)
         fixed_fail = (not self.adaptive) & ~accept & ~tried.retry
@@ -449,25 +484,31 @@ class _Run:
             if cause is not None:
                 status = jnp.where(cause, code, status)
                 failed = failed | cause
-        return Verdict(accept, failed, status)
+        return Verdict(accept, failed, status, work)
 
     def solution(self, s: LoopState) -> Solution:
         status = jnp.where(s.done, s.status, MAX_STEPS).astype(jnp.int32)
         filled = jnp.arange(self.n_save) < s.k
         fill = lambda b, x: jnp.where(filled.reshape((-1,) + (1,) * jnp.ndim(x)), b, x[None])  # noqa: E731
         saved = jax.tree_util.tree_map(fill, s.saved, self.record(s.q, s.v))
+        reference = None
+        if self.factor is not None:
+            reference = self.ref if s.work is None else eqx.tree_at(
+                lambda r: (r.work, r.exchanged), self.ref, (s.work["W"], s.work["X"]))
         return Solution(ts=self.ts, qs=saved.get("q"), vs=saved.get("v"), status=status, stats=s.stats, t=s.t,
                         obs=saved.get("obs"), residuals=saved.get("res"), lams=saved.get("lam"),
-                        max_residuals=self.system.max_residuals(s.own), steps=s.hist)
+                        max_residuals=self.system.max_residuals(s.own), steps=s.hist, reference=reference)
 
 
-def _input_status(tree, status, rtol, atol, t0, t1, dt0):
+def _input_status(tree, status, rtol, atol, t0, t1, dt0, ts=None, factor=None):
     """The status of inputs that are checked inside the trace (they may be
     traced: an optimizer's step, a batch member): non-finite parameters; a body
     with a negative mass or a rotational inertia that is not positive
     semi-definite, or a negative armature (each makes the joint-space mass
-    matrix indefinite or unphysical); negative or non-finite tolerances;
-    t1 <= t0; dt0 <= 0.  The first failure in that order wins; ``status`` is
+    matrix indefinite or unphysical); negative or non-finite tolerances, a
+    divergence factor that is not finite and > 0; t1 <= t0; dt0 <= 0; save
+    times ``ts`` not finite, decreasing, or outside [t0, t1] (t1 to a
+    relative 1e-12, as :func:`validate_times`).  The first failure in that order wins; ``status`` is
     kept otherwise.  Cheap elementwise tests only (no factorization): they
     cost the compiled program next to nothing."""
     leaves = jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_inexact_array))
@@ -482,7 +523,13 @@ def _input_status(tree, status, rtol, atol, t0, t1, dt0):
            & (jnp.linalg.det(Ic) >= -s ** 3))
     inertia_ok = jnp.all(tree.mass >= 0) & jnp.all(psd) & jnp.all(tree.armature >= 0)
     tol_ok = jnp.isfinite(rtol) & jnp.isfinite(atol) & (rtol >= 0) & (atol >= 0) & ((rtol > 0) | (atol > 0))
+    if factor is not None:
+        tol_ok = tol_ok & jnp.isfinite(factor) & (factor > 0)
     times_ok = jnp.isfinite(t0) & jnp.isfinite(t1) & (t1 > t0)
+    if ts is not None:
+        end = t1 + 1e-12 * jnp.abs(t1)
+        times_ok = (times_ok & jnp.all(jnp.isfinite(ts)) & jnp.all(ts >= t0) & jnp.all(ts <= end)
+                    & jnp.all(ts[1:] >= ts[:-1]))
     if dt0 is not None:
         times_ok = times_ok & (jnp.asarray(dt0) > 0) & jnp.isfinite(dt0)
     for ok, code in ((times_ok, BAD_TIMES), (tol_ok, BAD_TOLERANCES), (inertia_ok, BAD_MASS_MATRIX),

@@ -10,9 +10,10 @@ velocity), ``record`` (what is saved at a save time), ``initial_own`` and
 attempt: a mechanism renews its coordinate partition; they see only what
 they are given, never the loop's state), ``stats`` (the system's counters),
 ``tree`` (the
-model whose parameters are checked inside the trace), ``energy_scale`` and
-``energy`` (the divergence check, :mod:`jaxmbd.divergence`; of the
-tree, in the tree's order for a mechanism too).  The loop itself
+model whose parameters are checked inside the trace), ``energy_reference``,
+``energy``, ``driven`` and ``power`` (the divergence check,
+:mod:`jaxmbd.divergence`; of the tree, in the tree's order for a mechanism
+too).  The loop itself
 (:mod:`jaxmbd.simulate`) never asks which kind it has."""
 
 from __future__ import annotations
@@ -44,13 +45,21 @@ class AfterStep(NamedTuple):
 class _Energies:
     """The divergence check's hooks (:mod:`jaxmbd.divergence`), on ``self.tree`` in the tree's order."""
 
-    def energy_scale(self, q0, v0):
-        """(H0, E0, c): the energy at the start and the scale E(τ) = E0 + c τ²."""
-        driven = divergence.driven(self.tree, self.inputs)
-        return divergence.energy_scale(self.tree, q0, v0, driven)
+    def energy_reference(self, q0, v0):
+        """The :class:`jaxmbd.divergence.DivergenceReference` of a run starting at (q0, v0)."""
+        return divergence.reference(self.tree, q0, v0)
 
     def energy(self, q, v):
         return divergence.energy(self.tree, q, v)
+
+    @property
+    def driven(self):
+        """Whether anything applied from outside does work (static): then ``power`` is counted."""
+        return divergence.driven(self.tree, self.inputs)
+
+    def power(self, t, q, v):
+        """The applied forces' power τ_applied · v at (t, q, v) (tree order)."""
+        return divergence.power(self.tree, self.inputs, t, q, v, None if self.tree is self.model else self.model)
 
 
 class TreeSystem(_Energies):

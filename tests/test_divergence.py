@@ -31,13 +31,18 @@ def energy(m, q, v):
 
 def test_unstable_step_stops_with_diverged_and_keeps_a_sound_state():
     """RK4 at h ω = 3.2 multiplies the amplitude by 2.27 a step: without the
-    check the run reports success at 1e9 m; with it, DIVERGED and a final
-    state whose energy is within the bound, at the time it was reached."""
+    check the run reports success at 1e9 m; with it, DIVERGED at the first
+    step (its energy x5.2, a gain of 4.2 U0 > U0 + M g L).  With a factor of
+    10 the run goes on while the gain stays within 10 (U0 + M g L): it stops
+    later, on a state within the bound, at the time it was reached."""
     m = slider()
     bad = simulate(m, t1=1.0, integrator=I.RK4(), steps=Steps(dt0=UNSTABLE, divergence_factor=None))
     assert int(bad.status) == I.SUCCESS and abs(float(bad.qs[-1, 0])) > 1e6   # what the check prevents
     r = simulate(m, t1=1.0, integrator=I.RK4(), steps=Steps(dt0=UNSTABLE))
     assert int(r.status) == I.DIVERGED and jaxmbd.status_name(r.status).startswith("diverged")
+    assert float(r.t) == 0.0 and float(r.qs[-1, 0]) == X0
+    r = simulate(m, t1=1.0, integrator=I.RK4(), steps=Steps(dt0=UNSTABLE, divergence_factor=10.0))
+    assert int(r.status) == I.DIVERGED
     q, v = np.asarray(r.qs[-1]), np.asarray(r.vs[-1])
     assert np.all(np.isfinite(q)) and np.all(np.isfinite(v)) and 0.0 < float(r.t) < 0.5
     # the kept state is within the bound: energy gain <= 10 x (U0 + M g L), U0 = 50 J, M g L < 3 J
@@ -115,19 +120,20 @@ def test_fast_legitimate_motion_is_not_flagged():
     r = simulate(m, t1=2.0, integrator=I.RK4(), inputs=Inputs(tau=push), steps=Steps(dt0=1e-2))
     assert int(r.status) == I.SUCCESS
     np.testing.assert_allclose(r.vs[-1, 0], 2 * 9.81 * 2.0, rtol=1e-12)
-    r2 = simulate(m, t1=2.0, integrator=I.RK4(), inputs=Inputs(tau=push),
-                  steps=Steps(dt0=1e-2, divergence_factor=2.0))
-    assert int(r2.status) == I.DIVERGED
+    # the work of the push, accumulated by the trapezoid rule, is the kinetic energy F² t² / (2 m)
+    np.testing.assert_allclose(r.reference.work, (2 * 9.81 * 2.0) ** 2 / 2, rtol=1e-12)
+    np.testing.assert_allclose(r.reference.exchanged, r.reference.work, rtol=1e-12)
 
 
-def test_energy_scale_of_a_pendulum():
-    """E0 = M g L with L the rod plus the bob's radius of gyration; passive: no τ² term; driven: ½ M g²."""
+def test_reference_of_a_pendulum():
+    """H0 = 0 with the bob level with the pivot; E0 = M g L with L the rod plus the bob's radius of
+    gyration; nothing stored (no contact, limit or spring), no work yet."""
     p = jaxmbd.models.pendulum()
-    H0, E0, c = divergence.energy_scale(p, jnp.array([np.pi / 2]), jnp.zeros(1), False)
-    assert float(H0) == pytest.approx(0.0, abs=1e-12)        # the bob level with the pivot
-    assert float(E0) == pytest.approx(9.81 * 1.0, rel=1e-2) and float(c) == 0.0
-    _, _, c = divergence.energy_scale(p, jnp.array([np.pi / 2]), jnp.zeros(1), True)
-    assert float(c) == pytest.approx(0.5 * 9.81 ** 2)
+    ref = divergence.reference(p, jnp.array([np.pi / 2]), jnp.zeros(1))
+    assert float(ref.H0) == pytest.approx(0.0, abs=1e-12)
+    assert float(ref.scale) == pytest.approx(9.81 * 1.0, rel=1e-2)
+    assert float(ref.allowance) == 0.0 and float(ref.work) == 0.0 and float(ref.exchanged) == 0.0
+    assert not divergence.driven(p, jaxmbd.Inputs()) and divergence.driven(p, jaxmbd.Inputs(tau=jnp.ones(1)))
 
 
 def test_gradient_through_the_checked_loop_and_bad_factors_are_refused():
@@ -142,3 +148,129 @@ def test_gradient_through_the_checked_loop_and_bad_factors_are_refused():
             simulate(m, integrator=I.RK4(), steps=Steps(dt0=STABLE, divergence_factor=bad))
     with pytest.raises(TypeError, match="divergence_factor"):
         simulate(m, integrator=I.RK4(), steps=Steps(dt0=STABLE, divergence_factor=True))
+
+
+# --- runs whose energy legitimately grows, and one whose energy is spurious (MuJoCo as the oracle) -------------
+
+mujoco = pytest.importorskip("mujoco")
+
+HINGE = """<mujoco model="arm"><option timestep="0.001" integrator="RK4"/>
+  <worldbody>
+    <body name="upper_arm" pos="0 0 1">
+      <joint name="shoulder" type="hinge" axis="0 1 0" range="-45 45" limited="true"/>
+      <geom name="upper_arm" type="capsule" fromto="0 0 0 0 0 -0.5" size="0.03" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+LINK = """<mujoco model="spinner"><option timestep="0.001" integrator="RK4" gravity="0 0 0"/>
+  <worldbody>
+    <body name="link">
+      <joint name="spin" type="hinge" axis="0 0 1"/>
+      <geom name="link" type="capsule" fromto="0 0 0 0.2 0 0" size="0.01" mass="0.1"/>
+    </body>
+  </worldbody>
+  <actuator><motor name="spin" joint="spin" gear="1" ctrlrange="-1 1"/></actuator>
+</mujoco>"""
+
+STIFF_BALL = """<mujoco model="ball"><option timestep="0.001" integrator="RK4"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1"/>
+    <body name="ball" pos="0 0 0.3">
+      <freejoint/>
+      <geom name="ball" type="sphere" size="0.1" mass="1" solref="-1e7 -10"/>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+def _mujoco_run(xml, q0, times, ctrl=None):
+    """MuJoCo's qpos, qvel at the given times (multiples of the file's timestep) from q0 at rest."""
+    mj = mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(mj)
+    d.qpos[:] = q0
+    if ctrl is not None:
+        d.ctrl[:] = ctrl
+    steps = np.rint(np.asarray(times) / mj.opt.timestep).astype(int)
+    out = []
+    for k in range(1, steps[-1] + 1):
+        mujoco.mj_step(mj, d)
+        if k in steps:
+            out.append((d.qpos.copy(), d.qvel.copy()))
+    return mj, out
+
+
+def test_a_hinge_started_past_its_limit_runs_to_the_end_as_mujocos():
+    """The arm starts 1.5 rad past its 45° limit (MuJoCo's soft limit pushes it back): RK4 at 1 ms with
+    the default check succeeds and agrees with MuJoCo's RK4 at the same step along the way.  The energy
+    it gains from the limit is more than the drift tolerance E0 (so without the stored energy of the
+    violated row in the allowance it would be DIVERGED) and less than that allowance."""
+    m = jaxmbd.load_mjcf(HINGE, warn=False)
+    q0 = np.pi / 4 + 1.5
+    ts = np.array([0.02, 0.05, 0.1, 0.3, 1.0])
+    r = simulate(m, Start(jnp.array([q0]), jnp.zeros(1)), 1.0, integrator=I.RK4(),
+                 steps=Steps(dt0=1e-3), save=jaxmbd.Save(ts=jnp.asarray(ts)))
+    assert int(r.status) == I.SUCCESS, jaxmbd.status_name(r.status)
+    _, theirs = _mujoco_run(HINGE, [q0], ts)
+    np.testing.assert_allclose(r.qs[:, 0], [q[0] for q, _ in theirs], atol=1e-8)
+    np.testing.assert_allclose(r.vs[:, 0], [v[0] for _, v in theirs], atol=1e-6)
+    ref = r.reference
+    gain = max(float(divergence.energy(m, q, v)) - float(ref.H0) for q, v in zip(r.qs, r.vs))
+    assert float(ref.scale) < gain < float(ref.allowance)
+
+
+def test_a_motor_spinning_up_a_light_link_is_not_diverged():
+    """1 N m on a 0.1 kg link (no gravity): ω = τ t / I exactly (RK4, constant torque), as MuJoCo's run;
+    the accumulated work W equals the kinetic energy ½ I ω², so the balance H - H0 - W stays at round-off
+    though the energy grows as t² without bound."""
+    m = jaxmbd.load_mjcf(LINK, warn=False)
+    r = simulate(m, t1=2.0, integrator=I.RK4(), inputs=Inputs(ctrl=jnp.ones(1)), steps=Steps(dt0=1e-3))
+    assert int(r.status) == I.SUCCESS, jaxmbd.status_name(r.status)
+    mj, [(q_mj, v_mj)] = _mujoco_run(LINK, [0.0], [2.0], ctrl=[1.0])
+    inertia = float(mj.dof_M0[0])                   # MuJoCo's own mass matrix entry of the hinge
+    np.testing.assert_allclose(r.vs[-1, 0], 1.0 * 2.0 / inertia, rtol=1e-10)
+    np.testing.assert_allclose(r.vs[-1, 0], v_mj[0], rtol=1e-10)
+    np.testing.assert_allclose(r.qs[-1, 0], q_mj[0], rtol=1e-9)
+    np.testing.assert_allclose(r.reference.work, 0.5 * inertia * float(r.vs[-1, 0]) ** 2, rtol=1e-10)
+
+
+def test_a_stiff_contact_bounce_is_diverged_and_a_continued_run_keeps_its_balance():
+    """A ball on a legal stiff direct-form contact (solref -1e7 -10, √K h = 3.2) under RK4 at 1 ms: the
+    unchecked run (a factor too large to matter, the same program) is thrown from 0.3 m to above 0.9 m
+    at the first bounce; the checked run stops at that bounce (~0.2 s) with DIVERGED, never above its
+    start.  Continued in two pieces (the first piece's reference passed on), it stops at the same step."""
+    m = jaxmbd.load_mjcf(STIFF_BALL, warn=False)
+    ts = jnp.linspace(0.05, 0.6, 12)
+    run = jax.jit(lambda f, t0, q, v, ref, ts: simulate(
+        m, Start(q, v, t0, reference=ref), ts[-1], integrator=I.RK4(), steps=Steps(dt0=1e-3, divergence_factor=f),
+        save=jaxmbd.Save(ts=ts), solver=Solver(adjoint="none")))
+    unset = divergence.DivergenceReference.unset()
+    free = run(1e12, 0.0, m.q0, m.v0, unset, ts)
+    assert int(free.status) == I.SUCCESS and float(free.qs[:, 2].max()) > 0.9
+    r = run(1.0, 0.0, m.q0, m.v0, unset, ts)
+    assert int(r.status) == I.DIVERGED
+    assert 0.19 < float(r.t) < 0.25 and float(r.qs[:, 2].max()) <= 0.3
+    first = run(1.0, 0.0, m.q0, m.v0, unset, jnp.linspace(0.01, 0.12, 12))     # before the bounce
+    assert int(first.status) == I.SUCCESS
+    rest = run(1.0, 0.12, first.qs[-1], first.vs[-1], first.reference, jnp.linspace(0.17, 0.72, 12))
+    assert int(rest.status) == I.DIVERGED and float(rest.t) == pytest.approx(float(r.t), abs=1e-9)
+    assert float(rest.reference.H0) == float(first.reference.H0) == float(r.reference.H0)
+
+
+@pytest.mark.long
+def test_the_command_stops_the_stiff_bounce_in_its_chunks(tmp_path, capsys):
+    """``jaxmbd simulate`` runs rollout chunk by chunk; the first chunk's energy balance is passed on to
+    the later ones (not re-based at each chunk's start), so the bounce is DIVERGED at the first impact:
+    the saved heights never pass 0.5 m (re-based, the ball was let through to 2.6 m)."""
+    from jaxmbd import cli
+    xml = tmp_path / "ball.xml"
+    xml.write_text(STIFF_BALL)
+    out = tmp_path / "run.npz"
+    assert cli.main(["simulate", str(xml), "--integrator", "rk4", "--dt0", "0.001", "--t1", "2", "--batch", "1",
+                     "--chunks", "10", "--no-plot", "--out", str(out), "--no-compile-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "failures: diverged" in text and "use a smaller --dt0" in text, text
+    z = np.load(out)
+    assert z["status"].tolist() == [I.DIVERGED]
+    heights = z["qs"][0, :, 2]
+    assert np.isfinite(heights[0]) and np.nanmax(heights) < 0.5

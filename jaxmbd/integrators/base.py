@@ -22,7 +22,8 @@ BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TOLERANCES, BAD_TIMES = 6, 7, 8, 9
 SPARSE_COUPLING = 10
 # the contact broad phase found more geom pairs within reach than a group's capacity
 CONTACT_OVERFLOW = 11
-# a step gained more energy than the model's divergence bound allows (jaxmbd.divergence): an unstable method
+# a step gained energy that neither the applied forces' work nor the start's stored energy explains, beyond the
+# drift tolerance (jaxmbd.divergence): the method is unstable at its step
 DIVERGED = 12
 STATUS_NAMES = {SUCCESS: "success", MAX_STEPS: "max_steps reached", STEP_UNDERFLOW: "step size underflow",
                 NEWTON_FAILURE: "Newton failure", NONFINITE: "non-finite state",
@@ -30,17 +31,20 @@ STATUS_NAMES = {SUCCESS: "success", MAX_STEPS: "max_steps reached", STEP_UNDERFL
                 BAD_MASS_MATRIX: "invalid inertia: a body's mass or inertia, or an armature, is negative "
                                  "(the mass matrix would not be positive definite)",
                 BAD_PARAMETERS: "non-finite model parameter",
-                BAD_TOLERANCES: "invalid tolerances (rtol, atol must be finite, >= 0 and not both 0)",
-                BAD_TIMES: "invalid times (t1 <= t0, dt0 <= 0, or non-finite)",
+                BAD_TOLERANCES: "invalid tolerances (rtol, atol must be finite, >= 0 and not both 0; "
+                                "divergence_factor finite and > 0)",
+                BAD_TIMES: "invalid times (t1 <= t0, dt0 <= 0, save times decreasing or outside [t0, t1], or "
+                           "non-finite)",
                 SPARSE_COUPLING: "linear_solver='sparse': a force couples DoFs on different branches of the tree "
                                  "that no force element declares (e.g. a control); use linear_solver='dense'",
                 CONTACT_OVERFLOW: "contact capacity exceeded: more geom pairs within reach than the broad phase keeps "
                                   "for their types, or more contacts within their margin than the soft "
                                   "constraints' rows; raise it (load_mjcf(contact_capacity=...), "
                                   "ModelBuilder.set_contact_options(capacity=..., rows=...))",
-                DIVERGED: "diverged: state left the model's bound (energy gained above divergence_factor times the "
-                          "model's energy scale, jaxmbd.divergence): the method is unstable at this step; use a "
-                          "smaller step or an implicit adaptive method"}
+                DIVERGED: "diverged: the state gained energy that the applied forces' work and the start's stored "
+                          "energy do not explain, beyond divergence_factor times the model's energy scale "
+                          "(jaxmbd.divergence): the method is unstable at this step; use a smaller step or an "
+                          "implicit adaptive method"}
 
 
 class Attempt(NamedTuple):
