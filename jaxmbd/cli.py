@@ -14,7 +14,11 @@ straight, a floor) dropped from 64 randomized states, 2 s, RK4 at 1 ms; the
 summary adds the contacts (active pairs, deepest penetration, first touch),
 the PNG shows the torso height of every member with its first contact
 marked, and the HTML page shows the first 16 members in 3-D with a time
-slider (:mod:`jaxmbd.view`; it opens in a browser with no network).  Bad input gives one line on stderr and exit
+slider (:mod:`jaxmbd.view`; it opens in a browser with no network); the
+outputs (jaxmbd_run.npz, .png, .html) replace the previous default run's.
+An MJCF file's run takes its step and method from the file's ``<option>``
+(includes resolved): see :func:`_choose_method`.  The inputs are checked
+before the outputs; bad input gives one line on stderr and exit
 status 2; Ctrl-C, one line and exit status 130."""
 
 from __future__ import annotations
@@ -65,14 +69,18 @@ class UsageError(Exception):
     """Bad input: reported as one line, exit status 2."""
 
 
-def _load_model(name, floating_base=False):
+def _load_model(name, floating_base=False, options=False):
     """A built-in model by name, or an MJCF (.xml) / URDF (.urdf) file.  The
-    loader's warning (what it does not model) is printed as one line."""
+    loader's warning (what it does not model) is printed as one line.
+    options=True: (model, the MJCF file's :class:`jaxmbd.io.MJCFImport`, whose
+    ``timestep``, ``integrator`` and ``option`` are the file's ``<option>`` with
+    its includes resolved; None for other models)."""
     import warnings
 
     import jaxmbd
     if name in MODELS:
-        return MODELS[name](jaxmbd.models)
+        model = MODELS[name](jaxmbd.models)
+        return (model, None) if options else model
     ext = os.path.splitext(name)[1].lower()
     if ext in (".xml", ".mjcf", ".urdf"):
         if not os.path.isfile(name):
@@ -80,13 +88,13 @@ def _load_model(name, floating_base=False):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                model = (jaxmbd.load_urdf(name, floating_base=floating_base) if ext == ".urdf"
-                         else jaxmbd.load_mjcf(name))
+                info = None if ext == ".urdf" else jaxmbd.load_mjcf(name, return_info=True)
+                model = jaxmbd.load_urdf(name, floating_base=floating_base) if info is None else info.model
             except ValueError as e:
                 raise UsageError(str(e)) from None
         for w in caught:
             print(f"jaxmbd: warning: {w.message}", file=sys.stderr)
-        return model
+        return (model, info) if options else model
     if os.path.exists(name):
         raise UsageError(f"{name}: unknown model file type (expected .xml for MJCF or .urdf)")
     raise UsageError(f"unknown model {name!r}; built-in models: {', '.join(sorted(MODELS))}, "
@@ -182,8 +190,13 @@ def _contact_summary(model, ts, qs, vs):
 # --- simulate -------------------------------------------------------------------------------
 
 SETTINGS = ("model", "floating_base", "batch", "t1", "integrator", "rtol", "atol", "dt0", "saves", "chunks", "seed",
-            "init_scale", "max_steps", "ctrl", "keyframe")
-CHUNK_KEYS = ("ts", "qs", "vs", "q_end", "v_end", "status", "accepted", "rejected")
+            "init_scale", "max_steps", "ctrl", "keyframe", "contact_rows", "contact_capacity")
+# per chunk: accepted/rejected count only the members alive at the chunk's start (a failed member is
+# run again in every later chunk, its results discarded); t_end: the time each of them reached (NaN
+# for the others), a failed member's last sound state
+CHUNK_KEYS = ("ts", "qs", "vs", "q_end", "v_end", "status", "accepted", "rejected", "t_end")
+DEFAULT_OUT = "jaxmbd_run.npz"
+DEFAULT_STEP = 1e-3   # the fixed-step methods' step unless --dt0 or a model file says
 
 
 def _model_digest(model):
@@ -253,8 +266,6 @@ def _check_simulate_args(a):
         raise UsageError(f"rtol={a.rtol} is below what float64 can deliver (>= 1e-14)")
     if a.dt0 is not None and not (math.isfinite(a.dt0) and 0 < a.dt0 <= a.t1):
         raise UsageError(f"--dt0 must be in (0, t1], got {a.dt0}")
-    if a.integrator in FIXED_STEP and a.dt0 is None:   # 1 ms, or an MJCF file's smaller <option timestep>
-        a.dt0 = min(1e-3, a.t1, _mjcf_timestep(a.model) or math.inf)
     if a.saves < 1 or a.chunks < 1:
         raise UsageError("--saves and --chunks must be >= 1")
     if a.chunks > a.saves:
@@ -263,20 +274,61 @@ def _check_simulate_args(a):
         raise UsageError("--max-steps must be >= 1")
     if a.init_scale is not None and not (math.isfinite(a.init_scale) and a.init_scale >= 0):
         raise UsageError(f"--init-scale must be a finite number >= 0, got {a.init_scale}")
+    if a.contact_rows is not None and a.contact_rows < 1:
+        raise UsageError(f"--contact-rows must be >= 1, got {a.contact_rows}")
+    if a.contact_capacity is not None and a.contact_capacity != "all":
+        given = a.contact_capacity
+        a.contact_capacity = int(given) if given.isdigit() else 0
+        if a.contact_capacity < 1:
+            raise UsageError(f"--contact-capacity must be an integer >= 1 or 'all', got {given!r}")
 
 
-def _mjcf_timestep(path):
-    """The ``<option timestep>`` an MJCF file gives (None for other models, a
-    file without one or one that does not parse: the loader reports that)."""
-    if os.path.splitext(path)[1].lower() not in (".xml", ".mjcf") or not os.path.isfile(path):
-        return None
-    import xml.etree.ElementTree as ET
-    try:
-        opt = ET.parse(path).getroot().find("option")
-        step = float(opt.get("timestep")) if opt is not None and opt.get("timestep") is not None else None
-    except (ET.ParseError, ValueError, OSError):
-        return None
-    return step if step is not None and math.isfinite(step) and step > 0 else None
+def _choose_method(a, model, mjcf):
+    """Fill in --integrator and --dt0 where not given, and say why (the run's first line).
+
+    Built-in models and URDF files: RK4 at 1 ms.  An MJCF file (``mjcf``: its
+    :class:`jaxmbd.io.MJCFImport`, ``<option>`` read through its includes) gets a
+    method that holds what MuJoCo holds with the file's ``<option integrator>``:
+    ``implicit`` and ``implicitfast``, and MuJoCo's default ``Euler`` on a model
+    with joint damping (which MuJoCo's Euler integrates implicitly), get the
+    L-stable adaptive ``rosenbrock`` at --rtol/--atol; ``RK4`` gets rk4 at the
+    file's ``timestep``; ``Euler`` without damping rk4 at 1 ms.  A fixed-step
+    method chosen with --integrator steps at 1 ms, or at the file's
+    ``timestep`` where that is smaller."""
+    step = None if mjcf is None else mjcf.timestep
+    step_from_file = False
+    if a.integrator is not None:
+        why = f"given by --integrator {a.integrator}"
+    elif mjcf is None:
+        a.integrator = "rk4"
+        why = "the default for " + ("built-in models" if a.model in MODELS else "URDF files")
+    else:
+        asked = mjcf.integrator
+        damped = bool(np.any(np.asarray(getattr(model, "tree", model).damping) > 0))
+        if asked in ("implicit", "implicitfast") or (asked == "Euler" and damped):
+            a.integrator = "rosenbrock"
+            why = (f"the file asks MuJoCo for {asked}" if asked != "Euler" else
+                   "the file asks MuJoCo for Euler, which integrates the joints' damping implicitly")
+        elif asked == "RK4":
+            a.integrator = "rk4"
+            why = "the file asks MuJoCo for RK4"
+            step_from_file = a.dt0 is None
+        else:
+            a.integrator = "rk4"
+            why = "the file asks MuJoCo for Euler and the model has no joint damping: an explicit method"
+    if a.integrator in FIXED_STEP and a.dt0 is None:
+        if step is not None and not (math.isfinite(step) and step > 0):
+            raise UsageError(f"{a.model}: <option timestep> is {step:g}, not a step; give --dt0")
+        if step_from_file:
+            a.dt0, how = min(step, a.t1), "the file's <option timestep>"
+        elif step is not None and step < DEFAULT_STEP:
+            a.dt0, how = min(step, a.t1), "the file's <option timestep>, below 1 ms"
+        else:
+            a.dt0, how = min(DEFAULT_STEP, a.t1), "1 ms, the default step"
+        return f"{a.integrator}: {why} (fixed step dt0 = {a.dt0:g} s: {how})"
+    if a.integrator in FIXED_STEP:
+        return f"{a.integrator}: {why} (fixed step dt0 = {a.dt0:g} s: --dt0)"
+    return f"{a.integrator}: {why} (adaptive steps, rtol = {a.rtol:g}, atol = {a.atol:g})"
 
 
 def _divergence_advice(a, n):
@@ -291,10 +343,84 @@ def _divergence_advice(a, n):
             f"energy explains (jaxmbd.divergence); {fix} or an implicit adaptive method ({other})")
 
 
+def _with_contact_options(model, label, rows=None, capacity=None):
+    """The model with its contact element's soft-solve ``rows`` and broad-phase ``capacity``
+    replaced (what ``ModelBuilder.set_contact_options(rows=..., capacity=...)`` sets when a model is
+    built; capacity: an int per group or "all", :func:`jaxmbd.forces.contact.capacities`)."""
+    import dataclasses
+
+    import equinox as eqx
+
+    from jaxmbd.forces.base import make
+    from jaxmbd.forces.contact import Contact, capacities
+    el = _contact_element(model)
+    if el is None:
+        raise UsageError(f"--contact-rows/--contact-capacity: {label} has no contacts")
+    tree = getattr(model, "tree", model)
+    fields = {f.name: getattr(el, f.name) for f in dataclasses.fields(Contact)}
+    if rows is not None:
+        fields["rows"] = int(rows)
+    if capacity is not None:
+        fields["capacity"] = capacities(el, tree, capacity)
+    new = make(Contact, **fields)
+    tree = eqx.tree_at(lambda m: m.forces, tree, tuple(new if e is el else e for e in tree.forces))
+    return tree if getattr(model, "tree", None) is None else eqx.tree_at(lambda m: m.tree, model, tree)
+
+
+def _overflow_advice(model):
+    """What to change when members ended with CONTACT_OVERFLOW: the limit(s) this model can exceed."""
+    el = _contact_element(model)
+    out = []
+    if el is not None and el.has_soft and el.n_candidates > el.rows:
+        out.append(f"raise --contact-rows (now {el.rows}: how many of the {el.n_candidates} candidate contacts, "
+                   "the deepest, enter the soft solve; its cost grows with their cube)")
+    if el is not None and el.culled:
+        caps = ", ".join(f"{t1}-{t2} {k} of {len(rows)}" for (t1, t2, rows), k in zip(el.groups, el.capacity)
+                         if k < len(rows))
+        out.append(f"raise --contact-capacity (now {caps} pairs kept by the broad phase) or give "
+                   "--contact-capacity all")
+    return " or ".join(out) or "raise --contact-rows or --contact-capacity"
+
+
+def _failure_advice(a, model, status, n):
+    """(a short name, what to change) for members that ended with ``status`` (n of them)."""
+    from jaxmbd.integrators import base as S
+    others = lambda *names: " or ".join(f"--integrator {m}" for m in names if m != a.integrator)  # noqa: E731
+    fixed = a.integrator in FIXED_STEP
+    tol = f"--rtol/--atol (now {a.rtol:g}, {a.atol:g})"
+    if status == S.DIVERGED:
+        advice = _divergence_advice(a, n)
+        return "diverged", advice[len("diverged: "):] if advice.startswith("diverged: ") else advice
+    if status == S.CONTACT_OVERFLOW:
+        return "contact overflow", _overflow_advice(model)
+    if status == S.MAX_STEPS:
+        need = (f"; a chunk of {a.t1 / a.chunks:g} s at dt0 = {a.dt0:g} takes {math.ceil(a.t1 / a.chunks / a.dt0):,} "
+                "steps" if fixed else "")
+        stiff = "" if fixed or issubclass(_integrators.REGISTRY[a.integrator], _integrators.AbstractImplicit) else \
+            f", or an implicit method ({others('rosenbrock', 'sdirk4')}): an explicit one creeps on a stiff model"
+        return "max_steps reached", (f"more than --max-steps ({a.max_steps:,}) step attempts in one chunk{need}: "
+                                     f"raise --max-steps or --chunks{stiff}")
+    if status == S.STEP_UNDERFLOW:
+        return "step size underflow", (f"the step shrank below what float64 resolves: loosen {tol}, or "
+                                       f"{others('rosenbrock', 'sdirk4')}")
+    if status == S.NEWTON_FAILURE:
+        return "Newton failure", (f"the implicit stages did not converge even at small steps: loosen {tol}, or "
+                                  f"{others('rosenbrock', 'sdirk4')} (rosenbrock has no Newton iteration)")
+    if status == S.NONFINITE:
+        fix = f"a smaller --dt0 (e.g. {a.dt0 / 4:g})" if fixed else f"a smaller {tol}"
+        return "non-finite state", f"the state became NaN or infinite: {fix}, or {others('rosenbrock', 'sdirk4')}"
+    if status == S.CONSTRAINT_FAILURE:
+        return "constraint failure", ("the loop constraints could not be solved (a singular configuration): a "
+                                      f"smaller --init-scale (now {a.init_scale:g}) or a smaller {tol}")
+    return S.STATUS_NAMES[int(status)].split(":")[0], S.STATUS_NAMES[int(status)]
+
+
 def _check_outputs(a):
-    """Every output path, checked before any work: the parent directory
-    exists and is writable, no output is a directory, and (without --resume or
-    --overwrite) none exists yet.  Returns (png or None, the chunk directory)."""
+    """Every output path, checked once the inputs are and before any simulation: the parent
+    directory exists and is writable, no output is a directory, and (without --resume or
+    --overwrite) none exists yet, except with the default --out, where a previous run's
+    finished outputs are replaced (an unfinished run there is kept: --resume or --overwrite).
+    Returns (png or None, the chunk directory, the previous outputs this run replaces)."""
     out = a.out
     png = None if a.no_plot else os.path.splitext(out)[0] + ".png"
     a.html = _page_path(a)
@@ -324,21 +450,34 @@ def _check_outputs(a):
         if not os.path.isdir(parts):
             raise UsageError(f"--resume: no unfinished run at {parts}"
                              + (f" ({out} is finished)" if os.path.exists(out) else ""))
-    elif not a.overwrite:
+    replaced = []
+    if not (a.resume or a.overwrite):
         if os.path.isdir(parts):
             raise UsageError(f"{parts} holds an unfinished run; continue it with --resume, "
                              "or start over with --overwrite")
         for path in (out, png, a.html):
-            if path is not None and os.path.exists(path):
+            if path is None or not os.path.exists(path):
+                continue
+            if a.out_given or not (path == out and _is_a_run(out) or path in (png, a.html) and replaced):
                 raise UsageError(f"{path} exists; use --overwrite to replace it (or choose another --out)")
-    return png, parts
+            replaced.append(path)
+    return png, parts, replaced
+
+
+def _is_a_run(path):
+    """Whether ``path`` is the output of a finished ``jaxmbd simulate`` (an .npz with its settings)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return isinstance(z, np.lib.npyio.NpzFile) and {"settings", "qs", "status"} <= set(z.files)
+    except Exception:  # noqa: BLE001 - anything np.load raises on a file that is not an .npz
+        return False
 
 
 def _read_chunk(path, ts, batch, nq, nv):
     """A finished chunk's arrays, every one read in full (zip CRCs checked) and
     of the right shape; a damaged chunk is a UsageError naming the file."""
     want = dict(ts=ts.shape, qs=(batch, ts.size, nq), vs=(batch, ts.size, nv), q_end=(batch, nq),
-                v_end=(batch, nv), status=(batch,), accepted=(batch,), rejected=(batch,))
+                v_end=(batch, nv), status=(batch,), accepted=(batch,), rejected=(batch,), t_end=(batch,))
     try:
         with np.load(path, allow_pickle=False) as z:
             d = {k: z[k] for k in CHUNK_KEYS}
@@ -407,17 +546,20 @@ def _keyframe(model, name, label):
 
 
 def cmd_simulate(a):
+    # the inputs first (arguments, model, keyframe, ctrl, method), then the outputs, then the work
+    a.out_given = a.out is not None
+    a.out = a.out if a.out_given else DEFAULT_OUT
     _check_simulate_args(a)
-    png, parts = _check_outputs(a)
     if not a.no_compile_cache:
         _enable_compile_cache()  # before anything compiles, model building included
     import jax.numpy as jnp
 
     import jaxmbd
     from jaxmbd import integrators
-    from jaxmbd.integrators.base import DIVERGED, STATUS_NAMES
 
-    model = _load_model(a.model, a.floating_base)
+    model, mjcf = _load_model(a.model, a.floating_base, options=True)
+    if a.contact_rows is not None or a.contact_capacity is not None:
+        model = _with_contact_options(model, a.model, a.contact_rows, a.contact_capacity)
     key = None if a.keyframe is None else _keyframe(model, a.keyframe, a.model)
     if a.init_scale is None:      # a contact scene starts near its own posture (a robot lands on its feet)
         a.init_scale = 0.0 if key is not None else 0.1 if _contact_element(model) is not None else 0.3
@@ -432,6 +574,8 @@ def cmd_simulate(a):
     if key is not None and a.ctrl is None and nu:
         a.ctrl = [float(x) for x in key.ctrl]
         ctrl_note = f"of keyframe {a.keyframe!r}"
+    chosen = _choose_method(a, model, mjcf)
+    png, parts, replaced = _check_outputs(a)
     method = integrators.REGISTRY[a.integrator]()
     out = a.out
     settings = _settings(a, model)
@@ -451,6 +595,8 @@ def cmd_simulate(a):
         q, v = _initial_states(model, a.batch, a.seed, a.init_scale,
                                None if key is None else (key.qpos, key.qvel))
         status = np.zeros(a.batch, np.int32)
+    print(chosen)   # the first line: the method, and why
+    print(f"jaxmbd {jaxmbd.__version__}: {a.model} ({model.summary()})")
     if a.resume:
         print(f"resuming at chunk {done_chunks}/{a.chunks} (t = {ts_all[done_chunks * per - 1] if done_chunks else 0.0:.4g})")
     else:
@@ -461,7 +607,6 @@ def cmd_simulate(a):
             json.dump(settings, f)
     _ctrl_c.message = f"jaxmbd: interrupted; finished chunks are kept in {parts}, continue with --resume"
 
-    print(f"jaxmbd {jaxmbd.__version__}: {a.model} ({model.summary()})")
     print(f"{a.batch} members, t1 = {a.t1}, {INTEGRATORS[a.integrator]}, rtol = {a.rtol}, atol = {a.atol}"
           + (f", dt0 = {a.dt0}" if a.dt0 else "") + f", {n_save} save points in {a.chunks} chunks"
           + (f"; {nu} actuators, ctrl {ctrl_note}" if nu else "")
@@ -493,7 +638,9 @@ def cmd_simulate(a):
         # saves a failed member did not reach (all of them if it failed in an earlier chunk) are NaN; see status
         reached = (ts[None, :] <= np.asarray(r.t)[:, None]) & (alive & (st == 0) | newly)[:, None]
         qs[~reached], vs[~reached] = np.nan, np.nan
-        acc, rej = np.asarray(r.stats["accepted"]), np.asarray(r.stats["rejected"])
+        # a member's steps count in the chunks it started alive (a failed one is run again, then discarded)
+        acc, rej = (np.where(alive, np.asarray(r.stats[k]), 0) for k in ("accepted", "rejected"))
+        t_end = np.where(alive, np.asarray(r.t, np.float64), np.nan)
         if r.residuals is not None:
             res = np.asarray(r.residuals)[reached]
             drift = np.maximum(drift, res.max(0) if res.size else 0.0)
@@ -502,7 +649,8 @@ def cmd_simulate(a):
         v = np.where(dead[:, None], v, vs[:, -1])
         ref = {k: np.where(dead, ref[k], np.asarray(getattr(r.reference, k))) for k in ref_keys}
         _atomic_savez(os.path.join(parts, f"chunk_{c:05d}.npz"), ts=ts, qs=qs, vs=vs, q_end=q, v_end=v,
-                      status=status, accepted=acc, rejected=rej, **{f"ref_{k}": x for k, x in ref.items()})
+                      status=status, accepted=acc, rejected=rej, t_end=t_end,
+                      **{f"ref_{k}": x for k, x in ref.items()})
         _progress(c + 1, a.chunks, float(ts[-1]), a.t1, steps_total, time.perf_counter() - t_start, tty)
 
     # assemble
@@ -514,8 +662,12 @@ def cmd_simulate(a):
     accepted = np.sum([ch["accepted"] for ch in chunks], axis=0)
     rejected = np.sum([ch["rejected"] for ch in chunks], axis=0)
     status = chunks[-1]["status"]
+    # the time each member reached: t1, or a failed member's last sound state (in the chunk it failed)
+    t_end = np.full(a.batch, np.nan)
+    for ch in chunks:
+        t_end = np.where(np.isfinite(ch["t_end"]), ch["t_end"], t_end)
     assert np.all(np.diff(ts) > 0) and ts.size == n_save
-    _atomic_savez(out, ts=ts, qs=qs, vs=vs, status=status, accepted=accepted, rejected=rejected,
+    _atomic_savez(out, ts=ts, qs=qs, vs=vs, status=status, accepted=accepted, rejected=rejected, t_end=t_end,
                   settings=np.array(json.dumps(settings)), nq=np.array(model.nq), nv=np.array(model.nv))
     _ctrl_c.message = f"jaxmbd: interrupted after writing {out}"
     shutil.rmtree(parts)
@@ -523,15 +675,7 @@ def cmd_simulate(a):
     # summary
     print(f"members: {a.batch}; accepted steps: {int(accepted.sum()):,} (mean {accepted.mean():.1f} per member); "
           f"rejected: {int(rejected.sum()):,}")
-    fails = {STATUS_NAMES[int(s)]: int(np.sum(status == s)) for s in np.unique(status) if s != 0}
-    if fails:
-        bad = np.flatnonzero(status != 0)
-        print("failures: " + ", ".join(f"{k}: {v}" for k, v in fails.items())
-              + f" (members {bad[:10].tolist()}{'...' if bad.size > 10 else ''}; their saves after the failure are NaN)")
-        if np.any(status == DIVERGED):
-            print(_divergence_advice(a, int(np.sum(status == DIVERGED))))
-    else:
-        print("failures: none")
+    _print_failures(a, model, status, t_end)
     if isinstance(model, jaxmbd.Mechanism):
         print(f"constraint drift (this run's chunks): max |Φ| = {drift[0]:.1e}, max |Φ_q v| = {drift[1]:.1e} "
               f"({model.nc} constraint equations)")
@@ -544,7 +688,8 @@ def cmd_simulate(a):
         print(f"throughput: {sps:,.0f} member-steps/s; compile (first chunk minus a typical chunk): "
               f"{compile_s:.2f} s; wall {sum(walls):.2f} s")
     first = None
-    if _contact_element(model) is not None and not isinstance(model, jaxmbd.Mechanism):
+    if _contact_element(model) is not None and not isinstance(model, jaxmbd.Mechanism) \
+            and not np.all(np.isnan(qs)):   # a run that reached no save time has no contacts to count
         n, pen, first = _contact_summary(model, ts, qs, vs)
         touched = np.isfinite(first)
         print(f"contacts: {np.nanmean(n):.1f} active pairs on average over members and saves "
@@ -563,6 +708,9 @@ def cmd_simulate(a):
         _write_page(model, ts, qs, status, a.html, f"{a.model} ({a.batch} members)")
         print(f"wrote {a.html} (open it in a browser: the first {min(a.batch, _VIEW_MEMBERS)} members in 3-D, "
               "with a time slider)")
+    if replaced:
+        names = ", ".join(replaced[:-1]) + (" and " if len(replaced) > 1 else "") + replaced[-1]
+        print(f"replaced {names} of the previous run (the default --out; give --out to keep a run's files)")
     return 0
 
 
@@ -626,6 +774,23 @@ def cmd_view(a):
     v.save(page)
     print(f"wrote {page} ({len(v.members)} of {qs.shape[0]} members, {len(ts)} saves, {v.duration:.3g} s)")
     return 0
+
+
+def _print_failures(a, model, status, t_end, shown=6):
+    """One line counting the failures by status; then per status, the members (the first ``shown``)
+    with the time each one reached (its last sound state) and what to change."""
+    if not np.any(status != 0):
+        print("failures: none")
+        return
+    groups = {int(s): np.flatnonzero(status == s) for s in np.unique(status) if s != 0}
+    named = {s: _failure_advice(a, model, s, len(m)) for s, m in groups.items()}
+    print("failures: " + ", ".join(f"{named[s][0]}: {len(m)}" for s, m in groups.items())
+          + "; a member's saves after its failure are NaN")
+    for s, members in groups.items():
+        name, advice = named[s]
+        who = ", ".join(f"member {b} at t = {t_end[b]:.4g} s" for b in members[:shown])
+        more = f" and {len(members) - shown} more" if len(members) > shown else ""
+        print(f"{name} ({who}{more}): {advice}")
 
 
 def _plot_heights(path, ts, qs, first, title, keyframe=None):
@@ -751,12 +916,15 @@ def _parser():
     s.add_argument("model", nargs="?", default="quadruped", help=MODEL_HELP)
     s.add_argument("--batch", type=int, default=64, help="members (randomized initial states)")
     s.add_argument("--t1", type=float, default=2.0, help="end time (s)")
-    s.add_argument("--integrator", default="rk4", choices=sorted(INTEGRATORS))
+    s.add_argument("--integrator", default=None, choices=sorted(INTEGRATORS),
+                   help="default: rk4; for an MJCF file, what holds what MuJoCo holds with its <option integrator>: "
+                        "rosenbrock for implicit, implicitfast, or Euler with joint damping; rk4 at the file's "
+                        "timestep for RK4")
     s.add_argument("--rtol", type=float, default=1e-6)
     s.add_argument("--atol", type=float, default=1e-6)
     s.add_argument("--dt0", type=float, default=None,
-                   help="step (fixed-step methods; default 1e-3, or an MJCF file's smaller <option timestep>) "
-                        "or first step")
+                   help="step (fixed-step methods; default 1e-3, or an MJCF file's smaller <option timestep>, "
+                        "read through its includes) or first step")
     s.add_argument("--saves", type=int, default=100, help="save points, uniform in (0, t1]")
     s.add_argument("--chunks", type=int, default=10, help="time chunks; each is written when done")
     s.add_argument("--max-steps", type=int, default=100_000, help="step attempts per member and chunk")
@@ -771,7 +939,15 @@ def _parser():
                    help="start every member from this keyframe of the model file (its qpos and qvel; its ctrl as "
                         "the constant inputs unless --ctrl is given; the run starts at t = 0 whatever its time); "
                         "--init-scale then defaults to 0")
-    s.add_argument("--out", default="jaxmbd_run.npz")
+    s.add_argument("--contact-rows", type=int, default=None, metavar="N",
+                   help="candidate contacts (the deepest) in the soft contact solve (default: 8 per free-floating "
+                        "body, at least 8); more within their margin at once stops a member with CONTACT_OVERFLOW")
+    s.add_argument("--contact-capacity", default=None, metavar="N|all",
+                   help="geom pairs per group of two geom types that the contact broad phase keeps (default: "
+                        "a rule from the model's pairs at q0; all: every pair)")
+    s.add_argument("--out", default=None,
+                   help=f"the output .npz (default {DEFAULT_OUT}, which replaces a previous run's {DEFAULT_OUT} "
+                        "and .png; an --out given is never replaced without --overwrite)")
     s.add_argument("--resume", action="store_true", help="continue an interrupted run with the same settings")
     s.add_argument("--overwrite", action="store_true",
                    help="replace an existing output or unfinished run at --out (its finished chunks are deleted)")

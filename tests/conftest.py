@@ -27,6 +27,14 @@ settings.load_profile("jaxmbd")
 
 
 @pytest.fixture(autouse=True)
+def _own_working_directory(tmp_path, monkeypatch):
+    """Every test runs in its own empty directory (its tmp_path), so none reads or writes the
+    checkout: the command's default outputs (jaxmbd_run.npz, .png), or a stale file left there by
+    a run of the README's first command, stay out of the tests."""
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(autouse=True)
 def _bound_memory_mappings():
     """Keep the worker's memory mappings bounded: XLA:CPU holds about three per
     compiled kernel until its program is freed, and a worker that reached the

@@ -32,6 +32,14 @@ def main(args):
     return cli.main([*args, "--no-compile-cache"] if args[0] == "simulate" else args)
 
 
+def command_env(**extra):
+    """The environment of a subprocess running ``python -m jaxmbd`` from a test's own directory
+    (tests/conftest.py): this checkout's jaxmbd first on the path, JAX on the CPU."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(jaxmbd.__file__)))
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=path, **extra)
+
+
 def test_info(capsys):
     assert main(["info", "grid_tree4"]) == 0
     out = capsys.readouterr().out
@@ -75,12 +83,32 @@ def test_simulate_writes_npz_and_png_matching_a_direct_rollout(tmp_path, capsys)
     (["simulate", "pendulum", "--batch", "0"], "--batch"),
     (["simulate", "pendulum", "--t1", "nan"], "--t1"),
     (["simulate", "pendulum", "--chunks", "5", "--saves", "2"], "--chunks"),
+    (["simulate", "pendulum", "--contact-rows", "0"], "--contact-rows must be >= 1"),
+    (["simulate", "pendulum", "--contact-capacity", "some"], "--contact-capacity must be an integer >= 1 or 'all'"),
+    (["simulate", "pendulum", "--contact-rows", "4"], "pendulum has no contacts"),
     (["info", "no_such_model"], "unknown model"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, msg, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("jaxmbd: error:") and msg in err and "\n" not in err
+
+
+def test_inputs_are_checked_before_the_outputs(tmp_path, capsys):
+    """With the default output unusable (a directory named jaxmbd_run.npz in the working
+    directory), every bad input is still reported as itself; only a good command meets the output."""
+    assert os.getcwd() == str(tmp_path)    # tests/conftest.py: each test in its own directory
+    (tmp_path / "jaxmbd_run.npz").mkdir()
+    (tmp_path / "empty.xml").write_text("<mujoco/>")
+    for args, msg in ((["no_such_model"], "unknown model 'no_such_model'"),
+                      (["empty.xml"], "empty.xml: no bodies in <worldbody>"),
+                      (["missing.urdf"], "no such model file"),
+                      (["pendulum", "--keyframe", "home"], "pendulum has no keyframes"),
+                      (["pendulum", "--ctrl", "1"], "has no actuators"),
+                      (["pendulum", "--batch", "0"], "--batch"),
+                      (["pendulum"], "jaxmbd_run.npz is a directory")):
+        assert main(["simulate", *args]) == 2
+        assert msg in one_line_error(capsys), args
 
 
 def test_model_file_and_resume_without_a_run(tmp_path, capsys):
@@ -110,7 +138,7 @@ def test_killed_run_resumes_without_losing_or_duplicating(model, tmp_path, capsy
     common = ["simulate", model, *KILLED[model], "--batch", "2", "--t1", "1.2", "--saves", "24", "--chunks", "24",
               "--no-plot", "--no-compile-cache"]
     out = str(tmp_path / "killed.npz")
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env = command_env()
     proc = subprocess.Popen([sys.executable, "-m", "jaxmbd", *common, "--out", out], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     third = os.path.join(out + ".parts", "chunk_00002.npz")
@@ -286,11 +314,42 @@ def test_existing_outputs_are_kept_without_overwrite(tmp_path, monkeypatch, caps
     assert not np.array_equal(np.load(out)["qs"], first) and not os.path.exists(parts)
 
 
-def test_output_paths_are_checked_before_any_work(tmp_path, monkeypatch, capsys):
+def test_the_default_output_replaces_the_previous_default_run(tmp_path, capsys):
+    """The README's first command run twice in one directory: the second run replaces the first's
+    jaxmbd_run.npz, .png and .html and says so in one line; an --out given, or a file at the default path
+    that is not a run, is still refused; an unfinished run there is kept."""
+    args = ["simulate", "pendulum", "--batch", "2", "--t1", "0.01", "--saves", "2", "--chunks", "1"]
+    npz, png = tmp_path / "jaxmbd_run.npz", tmp_path / "jaxmbd_run.png"
+    assert main(args) == 0
+    assert "replaced" not in capsys.readouterr().out
+    first = np.load(npz)["qs"]
+    png.write_bytes(b"the previous plot")
+    assert main([*args, "--seed", "1"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "replaced" in ln]
+    assert lines == ["replaced jaxmbd_run.npz, jaxmbd_run.png and jaxmbd_run.html of the previous run (the default "
+                     "--out; give --out to keep a run's files)"]
+    second = np.load(npz)["qs"]
+    assert not np.array_equal(first, second) and png.read_bytes().startswith(b"\x89PNG")
+    assert main([*args, "--out", "jaxmbd_run.npz"]) == 2
+    assert "jaxmbd_run.npz exists; use --overwrite" in one_line_error(capsys)
+    assert np.array_equal(np.load(npz)["qs"], second)
+    npz.write_text("not a run")
+    assert main(args) == 2
+    assert "jaxmbd_run.npz exists; use --overwrite" in one_line_error(capsys)
+    npz.unlink()
+    assert main(args) == 2     # a plot without its run is not replaced either
+    assert "jaxmbd_run.png exists" in one_line_error(capsys)
+    png.unlink()
+    (tmp_path / "jaxmbd_run.npz.parts").mkdir()
+    assert main(args) == 2
+    assert "holds an unfinished run; continue it with --resume" in one_line_error(capsys)
+
+
+def test_output_paths_are_checked_before_any_simulation(tmp_path, monkeypatch, capsys):
     def no_work(*args, **kw):
         raise AssertionError("work started before the output paths were checked")
-    monkeypatch.setattr(cli, "_load_model", no_work)
-    monkeypatch.setattr(cli, "_enable_compile_cache", no_work)
+    monkeypatch.setattr(cli, "_initial_states", no_work)
+    monkeypatch.setattr(jaxmbd, "rollout", no_work)
     (tmp_path / "adir").mkdir()
     (tmp_path / "file").write_text("")
     (tmp_path / "r.npz.parts").write_text("")
@@ -299,13 +358,13 @@ def test_output_paths_are_checked_before_any_work(tmp_path, monkeypatch, capsys)
                      (tmp_path / "missing" / "r.npz", "does not exist"),
                      (tmp_path / "file" / "r.npz", "file is not a directory"),
                      (tmp_path / "r.npz", "not a directory")):
-        assert cli.main(small("pendulum", out)) == 2
+        assert main(small("pendulum", out)) == 2
         assert msg in one_line_error(capsys)
     for out, msg in ((tmp_path / "p.npz", "p.png would overwrite a directory"),
                      (tmp_path / "x.png", "the plot would overwrite it")):
         args = small("pendulum", out)
         args.remove("--no-plot")
-        assert cli.main(args) == 2
+        assert main(args) == 2
         assert msg in one_line_error(capsys)
 
 
@@ -354,7 +413,7 @@ def test_compile_cache_is_written_unless_turned_off(tmp_path):
     runs = {}
     for name, flags in (("on", []), ("off", ["--no-compile-cache"])):
         cache = tmp_path / f"cache_{name}"
-        env = dict(os.environ, JAX_PLATFORMS="cpu", JAXMBD_CACHE_DIR=str(cache))
+        env = command_env(JAXMBD_CACHE_DIR=str(cache))
         out = tmp_path / f"{name}.npz"
         r = subprocess.run([sys.executable, "-m", "jaxmbd", *small("pendulum", out, *flags)], env=env,
                            capture_output=True, text=True, timeout=300)
@@ -375,7 +434,7 @@ def test_ctrl_c_is_one_line_at_any_moment(when, tmp_path):
     out = tmp_path / "run.npz"
     args = small("pendulum", out, "--no-compile-cache")
     args[args.index("--t1") + 1] = "1000"  # still running when the signal comes, however fast the machine
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
+    env = command_env(PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-m", "jaxmbd", *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     if when == "compiling":  # the line before the chunk loop; tracing, then XLA's compile, follow
@@ -505,5 +564,245 @@ def test_a_diverged_run_says_what_to_change_and_a_file_s_small_timestep_is_the_d
     xml.write_text(STIFF_SLIDER_XML.format(option='<option timestep="0.0005"/>'))
     assert main([*args, "--overwrite"]) == 0
     text = capsys.readouterr().out
-    assert "dt0 = 0.0005" in text and "failures: none" in text, text
-    assert cli._mjcf_timestep(str(xml)) == 0.0005 and cli._mjcf_timestep("pendulum") is None
+    assert "failures: none" in text, text
+    assert text.splitlines()[0] == ("rk4: the file asks MuJoCo for Euler and the model has no joint damping: an "
+                                    "explicit method (fixed step dt0 = 0.0005 s: the file's <option timestep>, "
+                                    "below 1 ms)")
+
+
+# --- robot files: the file's <option>, the method it asks for, contacts, failures ------------------
+
+ROBOT_XML = """<mujoco model="tiny quadruped">
+  <compiler angle="radian" autolimits="true"/>
+  <option {option}/>
+  <default>
+    <default class="robot">
+      <joint axis="0 1 0" damping="{damping}" armature="0.01" range="-1 1"/>
+      <position kp="1000" dampratio="1" forcerange="-60 60" ctrlrange="-1 1"/>
+      <default class="visual">
+        <geom contype="0" conaffinity="0" group="2"/>
+      </default>
+      <default class="collision">
+        <geom group="3"/>
+        <default class="foot">
+          <geom type="sphere" size="0.03" friction="0.8 0.02 0.01"/>
+        </default>
+      </default>
+    </default>
+  </default>
+  <worldbody>
+    <body name="base" pos="0 0 0.3" childclass="robot">
+      <freejoint/>
+      <geom class="collision" type="box" size="0.2 0.1 0.05" mass="4"/>
+      {legs}
+    </body>
+  </worldbody>
+  <actuator>
+    {servos}
+  </actuator>
+  <keyframe>
+    <key name="home" qpos="0 0 0.279 1 0 0 0 0 0 0 0" ctrl="0 0 0 0"/>
+  </keyframe>
+</mujoco>
+"""
+LEG = """<body name="{n}" pos="{x} {y} -0.05">
+        <joint name="{n}_hip"/>
+        <geom class="visual" type="capsule" fromto="0 0 0 0 0 -0.2" size="0.02" mass="0.3"/>
+        <geom class="foot" pos="0 0 -0.2" mass="0.05"/>
+      </body>"""
+LEGS = {"FL": (0.15, 0.1), "FR": (0.15, -0.1), "RL": (-0.15, 0.1), "RR": (-0.15, -0.1)}
+SCENE_XML = """<mujoco model="tiny quadruped scene">
+  <include file="robot.xml"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="0 0 0.05"/>
+  </worldbody>
+</mujoco>
+"""
+
+
+def robot_scene(tmp_path, option, damping=1.0):
+    """A Menagerie-style pair of files: scene.xml (a floor) includes robot.xml (its <option>, collision
+    classes, four legs on stiff position servos, a keyframe 'home' with the feet 1 mm in the floor)."""
+    (tmp_path / "robot.xml").write_text(ROBOT_XML.format(
+        option=option, damping=damping,
+        legs="\n      ".join(LEG.format(n=n, x=x, y=y) for n, (x, y) in LEGS.items()),
+        servos="\n    ".join(f'<position class="robot" name="{n}" joint="{n}_hip"/>' for n in LEGS)))
+    (tmp_path / "scene.xml").write_text(SCENE_XML)
+    return str(tmp_path / "scene.xml")
+
+
+class Stop(Exception):
+    pass
+
+
+def first_rollout(monkeypatch, args):
+    """Run the command up to its first rollout: what it passes (model, integrator, steps)."""
+    seen = {}
+
+    def stop(model, start, t1, *, integrator, steps, **kw):
+        seen.update(model=model, integrator=integrator, steps=steps)
+        raise Stop
+    with monkeypatch.context() as m:
+        m.setattr(jaxmbd, "rollout", stop)
+        with pytest.raises(Stop):
+            main([*args, "--no-plot", "--overwrite"])
+    return seen
+
+
+def method_of(monkeypatch, capsys, args):
+    """(the integrator and Steps the command passes to its first rollout, its first line)."""
+    seen = first_rollout(monkeypatch, args)
+    return seen["integrator"], seen["steps"], capsys.readouterr().out.splitlines()[0]
+
+
+def test_a_robot_file_s_included_options_set_the_step_and_the_method(tmp_path, monkeypatch, capsys):
+    """scene.xml includes robot.xml, whose <option> gives the timestep and the integrator: the
+    loader reads them as MuJoCo does (checked against MuJoCo's compiled model), and the command's
+    defaults follow them: rosenbrock where MuJoCo integrates implicitly (implicit, implicitfast,
+    Euler with joint damping), rk4 at the file's step for RK4, rk4 at the file's step below 1 ms for
+    Euler without damping; --integrator and a built-in model keep RK4 at 1 ms."""
+    mujoco = pytest.importorskip("mujoco")
+    cases = [('timestep="0.0005"', 0.0, I.RK4, 0.0005, "the file asks MuJoCo for Euler and the model has no "
+              "joint damping: an explicit method (fixed step dt0 = 0.0005 s: the file's <option timestep>, below "
+              "1 ms)"),
+             ('timestep="0.0005" integrator="implicitfast"', 0.0, I.RosenbrockNystrom4, None,
+              "the file asks MuJoCo for implicitfast (adaptive steps, rtol = 1e-06, atol = 1e-06)"),
+             ('integrator="implicit"', 0.0, I.RosenbrockNystrom4, None, "the file asks MuJoCo for implicit"),
+             ('timestep="0.004"', 1.0, I.RosenbrockNystrom4, None,
+              "the file asks MuJoCo for Euler, which integrates the joints' damping implicitly"),
+             ('timestep="0.004" integrator="RK4"', 1.0, I.RK4, 0.004,
+              "the file asks MuJoCo for RK4 (fixed step dt0 = 0.004 s: the file's <option timestep>)"),
+             ('timestep="0.004"', 0.0, I.RK4, 0.001, "(fixed step dt0 = 0.001 s: 1 ms, the default step)")]
+    kinds = {mujoco.mjtIntegrator.mjINT_EULER: "Euler", mujoco.mjtIntegrator.mjINT_RK4: "RK4",
+             mujoco.mjtIntegrator.mjINT_IMPLICIT: "implicit", mujoco.mjtIntegrator.mjINT_IMPLICITFAST: "implicitfast"}
+    args = ["simulate", str(tmp_path / "scene.xml"), "--batch", "1", "--t1", "0.5", "--keyframe", "home"]
+    for option, damping, cls, dt0, why in cases:
+        scene = robot_scene(tmp_path, option, damping)
+        ref = mujoco.MjModel.from_xml_path(scene)
+        info = jaxmbd.load_mjcf(scene, return_info=True, warn=False)
+        assert (info.timestep, info.integrator) == (ref.opt.timestep, kinds[ref.opt.integrator]), option
+        integrator, steps, first = method_of(monkeypatch, capsys, args)
+        assert type(integrator) is cls and first.startswith(f"{cls.name}: ") and why in first, (option, first)
+        assert (None if steps.dt0 is None else float(steps.dt0)) == dt0, option
+        if dt0 is None:
+            assert float(steps.rtol) == 1e-6 and float(steps.atol) == 1e-6
+    integrator, steps, first = method_of(monkeypatch, capsys, [*args, "--integrator", "euler"])
+    assert type(integrator) is I.SemiImplicitEuler and float(steps.dt0) == 0.001, first
+    assert first == "euler: given by --integrator euler (fixed step dt0 = 0.001 s: 1 ms, the default step)"
+    integrator, steps, first = method_of(monkeypatch, capsys, ["simulate", "pendulum", "--batch", "1"])
+    assert type(integrator) is I.RK4 and float(steps.dt0) == 0.001
+    assert first == "rk4: the default for built-in models (fixed step dt0 = 0.001 s: 1 ms, the default step)"
+    (tmp_path / "robot.xml").write_text(ROBOT_XML.replace("<option {option}/>", '<option integrator="euler"/>'))
+    assert main(args) == 2
+    assert "<option integrator='euler'>: expected one of Euler, RK4, implicit, implicitfast" in one_line_error(capsys)
+
+
+@pytest.mark.long
+def test_a_robot_file_with_stiff_servos_stands_with_the_default_method(tmp_path, capsys):
+    """The acceptance case: a Menagerie-style robot (integrator="implicitfast", position servos at
+    kp = 1000, feet 1 mm in the floor at its keyframe) runs 1 s from its keyframe with the command's
+    defaults, ends with status success, and stands where MuJoCo's own run of the file stands."""
+    mujoco = pytest.importorskip("mujoco")
+    scene = robot_scene(tmp_path, 'timestep="0.002" integrator="implicitfast"')
+    assert main(["simulate", scene, "--keyframe", "home", "--batch", "1", "--t1", "1", "--no-plot"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("rosenbrock: the file asks MuJoCo for implicitfast"), text
+    assert "failures: none" in text, text
+    with np.load(tmp_path / "jaxmbd_run.npz") as d:
+        assert d["status"].tolist() == [0] and d["t_end"].tolist() == [1.0]
+        q_end = d["qs"][0, -1]
+    m = mujoco.MjModel.from_xml_path(scene)
+    data = mujoco.MjData(m)
+    mujoco.mj_resetDataKeyframe(m, data, 0)
+    mujoco.mj_step(m, data, nstep=500)
+    assert abs(data.time - 1.0) < 1e-9
+    np.testing.assert_allclose(q_end[2], data.qpos[2], atol=1e-5)   # the base's height, standing on 4 feet
+    np.testing.assert_allclose(q_end[7:], data.qpos[7:], atol=1e-4)  # the hips, held by the servos
+
+
+def test_each_member_s_steps_are_counted_once(tmp_path, capsys):
+    """A member that fails in the first chunk is run again in every later chunk (and discarded):
+    the reported steps of every member equal those of the member run alone, chunk by chunk, until
+    it fails; the failed member's line names it, the time it reached, its status and the option."""
+    model = jaxmbd.models.double_pendulum()
+    batch, seed, scale, t1, chunks = 2, 0, 4.0, 0.4, 4
+    q0, v0 = cli._initial_states(model, batch, seed, scale)
+    edges = np.linspace(0.0, t1, chunks + 1)
+    f64 = lambda x: jnp.asarray(np.asarray(x, np.float64))  # noqa: E731
+
+    def alone(b, max_steps):
+        """Member b alone, chunk after chunk as the command runs them: [(accepted, rejected, t, status)]."""
+        q, v, out = q0[b:b + 1], v0[b:b + 1], []
+        for c in range(chunks):
+            r = jaxmbd.rollout(model, Start(f64(q), f64(v), f64(edges[c])), f64(edges[c + 1]), integrator=I.Dopri5(),
+                               steps=Steps(rtol=jnp.asarray(1e-10), atol=jnp.asarray(1e-10),
+                                           max_steps=jnp.asarray(max_steps, jnp.int32)),
+                               save=Save(ts=f64(edges[c + 1:c + 2])), solver=Solver(adjoint="none"))
+            out.append((int(r.stats["accepted"][0]), int(r.stats["rejected"][0]), float(r.t[0]), int(r.status[0])))
+            if out[-1][3]:
+                return out
+            q, v = np.asarray(r.qs[:, -1]), np.asarray(r.vs[:, -1])
+        return out
+    attempts = [[a + r for a, r, _, _ in alone(b, 100_000)] for b in range(batch)]
+    hard = int(np.argmax([a[0] for a in attempts]))
+    easy = 1 - hard
+    assert max(attempts[easy]) < attempts[hard][0], attempts     # one max_steps stops one member only
+    max_steps = (max(attempts[easy]) + attempts[hard][0]) // 2
+    out = tmp_path / "run.npz"
+    assert main(["simulate", "double_pendulum", "--integrator", "dopri5", "--rtol", "1e-10", "--atol", "1e-10",
+                 "--batch", str(batch), "--seed", str(seed), "--init-scale", str(scale), "--t1", str(t1), "--saves",
+                 str(chunks), "--chunks", str(chunks), "--max-steps", str(max_steps), "--no-plot", "--out",
+                 str(out)]) == 0
+    text = capsys.readouterr().out
+    d = np.load(out)
+    ref = {b: alone(b, max_steps) for b in range(batch)}
+    assert [ref[b][-1][3] for b in range(batch)] == d["status"].tolist()
+    assert d["status"][hard] == I.MAX_STEPS and d["status"][easy] == 0 and len(ref[hard]) == 1
+    for b in range(batch):
+        assert d["accepted"][b] == sum(x[0] for x in ref[b]) and d["rejected"][b] == sum(x[1] for x in ref[b]), b
+        assert d["t_end"][b] == ref[b][-1][2]
+    assert f"accepted steps: {int(d['accepted'].sum()):,} " in text
+    assert "failures: max_steps reached: 1;" in text, text
+    assert (f"max_steps reached (member {hard} at t = {ref[hard][-1][2]:.4g} s): more than --max-steps "
+            f"({max_steps}) step attempts in one chunk: raise --max-steps or --chunks, or an implicit method "
+            "(--integrator rosenbrock or --integrator sdirk4)") in text, text
+
+
+TWO_BOXES_XML = """<mujoco model="two boxes">
+  <worldbody>
+    <geom name="floor" type="plane" size="0 0 0.05"/>
+    <body name="a" pos="-0.3 0 0.3"><freejoint/><geom type="box" size="0.1 0.1 0.1" mass="1"/></body>
+    <body name="b" pos="0.3 0 0.3"><freejoint/><geom type="box" size="0.1 0.1 0.1" mass="1"/></body>
+  </worldbody>
+  <keyframe><key name="rest" qpos="-0.3 0 0.0995 1 0 0 0 0.3 0 0.0995 1 0 0 0"/></keyframe>
+</mujoco>
+"""
+
+
+def test_contact_rows_and_capacity_options_reach_the_model(tmp_path, monkeypatch):
+    """--contact-rows and --contact-capacity set the soft solve's rows and the broad phase's
+    capacities of the model the command runs; at rest, two boxes have 8 corners in the floor, so
+    4 rows overflow, and so does a capacity of 1 plane-box pair (of 2); the advice for
+    CONTACT_OVERFLOW names the option that overflowed."""
+    from jaxmbd.integrators.base import CONTACT_OVERFLOW
+    xml = tmp_path / "boxes.xml"
+    xml.write_text(TWO_BOXES_XML)
+    args = ["simulate", str(xml), "--keyframe", "rest", "--batch", "1", "--integrator", "euler"]
+    model = first_rollout(monkeypatch, args)["model"]
+    el = cli._contact_element(model)
+    assert el.rows == 16 and el.capacity == (2, 1) and [g[:2] for g in el.groups] == [("plane", "box"), ("box", "box")]
+    q = jnp.asarray(model.keyframes["rest"].qpos)
+    assert int(jnp.sum(el.candidates(model, q)["dist"] < 0)) == 8
+    options = cli._parser().parse_args(["simulate", "--contact-rows", "4"])
+    for given, rows, capacity, named, other in ((["--contact-rows", "4"], 4, (2, 1), "--contact-rows (now 4",
+                                                 "--contact-capacity"),
+                                                (["--contact-capacity", "1"], 16, (1, 1), "--contact-capacity (now "
+                                                 "plane-box 1 of 2 pairs", None)):
+        run = first_rollout(monkeypatch, [*args, *given])["model"]
+        el = cli._contact_element(run)
+        assert (el.rows, el.capacity) == (rows, capacity), given
+        assert bool(el.overflow(run, q)), given
+        advice = cli._failure_advice(options, run, CONTACT_OVERFLOW, 1)[1]
+        assert named in advice and (other is None or other not in advice), advice
+    all_pairs = first_rollout(monkeypatch, [*args, "--contact-capacity", "all", "--contact-rows", "8"])["model"]
+    assert (cli._contact_element(all_pairs).rows, cli._contact_element(all_pairs).capacity) == (8, (2, 1))

@@ -22,11 +22,56 @@ def test_readme_tour_runs():
         exec(compile(block, "README.md", "exec"), {})
 
 
+def readme_commands():
+    """The command lines of the README's first ```bash block (comments and blank lines left out)."""
+    block = re.search(r"^```bash\n(.*?)^```", (ROOT / "README.md").read_text(), re.S | re.M).group(1)
+    return [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
 def test_readme_starts_with_the_two_commands():
-    lines = [l for l in (ROOT / "README.md").read_text().splitlines() if l.strip()]
-    cmds = [l for l in lines[:8] if not l.startswith(("#", "`"))]
-    assert "pip install ." in cmds[1] and "jaxmbd" in cmds[1].split("&&")[-1]
-    assert "'.[test]'" in cmds[2] and "pytest" in cmds[2]
+    """The README's first block, before any other, holds exactly the newcomer's two commands:
+    install and run the main job; install the test extra and run the default suite."""
+    text = (ROOT / "README.md").read_text()
+    assert text.index("```bash") < text.index("```python")
+    one, two = readme_commands()
+    assert one == "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/jaxmbd"
+    assert two == "python3 -m venv .venv && .venv/bin/pip install '.[test]' && .venv/bin/python -m pytest -n auto"
+
+
+def test_ci_runs_the_readme_commands_from_the_readme():
+    """.ci/run reads the two command lines from README.md (what it prints with
+    --print-readme-commands is the README's block); run on a stand-in checkout whose README holds
+    two harmless commands, it runs them with bash, in order, with the durations report asked for,
+    then the long checks with the environment's pytest, and fails when a step fails, pytest's
+    "no tests collected" (exit status 5) included."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+    printed = subprocess.run(["bash", str(ROOT / ".ci" / "run"), "--print-readme-commands"], capture_output=True,
+                             text=True, timeout=60, check=True).stdout.splitlines()
+    assert printed == readme_commands()
+    with tempfile.TemporaryDirectory() as d:
+        d = pathlib.Path(d)
+        (d / ".ci").mkdir()
+        shutil.copy(ROOT / ".ci" / "run", d / ".ci" / "run")
+        (d / ".venv" / "bin").mkdir(parents=True)
+        python = d / ".venv" / "bin" / "python"
+        python.write_text('#!/usr/bin/env bash\necho "python $*" >> log\nexit "${PYTEST_EXIT:-0}"\n')
+        python.chmod(0o755)
+        readme = ("# stand-in\n\n```bash\n# 1. first\necho \"one $PYTEST_ADDOPTS\" >> log\n"
+                  "# 2. second\necho two >> log && exit ${TWO_EXIT:-0}\n```\n\n```bash\necho never >> log\n```\n")
+        (d / "README.md").write_text(readme)
+        for env, ok in (({}, True), ({"TWO_EXIT": "5"}, False), ({"PYTEST_EXIT": "5"}, False),
+                        ({"TWO_EXIT": "1"}, False)):
+            (d / "log").unlink(missing_ok=True)
+            r = subprocess.run(["bash", str(d / ".ci" / "run")], capture_output=True, text=True, timeout=60,
+                               env=dict(os.environ, **env))
+            assert (r.returncode == 0) == ok, (env, r.stdout, r.stderr)
+            assert (d / "log").read_text().splitlines() == [
+                "one --durations=30", "two", "python -m pytest -n auto -m long and not slow"], env
+            if "5" in env.values():
+                assert "collected no tests" in r.stderr, r.stderr
 
 
 DOCS = sorted((ROOT / "docs").glob("*.md"))

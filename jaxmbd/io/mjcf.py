@@ -107,6 +107,7 @@ PARTIAL = ("size", "friction", "solref", "solimp", "solreflimit", "solimplimit",
 SOLREF, SOLIMP = (0.02, 1.0), (0.9, 0.95, 0.001, 0.5, 2.0)     # MuJoCo's defaults
 KEY_ATTRS = ("name", "time", "qpos", "qvel", "act", "ctrl", "mpos", "mquat")
 IGNORED_IN_BODY = {"site", "camera", "light"}
+MUJOCO_INTEGRATORS = ("Euler", "RK4", "implicit", "implicitfast")   # <option integrator>'s values
 
 
 class MJCFError(ValueError):
@@ -147,7 +148,11 @@ class MJCFImport:
     ``refquat``; MuJoCo re-centres meshes, jaxmbd does not; the full hull:
     a mesh geom collides as at most ``maxhullvert`` of its vertices, by
     default jaxmbd's :data:`jaxmbd.forces.contact.MAXHULLVERT_DEFAULT`) and
-    ``maxhullvert`` (-1 where the mesh sets none).
+    ``maxhullvert`` (-1 where the mesh sets none).  option: the ``<option>`` attributes as MuJoCo
+    reads them, every ``<option>`` of the document and of the files it includes merged in document
+    order (text as written; ``<flag>`` left out); timestep and integrator: the step and the method
+    they ask MuJoCo for, with MuJoCo's defaults where the file gives none (0.002 and ``"Euler"``;
+    one of :data:`MUJOCO_INTEGRATORS`).  Plain metadata beside the model, not part of its pytree.
     """
 
     model: Model
@@ -155,6 +160,9 @@ class MJCFImport:
     joint_range: dict = field(default_factory=dict)
     unsupported: list = field(default_factory=list)
     mesh_geoms: list = field(default_factory=list)
+    option: dict = field(default_factory=dict)
+    timestep: float = 0.002
+    integrator: str = "Euler"
 
 
 def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = True, contact_capacity=None,
@@ -474,6 +482,10 @@ class _Compiler:
         self.override = flags.get("override") == "enable"
         self.opt, self.flags = opt, flags
         self.timestep = C.number(opt.get("timestep", "0.002"), "<option timestep>")
+        self.integrator = opt.get("integrator", "Euler")
+        if self.integrator not in MUJOCO_INTEGRATORS:
+            raise MJCFError(f"<option integrator={self.integrator!r}>: expected one of "
+                            f"{', '.join(MUJOCO_INTEGRATORS)} (MuJoCo refuses it too)")
         self.impratio = C.number(opt.get("impratio", "1"), "<option impratio>")
         if not self.impratio > 0:
             raise MJCFError(f"<option impratio> must be positive, got {self.impratio}")
@@ -550,7 +562,8 @@ class _Compiler:
         self.unsupported.extend(self._flag_notes())
         model = self._with_keyframes(model)
         return MJCFImport(model=model, equality=self.equality, joint_range=self.joint_range,
-                          unsupported=self.unsupported, mesh_geoms=self.mesh_geoms)
+                          unsupported=self.unsupported, mesh_geoms=self.mesh_geoms, option=dict(opt),
+                          timestep=self.timestep, integrator=self.integrator)
 
     def _add_contacts(self):
         """The collision geoms (every geom with a nonzero contype or conaffinity, and every geom a
