@@ -25,11 +25,14 @@ where the run started:
 
 * the elements between body points (springs, bushings): at most their
   potential at the start, U_p0 (floored at 0);
-* a penalty contact (:mod:`jaxmbd.forces.law`) that starts penetrating: its
-  elastic energy at the start (``Contact.energy``), since the law's spring is
-  conservative and its damping dissipates;
-* a row of MuJoCo's soft constraint (:mod:`jaxmbd.forces.soft`: a contact or
-  a joint limit) that starts violated by x0 = -r > 0: the part of the row's
+* a contact that starts penetrating: not counted, since its narrow phase would
+  be compiled once more for the start (a robot scene's program grows by about
+  40%); a start a centimetre in the floor, as robot files' keyframes have it,
+  releases far less than the tolerance's M g L below, but a body started
+  deep inside another can be stopped as diverged (give a larger
+  ``divergence_factor``, or None);
+* a row of MuJoCo's soft constraint (:mod:`jaxmbd.forces.soft`) on the joints
+  (a joint limit) that starts violated by x0 = -r > 0: the part of the row's
   force that comes from the violation is f = K d(x) x / (A + R(x)) with
   R = (1 - d)/d · Â and A ≥ 0 (A = J H⁻¹ Jᵀ), so f ≤ K d² x / ((1 - d) Â);
   d²/(1 - d) grows with d, and d on [0, x0] stays below d_hi = max(d(0),
@@ -78,8 +81,7 @@ of a run (``Solution.reference``) and takes it back in
 simulate``'s chunks) is held to the first piece's balance instead of
 re-basing it at every piece.  The check costs one forward-kinematics pass
 and one evaluation of the applied force per step; the start's stored
-energy is measured once, when a run starts (for a model with contacts, one
-more narrow phase in the program, outside the loop)."""
+energy is measured once, when a run starts, from the joint-space rows only."""
 
 from __future__ import annotations
 
@@ -186,23 +188,27 @@ def power(tree, inputs, t, q, v, mech=None):
 
 
 def stored_energy(tree, q0, v0):
-    """S0: an upper bound of the energy the contacts and soft joint limits can release from their state
-    at the start (module docstring): the penalty contacts' elastic energy plus, per violated soft row,
-    ½ K d_hi² x0² / ((1 - d_hi) Â).  Zero (no operation) for a model without either."""
+    """S0: an upper bound of the energy the soft joint-space rows (joint limits) can release from
+    their state at the start (module docstring): per violated row, ½ K d_hi² x0² / ((1 - d_hi) Â).
+    Contacts are left out: their narrow phase would be compiled once more for the start (it makes a
+    robot scene's program about 40% larger); a start a centimetre in the floor releases far less than
+    the tolerance's M g L.  Zero (no operation) for a model without such rows."""
     from .forces import soft
     q0, v0 = jax.lax.stop_gradient((q0, v0))
     S = jnp.zeros((), jnp.result_type(q0, float))
-    for e in tree.forces or ():
-        if isinstance(e, Contact) and e.law != "soft":
-            S = S + e.energy(tree, q0)
-    if soft.has_rows(tree):
-        N = soft.rows(tree, q0, v0)[0]
-        if N.r.shape[0]:
-            x = jnp.maximum(-N.r, 0.0)
-            d = jnp.maximum(soft.impedance(jnp.zeros_like(x), N.solimp), soft.impedance(x, N.solimp))
-            K, _ = soft.ref_coefficients(N.solref, N.solimp)
-            iw = jnp.maximum(N.invweight, soft.MINVAL)
-            S = S + jnp.sum(jnp.where(x > 0, 0.5 * K * d * d * x * x / ((1.0 - d) * iw), 0.0))
+    joint_rows = [e for e in tree.forces or () if getattr(e, "has_soft", False) and not isinstance(e, Contact)]
+    if not joint_rows:
+        return S
+    kin = None
+    for e in joint_rows:
+        N = e.soft_rows(tree, q0, v0, kin, None)[0]
+        if not N.r.shape[0]:
+            continue
+        x = jnp.maximum(-N.r, 0.0)
+        d = jnp.maximum(soft.impedance(jnp.zeros_like(x), N.solimp), soft.impedance(x, N.solimp))
+        K, _ = soft.ref_coefficients(N.solref, N.solimp)
+        iw = jnp.maximum(N.invweight, soft.MINVAL)
+        S = S + jnp.sum(jnp.where(x > 0, 0.5 * K * d * d * x * x / ((1.0 - d) * iw), 0.0))
     return jax.lax.stop_gradient(S)
 
 

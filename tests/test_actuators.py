@@ -372,6 +372,7 @@ def test_gradients_match_central_differences():
     assert abs(fd_kp) > 1e-4 and np.all(np.abs(fd_u) > 1e-4)
 
 
+@pytest.mark.long
 def test_ctrl_per_member_under_rollout():
     """simulate under jax.vmap, and rollout: each member its own ctrl."""
     model = servo_model()

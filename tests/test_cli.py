@@ -173,6 +173,7 @@ def test_bench_runs(capsys):
     assert out.count("steps/s") == 3 and "aba_unrolled" in out
 
 
+@pytest.mark.long
 def test_model_files_from_the_command_line(tmp_path, capsys):
     """An MJCF shipped with gymnasium and a URDF from example-robot-data: info, then a short simulate."""
     gym = pytest.importorskip("gymnasium")
@@ -407,6 +408,7 @@ def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     assert cli.cache_dir() == str(tmp_path / "mine")
 
 
+@pytest.mark.long
 def test_compile_cache_is_written_unless_turned_off(tmp_path):
     """The command keeps compiled programs in JAXMBD_CACHE_DIR; --no-compile-cache
     writes nothing; both give the same numbers."""
@@ -477,6 +479,7 @@ SERVO_XML = """<mujoco model="servo">
 """
 
 
+@pytest.mark.long
 def test_an_mjcf_scene_runs_with_its_floor_limits_and_actuators(tmp_path, capsys):
     """jaxmbd simulate FILE.xml --ctrl: the loaded scene's actuators get the
     constant input (the result equals jaxmbd.rollout with that ctrl, and the
@@ -505,6 +508,7 @@ def test_an_mjcf_scene_runs_with_its_floor_limits_and_actuators(tmp_path, capsys
     assert "has no actuators" in one_line_error(capsys)
 
 
+@pytest.mark.long
 def test_keyframe_starts_every_member_from_it(tmp_path, capsys):
     """--keyframe NAME: every member starts at the keyframe's qpos and qvel, its ctrl held as the
     inputs (the result equals jaxmbd.rollout from that state with that ctrl); --ctrl overrides the
@@ -720,6 +724,7 @@ def test_a_robot_file_with_stiff_servos_stands_with_the_default_method(tmp_path,
     np.testing.assert_allclose(q_end[7:], data.qpos[7:], atol=1e-4)  # the hips, held by the servos
 
 
+@pytest.mark.long
 def test_each_member_s_steps_are_counted_once(tmp_path, capsys):
     """A member that fails in the first chunk is run again in every later chunk (and discarded):
     the reported steps of every member equal those of the member run alone, chunk by chunk, until
@@ -779,6 +784,7 @@ TWO_BOXES_XML = """<mujoco model="two boxes">
 """
 
 
+@pytest.mark.long
 def test_contact_rows_and_capacity_options_reach_the_model(tmp_path, monkeypatch):
     """--contact-rows and --contact-capacity set the soft solve's rows and the broad phase's
     capacities of the model the command runs; at rest, two boxes have 8 corners in the floor, so

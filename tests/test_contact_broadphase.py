@@ -129,6 +129,7 @@ def _pile(m, gap, seed=0):
     return jnp.asarray(q.reshape(-1))
 
 
+@pytest.mark.long
 def test_within_capacity_the_forces_are_the_all_pairs_forces_and_beyond_it_the_run_stops():
     m = _balls(7, {("sphere", "sphere"): 8})
     full = _balls(7, "all")
@@ -160,6 +161,7 @@ def test_within_capacity_the_forces_are_the_all_pairs_forces_and_beyond_it_the_r
     np.testing.assert_allclose(np.asarray(s1.qs), np.asarray(s2.qs), rtol=0, atol=1e-12)
 
 
+@pytest.mark.long
 def test_the_force_is_continuous_as_pairs_enter_and_leave_the_kept_set():
     """Ball 0 sweeps along the row of the others with capacity 2 for the sphere-sphere pairs: the kept
     pairs change along the path (checked), the force equals the all-pairs force at every point, and

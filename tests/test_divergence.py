@@ -77,6 +77,7 @@ def test_stable_step_succeeds_and_batch_members_keep_their_own_status():
         np.testing.assert_allclose(alone.qs[-1], r.qs[i, -1], rtol=1e-10, atol=1e-14)
 
 
+@pytest.mark.long
 def test_ball_on_a_plane_diverges_at_a_large_step_only():
     """A sphere dropped on a plane with the penalty law at MuJoCo's resting depth (a stiff spring):
     RK4 at 20 ms is kicked up by the contact (DIVERGED at the impact), at 2 ms it settles (SUCCESS),

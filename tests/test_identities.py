@@ -36,6 +36,7 @@ def test_inverse_of_forward_dynamics(topo, seed):
         np.testing.assert_allclose(jaxmbd.inverse_dynamics(model, q, v, qdd), tau, rtol=0, atol=1e-10)
 
 
+@pytest.mark.long
 @given(topologies, seeds)
 def test_aba_equals_crba_solve(topo, seed):
     model = perturb(base_tree(topo), seed)

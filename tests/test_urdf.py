@@ -141,6 +141,7 @@ def test_joint_names_and_order_follow_the_file():
     assert "tool0" in m.frame_names and "tool0" not in m.body_names
 
 
+@pytest.mark.long
 def test_every_example_robot_loads_or_raises_a_clear_error():
     """All URDFs of example-robot-data: a model with finite dynamics, or one ValueError."""
     paths = sorted(glob.glob(os.path.join(robots_dir(), "*", "*", "*.urdf")))

@@ -446,3 +446,37 @@ def test_urdf_visuals_and_the_live_server(tmp_path):
         assert frame.position[2] == pytest.approx(qs[2, 2])
     finally:
         server.stop()
+
+
+@pytest.mark.long
+def test_contact_points_and_forces_are_drawn():
+    """contacts=True: each save's active contacts as points, and their normal forces as segments
+    along the normal, the model's weight half a metre long, equal to jaxmbd.forces.contact_forces
+    at that state; a save with no contact draws none."""
+    from jaxmbd.forces.contact import contact_forces
+    b = jaxmbd.ModelBuilder()
+    b.add_body("ball", "world", "free", mass=2.0, inertia=(0.008, 0.008, 0.008))
+    b.add_geom("ball", "sphere", (0.1,))
+    b.add_geom("world", "plane")
+    m = b.build()
+    qs = np.tile(np.asarray(m.q0), (2, 1))
+    qs[0, :3] = (0.3, -0.2, 0.099)            # 1 mm in the floor
+    qs[1, :3] = (0.0, 0.0, 0.5)               # in the air
+    v = view(m, qs=qs, ts=[0.0, 1.0], contacts=True)
+    msgs = read_page(v.html())
+    c = contact_forces(m, qs[0], np.zeros(m.nv))
+    on = np.asarray(c["normal_force"]) > 0
+    assert on.sum() == 1
+    f = float(np.asarray(c["normal_force"])[on][0])
+    weight = 2.0 * 9.81
+    for t, expect in ((0.0, True), (1.0, False)):
+        scene = _scene_at(msgs, t)
+        pts = scene["/member0/contacts/points"]["props"]["points"].reshape(-1, 3)
+        segs = scene["/member0/contacts/forces"]["props"]["points"].reshape(-1, 2, 3)
+        if expect:
+            np.testing.assert_allclose(pts[0], np.asarray(c["pos"])[on][0], atol=1e-3)   # float16 points
+            np.testing.assert_allclose(segs[0, 1] - segs[0, 0], [0, 0, 0.5 * f / weight], atol=1e-5)
+        else:
+            assert np.allclose(segs[:, 1] - segs[:, 0], 0)
+    with pytest.raises(ValueError, match="no contacts"):
+        view(jaxmbd.models.pendulum(), contacts=True)
