@@ -705,7 +705,7 @@ def cmd_simulate(a):
             _plot(png, ts, qs, a.model)
         print(f"wrote {png}")
     if a.html is not None:
-        _write_page(model, ts, qs, status, a.html, f"{a.model} ({a.batch} members)")
+        _write_page(model, ts, qs, a.html, f"{a.model} ({a.batch} members)")
         print(f"wrote {a.html} (open it in a browser: the first {min(a.batch, _VIEW_MEMBERS)} members in 3-D, "
               "with a time slider)")
     if replaced:
@@ -724,15 +724,20 @@ def _page_path(a):
     return a.html if getattr(a, "html", None) else os.path.splitext(a.out)[0] + ".html"
 
 
-def _write_page(model, ts, qs, status, path, title, contacts=False):
+def _drawable(qs):
+    """The first members of a run that have a state to draw (a member that failed at its start has none)."""
+    return np.flatnonzero(np.any(np.all(np.isfinite(qs), -1), -1))[:_VIEW_MEMBERS]
+
+
+def _write_page(model, ts, qs, path, title):
     """A run's page (jaxmbd.view): the first members, their saves after a failure held at the last
     good state.  Members with no finite state (failed at the start) are left out."""
     from jaxmbd.view import view
-    ok = np.flatnonzero(np.any(np.all(np.isfinite(qs), -1), -1))[:_VIEW_MEMBERS]
+    ok = _drawable(qs)
     if ok.size == 0:
         print(f"no page: no member has a state to draw ({path} not written)")
         return
-    view(model, qs=qs, ts=ts, members=ok, contacts=contacts, title=title).save(path)
+    view(model, qs=qs, ts=ts, members=ok, title=title).save(path)
 
 
 def cmd_view(a):
@@ -741,7 +746,7 @@ def cmd_view(a):
         raise UsageError(f"{a.run}: no such run file (a .npz written by jaxmbd simulate)")
     try:
         with np.load(a.run, allow_pickle=False) as z:
-            ts, qs, status = z["ts"], z["qs"], z["status"]
+            ts, qs = z["ts"], z["qs"]
             settings = json.loads(str(z["settings"]))
     except Exception as e:  # noqa: BLE001 - whatever np.load raises on a file that is not a run
         raise UsageError(f"{a.run} is not a run written by jaxmbd simulate ({type(e).__name__}: "
@@ -766,8 +771,7 @@ def cmd_view(a):
         raise UsageError(f"--members must be in 0..{qs.shape[0] - 1}")
     from jaxmbd.view import view
     try:
-        v = view(model, qs=qs, ts=ts, members=members or np.flatnonzero(
-            np.any(np.all(np.isfinite(qs), -1), -1))[:_VIEW_MEMBERS], layout=a.layout, contacts=a.contacts,
+        v = view(model, qs=qs, ts=ts, members=members or _drawable(qs), layout=a.layout, contacts=a.contacts,
                  title=f"{name} ({qs.shape[0]} members)")
     except ValueError as e:
         raise UsageError(str(e)) from None

@@ -340,8 +340,8 @@ class View:
         return frames
 
     def _contact_node(self, scene, k, t):
-        """The contact points (red) and normal forces (segments, 1 m per body weight... scaled) of member k at
-        save t."""
+        """Member k's contact points (red) and normal forces (segments along the normal, the model's
+        weight half a metre long) at save t."""
         pts, fs = self.contacts
         p, f = pts[k][t], fs[k][t]
         m = self.members[k]
