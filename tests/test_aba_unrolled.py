@@ -91,6 +91,7 @@ def test_gradients_equal_the_array_form(trees):
     np.testing.assert_allclose(jnp.dot(g1[1], dv) + jnp.dot(g1[2], dm), fd, rtol=1e-5)
 
 
+@pytest.mark.long
 def test_rollout_with_unrolled_dynamics():
     m = models.humanoid30()
     q, v, _, _ = _states(m, 3, 11)

@@ -328,6 +328,7 @@ def _torque_of_params(t, q, v, p):
     return p["tau"]
 
 
+@pytest.mark.long
 def test_constant_ctrl_equals_control_torque():
     model = servo_model()
     bare = dataclasses.replace(model, actuators=None)    # the same tree without its actuators

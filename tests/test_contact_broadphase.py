@@ -206,6 +206,7 @@ def test_gradients_through_the_broad_phase_equal_the_all_pairs_gradients():
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-10 * np.max(np.abs(b)))
 
 
+@pytest.mark.long
 def test_a_run_stops_at_the_first_state_that_overflows_and_never_steps_from_one():
     """Seven balls in a row slide together (neighbours 0.05 m apart closing at 0.5 m/s): their six
     neighbour pairs come within reach together, beyond a capacity of 3.  The run stops with

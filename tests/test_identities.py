@@ -86,6 +86,7 @@ def test_mass_matrix_from_subtree_sums_in_a_common_frame(topo, seed, far):
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
 
 
+@pytest.mark.long
 @given(topologies, seeds, st.sampled_from([0.0, 1e3]))
 def test_inverse_dynamics_in_world_coordinates_is_the_rneas(topo, seed, far):
     """rnea_at (sums over the ancestor and support patterns of world-axis terms, each tree's root as
@@ -103,6 +104,7 @@ def test_inverse_dynamics_in_world_coordinates_is_the_rneas(topo, seed, far):
     np.testing.assert_allclose(got, ref, rtol=0, atol=tol * np.abs(ref).max())
 
 
+@pytest.mark.long
 @given(topologies, seeds)
 def test_mass_matrix_by_unit_accelerations(topo, seed):
     """Column j of H = ID(q, 0, e_j) - ID(q, 0, 0) (gravity, springs cancel)."""

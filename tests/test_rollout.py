@@ -50,6 +50,7 @@ def test_rollout_equals_a_loop_of_simulate(method, kw):
     np.testing.assert_array_equal(c.stats["accepted"], r.stats["accepted"])
 
 
+@pytest.mark.long
 def test_observe_keeps_only_what_is_asked():
     m, B, q0, v0, _ = _setup()
     tip = lambda model, q, v: jaxmbd.forward_kinematics(model, q).pos[-1]  # noqa: E731
