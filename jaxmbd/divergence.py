@@ -199,9 +199,8 @@ def stored_energy(tree, q0, v0):
     joint_rows = [e for e in tree.forces or () if getattr(e, "has_soft", False) and not isinstance(e, Contact)]
     if not joint_rows:
         return S
-    kin = None
     for e in joint_rows:
-        N = e.soft_rows(tree, q0, v0, kin, None)[0]
+        N = e.soft_rows(tree, q0, v0)[0]
         if not N.r.shape[0]:
             continue
         x = jnp.maximum(-N.r, 0.0)

@@ -101,8 +101,7 @@ def _sticks(tree):
     tpos = np.asarray(tree.tree_pos)
     trot = np.asarray(tree.tree_rot)
     parent = tree.topo.parent
-    span = max(float(np.max(np.linalg.norm(tpos, axis=1), initial=0.0)), float(np.max(np.linalg.norm(com, axis=1),
-                                                                                        initial=0.0)), 0.1)
+    span = max(float(np.max(np.linalg.norm(np.concatenate([tpos, com]), axis=1))), 0.1)
     r = 0.04 * span
     eye = tuple(float(x) for x in np.eye(3).ravel())
     geoms = []
@@ -182,7 +181,7 @@ def view(model, solution=None, *, qs=None, ts=None, members=None, layout="grid",
         if solution.qs is None:
             raise ValueError("the solution has no saved states (Save(states=False)); run with states saved")
         qs, ts = solution.qs, solution.ts
-    nq = getattr(model, "nq")
+    nq = model.nq
     if qs is None:
         qs = np.asarray(model.q0, np.float64)[None, None]
     qs = np.asarray(qs, np.float64)
@@ -224,6 +223,7 @@ class View:
         self.geoms = list(vis.geoms) if vis is not None else _sticks(tree)
         self.meshes = dict(vis.meshes) if vis is not None else {}
         self.pos, self.rot = body_poses(model, qs)
+        self.wxyz = _wxyz(self.rot)                                 # (B, T, n, 4), for the scene's frames
         B = qs.shape[0]
         # each member's extent over the run: the corners of its geoms' boxes at every save
         lo, hi = self._extent()
@@ -305,7 +305,7 @@ class View:
             for i in range(n):
                 handles.append(scene.add_frame(f"{root}/body{i}", show_axes=False,
                                                position=tuple(float(x) for x in self.pos[k, 0, i]),
-                                               wxyz=tuple(float(x) for x in _wxyz(self.rot[k, 0, i]))))
+                                               wxyz=tuple(float(x) for x in self.wxyz[k, 0, i])))
             frames.append(handles)
         for j, g in enumerate(self.geoms):
             visible = g.group in SHOWN_GROUPS
@@ -357,10 +357,9 @@ class View:
     def _set(self, frames, t, scene=None):
         """Move every body frame to save ``t``."""
         for k, handles in enumerate(frames):
-            q = _wxyz(self.rot[k, t])
             for i, h in enumerate(handles):
                 h.position = tuple(float(x) for x in self.pos[k, t, i])
-                h.wxyz = tuple(float(x) for x in q[i])
+                h.wxyz = tuple(float(x) for x in self.wxyz[k, t, i])
         if self.contacts is not None and scene is not None:
             for k in range(len(frames)):
                 for node in self._contact_nodes[k]:
