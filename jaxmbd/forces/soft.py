@@ -64,6 +64,8 @@ import numpy as np
 from .law import ramp
 
 SWEEPS = 2              # block sweeps (normal rows, then frictional rows) per evaluation
+ACTIVE_SET = 4
+PASSES = 3              # Gauss-Seidel passes over the rows (normal) and cones (frictional) in each sweep
 SAT_POWER = 8.0         # the cone scaling's smoothness: f L / (L^p + g^p)^(1/p)
 ONSET_FRACTION = 0.1    # a row fades in over this fraction of its resting depth under ONSET_G
 ONSET_G = 9.81          # m/s² (rad/s²)
@@ -113,13 +115,18 @@ def _unit_step(x):
 
 class NormalRows(NamedTuple):
     """Unilateral rows: J (k, nv), r (k,) signed distance (< 0 violated), vel (k,) = J v, solref (k, 2),
-    solimp (k, 5), invweight (k,) (Â), width (k,) (the activation's)."""
+    solimp (k, 5), invweight (k,) (Â: the row's effective inverse mass, which sets the width of its
+    force's ramp at 0), and optionally rscale (k,) (R = (1 - d)/d · Â · rscale; None: 1) and on (k,)
+    (a factor on the activation; None: 1; a pyramidal cone's edges beyond its contact's condim are
+    off)."""
     J: jax.Array
     r: jax.Array
     vel: jax.Array
     solref: jax.Array
     solimp: jax.Array
     invweight: jax.Array
+    rscale: jax.Array | None = None
+    on: jax.Array | None = None
 
 
 class FrictionRows(NamedTuple):
@@ -153,8 +160,10 @@ def normal_parameters(rows):
     d = impedance(jnp.abs(rows.r), rows.solimp)
     K, B = ref_coefficients(rows.solref, rows.solimp)
     aref = -B * rows.vel - K * d * rows.r
-    R = jnp.maximum((1.0 - d) / d * rows.invweight, MINVAL)
-    return aref, R, activation(delta, onset_width(rows.solref, rows.solimp)), d
+    R = (1.0 - d) / d * rows.invweight
+    R = jnp.maximum(R if rows.rscale is None else R * rows.rscale, MINVAL)
+    s = activation(delta, onset_width(rows.solref, rows.solimp))
+    return aref, R, s if rows.on is None else s * rows.on, d
 
 
 def _solve(A, R, s, b):
@@ -220,6 +229,18 @@ def _lu_solve_jvp(primals, tangents):
     return f, _lu_apply(L, U, dx - dM @ f)
 
 
+def _scale(L, g2):
+    """The smooth factor L / (L^p + g^p)^(1/p) that brings a cone's forces of squared cone norm g2
+    onto its limit L (p = :data:`SAT_POWER`)."""
+    p = SAT_POWER
+    s = L ** p + g2 ** (p / 2)
+    # where both the limit and the forces vanish (s below 1e-200: |f| < 1e-25) the scale is taken as 1;
+    # a root of s near zero has finite first derivatives but infinite second ones (inf x 0 = NaN in
+    # the integrators' Jacobians differentiated again, as a gradient through an implicit step does)
+    live = s > 1e-200
+    return jnp.where(live, L / jnp.where(live, s, 1.0) ** (1.0 / p), 1.0)
+
+
 def _cone_scale(f, rows, fN):
     """Each cone's forces scaled smoothly onto their limit."""
     nc = int(rows.cone.max()) + 1 if len(rows.cone) else 0
@@ -227,13 +248,7 @@ def _cone_scale(f, rows, fN):
     L = jnp.where(jnp.asarray(has_n), fN[np.maximum(rows.normal, 0)] if fN.shape[0] else 0.0, rows.loss)
     mu = jnp.where(rows.mu > 0, rows.mu, 1.0)
     g2 = jax.ops.segment_sum((f / mu) ** 2, jnp.asarray(rows.cone), nc)[rows.cone]
-    p = SAT_POWER
-    s = L ** p + g2 ** (p / 2)
-    # where both the limit and the forces vanish (s below 1e-200: |f| < 1e-25) the scale is taken as 1;
-    # a root of s near zero has finite first derivatives but infinite second ones (inf x 0 = NaN in
-    # the integrators' Jacobians differentiated again, as a gradient through an implicit step does)
-    live = s > 1e-200
-    scale = jnp.where(live, L / jnp.where(live, s, 1.0) ** (1.0 / p), 1.0)
+    scale = _scale(L, g2)
     return jnp.where(rows.mu > 0, f * scale, 0.0)
 
 
@@ -246,6 +261,56 @@ class Solution(NamedTuple):
     tau: jax.Array
 
 
+def _rows_gs(A, R, s, b, eps, f):
+    """:data:`PASSES` projected Gauss-Seidel passes over unilateral rows, from ``f``: row i takes
+    f_i = max₀(s_i (b_i - Σ_{j≠i} A_ij f_j) / (s_i A_ii + R_i)), the system (S A + R) f = S b of
+    :func:`_solve` with each row's force kept from pulling (the C¹ ramp of width ``eps``)."""
+    k = A.shape[0]
+    Rs = jnp.maximum(R, MINVAL)
+
+    def update(t, f):
+        i = t % k
+        raw = s[i] * (b[i] - A[i] @ f + A[i, i] * f[i]) / (s[i] * A[i, i] + Rs[i])
+        return f.at[i].set(ramp(raw, eps[i]))
+    return jax.lax.fori_loop(0, PASSES * k, update, f)
+
+
+def _cones_gs(A, rows, b, fN, f):
+    """:data:`PASSES` block Gauss-Seidel passes over the frictional rows' cones, from ``f``: each cone's
+    block of (S A + R) f = S b solved with the other cones' forces held, then scaled onto its limit
+    as :func:`_cone_scale` does.  A joint solve of all cones followed by the scaling is not the
+    cone-constrained solution where rows are nearly parallel (a box's corners sliding together:
+    the joint solve splits their forces with opposite signs, and the scaling keeps the signs); the
+    passes are."""
+    k = A.shape[0]
+    cone = np.asarray(rows.cone)
+    nc = int(cone.max()) + 1
+    width = int(np.bincount(cone, minlength=nc).max())
+    idx = np.full((nc, width), k, np.int64)            # padded with a dummy row k (M = 1, b = 0, off)
+    for c in range(nc):
+        r = np.nonzero(cone == c)[0]
+        idx[c, :len(r)] = r
+    idx = jnp.asarray(idx)
+    dt = A.dtype
+    M = rows.on[:, None] * A + jnp.diag(jnp.maximum(rows.R, MINVAL))
+    M = jnp.zeros((k + 1, k + 1), dt).at[:k, :k].set(M).at[k, k].set(1.0)
+    b = jnp.concatenate([rows.on * b, jnp.zeros(1, dt)])
+    has_n = jnp.asarray(rows.normal >= 0)
+    L = jnp.where(has_n, fN[np.maximum(rows.normal, 0)] if fN.shape[0] else 0.0, rows.loss)
+    L = jnp.concatenate([L, jnp.zeros(1, dt)])
+    live = jnp.concatenate([rows.mu > 0, jnp.zeros(1, bool)])
+    mu = jnp.concatenate([jnp.where(rows.mu > 0, rows.mu, 1.0), jnp.ones(1, dt)])
+
+    def update(t, f):
+        r = idx[t % nc]
+        Mr = M[r]
+        x = _lu_solve(Mr[:, r], b[r] - Mr @ f + Mr[:, r] @ f[r])
+        x = jnp.where(live[r], x, 0.0)
+        return f.at[r].set(x * _scale(L[r[0]], jnp.sum((x / mu[r]) ** 2))).at[k].set(0.0)
+    f = jnp.concatenate([f, jnp.zeros(1, dt)])
+    return jax.lax.fori_loop(0, PASSES * nc, update, f)[:k]
+
+
 def solve(N, T, a_free, respond):
     """The accelerations with the rows' forces (module docstring).  N: NormalRows, T: FrictionRows
     (either may have no rows); a_free: the accelerations without them; respond(X) = the acceleration
@@ -254,23 +319,26 @@ def solve(N, T, a_free, respond):
     J = jnp.concatenate([N.J, T.J], axis=0)
     Y = respond(J.T)                                  # (nv, kN + kT)
     A = J @ Y
-    kN = N.J.shape[0]
+    kN, kT = N.J.shape[0], T.J.shape[0]
     a0 = J @ a_free
     aN, R_N, sN, _ = normal_parameters(N)
     eps = EPS_ACC / jnp.maximum(N.invweight, MINVAL)
     arefT = -T.B * T.vel
     fN = jnp.zeros(kN, dt)
-    fT = jnp.zeros(T.J.shape[0], dt)
+    fT = jnp.zeros(kT, dt)
     onN = sN
     for sweep in range(SWEEPS):
         if kN:
             b = aN - a0[:kN] - A[:kN, kN:] @ fT
-            raw = _solve(A[:kN, :kN], R_N, onN, b)
-            fN = ramp(raw, eps)
-            onN = sN * _unit_step(raw / eps)
-        if T.J.shape[0]:
+            ANN, dA = A[:kN, :kN], jnp.diagonal(A[:kN, :kN])
+            for _ in range(ACTIVE_SET if sweep == 0 else 1):
+                raw = _solve(ANN, R_N, onN, b)
+                local = (b - ANN @ raw + dA * raw) / (dA + jnp.maximum(R_N, MINVAL))
+                onN = sN * _unit_step(local / eps)
+            fN = _rows_gs(A[:kN, :kN], R_N, sN, b, eps, ramp(raw, eps))
+        if kT:
             b = arefT - a0[kN:] - A[kN:, :kN] @ fN
-            fT = _cone_scale(_solve(A[kN:, kN:], T.R, T.on, b), T, fN)
+            fT = _cones_gs(A[kN:, kN:], T, b, fN, _cone_scale(_solve(A[kN:, kN:], T.R, T.on, b), T, fN))
     f = jnp.concatenate([fN, fT])
     return Solution(a_free + Y @ f, fN, fT, J.T @ f)
 
@@ -329,7 +397,8 @@ def rows(model, q, v, kin_axes=None):
         t0 += T.J.shape[0]
         c0 += int(T.cone.max()) + 1 if len(T.cone) else 0
     cat = lambda xs: jnp.concatenate(xs) if isinstance(xs[0], jax.Array) else np.concatenate(xs)  # noqa: E731
-    N = NormalRows(*(cat([getattr(n, f) for n in Ns]) for f in NormalRows._fields))
+    ones = lambda n, f: jnp.ones(n.r.shape, n.r.dtype) if getattr(n, f) is None else getattr(n, f)  # noqa: E731
+    N = NormalRows(*(cat([ones(n, f) for n in Ns]) for f in NormalRows._fields))
     T = FrictionRows(*(cat([getattr(t, f) for t in Ts]) for f in FrictionRows._fields))
     return N, T, extras
 
