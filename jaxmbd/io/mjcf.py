@@ -107,6 +107,7 @@ PARTIAL = ("size", "friction", "solref", "solimp", "solreflimit", "solimplimit",
 SOLREF, SOLIMP = (0.02, 1.0), (0.9, 0.95, 0.001, 0.5, 2.0)     # MuJoCo's defaults
 KEY_ATTRS = ("name", "time", "qpos", "qvel", "act", "ctrl", "mpos", "mquat")
 IGNORED_IN_BODY = {"site", "camera", "light"}
+ATTACHED = "\x00attached"   # the empty default class of elements an <attach> brought (their values are explicit)
 MUJOCO_INTEGRATORS = ("Euler", "RK4", "implicit", "implicitfast")   # <option integrator>'s values
 
 
@@ -203,21 +204,31 @@ def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = Tru
 
 # ------------------------------------------------------------------------------------------
 
-def _expand_includes(el, base, depth=0):
+def _expand_includes(el, base, origin, here=None, depth=0):
+    """Replace every ``<include file>`` under ``el`` by the included file's children, as MuJoCo does:
+    the file is looked up from the main file's directory ``base`` first, then from the directory
+    of the file that names it (``here``).  ``origin`` maps the id of each element read from an
+    included file to that file's directory (its asset files are looked up from there as well)."""
     if depth > 16:
         raise MJCFError("<include> nested too deeply")
+    base = base or os.getcwd()
     out = []
     for child in list(el):
         if child.tag == "include":
             fname = child.get("file")
             if not fname:
                 raise MJCFError("<include> without a file attribute")
-            path = fname if os.path.isabs(fname) else os.path.join(base or os.getcwd(), fname)
+            path = fname if os.path.isabs(fname) else os.path.join(base, fname)
+            if here is not None and not os.path.isfile(path) and os.path.isfile(os.path.join(here, fname)):
+                path = os.path.join(here, fname)
             inc, _, _ = C.parse_xml(path, "MJCF")
-            _expand_includes(inc, os.path.dirname(path), depth + 1)
+            incdir = os.path.dirname(os.path.abspath(path))
+            _expand_includes(inc, base, origin, incdir, depth + 1)
+            for e in inc.iter():
+                origin.setdefault(id(e), incdir)
             out.extend(list(inc))
         else:
-            _expand_includes(child, base, depth)
+            _expand_includes(child, base, origin, here, depth)
             out.append(child)
     el[:] = out
 
@@ -229,10 +240,12 @@ class _Compiler:
         self.law = law
         if root.tag != "mujoco":
             raise MJCFError(f"root element is <{root.tag}>, expected <mujoco>")
-        _expand_includes(root, base)
+        self.origin = {}     # id of an element from an included file -> that file's directory
+        _expand_includes(root, base, self.origin)
         self.root = root
         self.base = base or os.getcwd()
         self.unsupported = []
+        self.solimp_notes = []
         self.compiler = {}
         for el in root.findall("compiler"):
             self.compiler.update(el.attrib)
@@ -252,6 +265,8 @@ class _Compiler:
         self.boundmass = C.number(comp.get("boundmass", "0"), "<compiler boundmass>")
         self.boundinertia = C.number(comp.get("boundinertia", "0"), "<compiler boundinertia>")
         self.totalmass = C.number(comp.get("settotalmass", "-1"), "<compiler settotalmass>")
+        self.fitaabb = comp.get("fitaabb", "false") == "true"
+        self._fits = {}
         if comp.get("coordinate", "local") != "local":
             raise MJCFError("<compiler coordinate='global'> is not supported (MuJoCo dropped it too)")
         if comp.get("balanceinertia", "false") == "true":
@@ -261,6 +276,8 @@ class _Compiler:
                 raise MJCFError(f"unknown top-level element <{el.tag}>")
         self._read_defaults()
         self._read_meshes()
+        self.attached_actuator_defaults = {}   # id of an attached actuator element -> its model's defaults
+        self._attach_models()
 
     # -- mesh assets ---------------------------------------------------------------------
     def _read_meshes(self):
@@ -285,7 +302,7 @@ class _Compiler:
                 if f:
                     if comp.get("strippath", "false") == "true":
                         f = os.path.basename(f)
-                    path = f if os.path.isabs(f) else os.path.join(self.base, mdir, f)
+                    path = self._asset_path(f, mdir, el)
                     if not os.path.isfile(path):
                         raise MJCFError(f"{what}: cannot open mesh file {path!r}")
                     a["_path"] = path
@@ -295,6 +312,216 @@ class _Compiler:
                 if mode not in _mesh.INERTIA_MODES:
                     raise MJCFError(f"{what}: inertia={mode!r}: expected one of {', '.join(_mesh.INERTIA_MODES)}")
                 self.meshes[name] = a
+
+    # -- <attach>: model composition ----------------------------------------------------------
+    def _attach_models(self):
+        """Replace every ``<attach model body prefix>`` by the named body of the ``<asset><model>`` file
+        (its whole world body's content where ``body`` is omitted), as MuJoCo composes models: the
+        attached elements keep the values their own file gives them (its defaults, its compiler's
+        angle unit, Euler sequence, mesh directory and fit, its meshes and materials), every name
+        (bodies, joints, geoms, sites, meshes, materials, actuators, pairs, equalities) takes the
+        prefix, and the model's actuators, contact pairs, exclusions and connect/weld constraints
+        whose joints, geoms, bodies and sites all come along are added."""
+        models = {}
+        for asset in self.root.findall("asset"):
+            for el in asset.findall("model"):
+                name, f = el.get("name"), el.get("file")
+                if not f:
+                    raise MJCFError(f"<model name={name!r}>: needs a file")
+                path = self._asset_path(f, "", el)
+                child, _, _ = C.parse_xml(path, "MJCF")
+                name = name or child.get("model") or os.path.splitext(os.path.basename(f))[0]
+                models[name] = (child, os.path.dirname(os.path.abspath(path)))
+        parents = [p for p in self.root.iter() if any(c.tag == "attach" for c in p)]
+        if not parents:
+            return
+        self.classes.setdefault(ATTACHED, {})
+        done = {}
+        for parent in parents:
+            out = []
+            for el in list(parent):
+                if el.tag != "attach":
+                    out.append(el)
+                    continue
+                mname, prefix = el.get("model"), el.get("prefix")
+                what = f"<attach model={mname!r}>"
+                if mname not in models:
+                    raise MJCFError(f"{what}: no <asset><model> named {mname!r}")
+                if prefix is None:
+                    raise MJCFError(f"{what}: needs a prefix (as in MuJoCo)")
+                if mname not in done:
+                    root, base = models[mname]
+                    try:
+                        done[mname] = _Compiler(root, base, self.contact_capacity, self.law, self.contact_rows)
+                    except MJCFError as e:
+                        raise MJCFError(f"{what}: {e}") from None
+                out.extend(self._attached(done[mname], el.get("body"), prefix, what))
+            parent[:] = out
+
+    def _attached(self, child, body, prefix, what):
+        """The elements one <attach> stands for, resolved in the attached model ``child``."""
+        for key, default in (("inertiafromgeom", "auto"), ("inertiagrouprange", "0 5"), ("boundmass", "0"),
+                             ("boundinertia", "0"), ("settotalmass", "-1"), ("autolimits", "true")):
+            mine, theirs = self.compiler.get(key, default), child.compiler.get(key, default)
+            if mine.split() != theirs.split() and not (key not in ("inertiafromgeom", "autolimits") and np.array_equal(
+                    C.numbers(mine, None, key), C.numbers(theirs, None, key))):
+                raise MJCFError(f"{what}: <compiler {key}> is {theirs!r} in the attached model and {mine!r} "
+                                "here; jaxmbd applies one setting to the whole model (set it alike in both)")
+        wb = [w for w in child.root.findall("worldbody")]
+        if body is None:
+            tops = [(c, "main") for w in wb for c in w]
+        else:
+            found = [b for w in wb for b in w.iter("body") if b.get("name") == body]
+            if not found:
+                raise MJCFError(f"{what}: the attached model has no body named {body!r}")
+            tops = [(found[0], self._class_at(child, found[0]))]
+        P = lambda n: None if n is None else prefix + n  # noqa: E731
+        bodies, joints, geoms, sites = set(), set(), set(), set()
+        conv = 1.0 if child.deg == self.deg else (math.pi / 180.0 if child.deg else 180.0 / math.pi)
+
+        def oriented(a, ewhat):
+            if any(k in a for k in ORIENTATIONS):
+                q = child.orientation(a, ewhat)
+                a = {k: v for k, v in a.items() if k not in ORIENTATIONS}
+                a["quat"] = " ".join(repr(float(x)) for x in q)
+            return a
+
+        def copy(el, cls):
+            tag, ewhat = el.tag, f"{what}: <{el.tag} name={el.get('name')!r}>"
+            kids = None
+            if tag == "body":
+                a = oriented(dict(el.attrib), ewhat)
+                a["childclass"] = ATTACHED
+                a.pop("class", None)
+                kids = el.get("childclass", cls)
+                bodies.add(el.get("name"))
+            elif tag == "frame":
+                a = oriented(child.attrs(el, cls), ewhat)
+                a.update({"class": ATTACHED, "childclass": ATTACHED})
+                kids = el.get("childclass", cls)
+            elif tag in ("geom", "site", "joint"):
+                a = oriented(child.attrs(el, cls), ewhat)
+                a["class"] = ATTACHED
+                for ref in ("mesh", "material", "hfield"):
+                    if ref in a:
+                        a[ref] = prefix + a[ref]
+                if tag == "joint" and conv != 1.0 and a.get("type", "hinge") in ("hinge", "ball"):
+                    for k in ("range", "ref", "springref"):
+                        if k in a:
+                            a[k] = " ".join(repr(float(x) * conv) for x in C.numbers(a[k], None, f"{ewhat}: {k}"))
+                {"geom": geoms, "site": sites, "joint": joints}[tag].add(el.get("name"))
+            elif tag in ("inertial", "freejoint"):
+                a = oriented(dict(el.attrib), ewhat)
+                if tag == "freejoint":
+                    joints.add(el.get("name"))
+            else:   # cameras, lights, and what the loader refuses anyway
+                a = dict(el.attrib)
+            if "name" in a:
+                a["name"] = prefix + a["name"]
+            new = ET.Element(tag, a)
+            if kids is not None:
+                new.extend(copy(c, kids) for c in el)
+            return new
+
+        out = [copy(el, cls) for el, cls in tops]
+        for name, a in child.meshes.items():
+            self.meshes.setdefault(prefix + name, a)
+        self._attach_sections(child, prefix, dict(body=bodies, joint=joints, geom=geoms, site=sites), what)
+        return out
+
+    @staticmethod
+    def _class_at(comp, target):
+        """The default class in force at an element of ``comp``'s world body (the nearest childclass)."""
+        def find(el, cls):
+            for c in el:
+                if c is target:
+                    return cls
+                if c.tag in ("body", "frame"):
+                    got = find(c, c.get("childclass", cls))
+                    if got is not None:
+                        return got
+            return None
+        for w in comp.root.findall("worldbody"):
+            got = find(w, "main")
+            if got is not None:
+                return got
+        return "main"
+
+    def _attach_sections(self, child, prefix, came, what):
+        """The attached model's materials (prefixed), and its actuators, contact pairs and exclusions and
+        connect/weld constraints whose every reference came along (prefixed)."""
+        def section(tag):
+            got = self.root.find(tag)
+            if got is None:
+                got = ET.SubElement(self.root, tag)
+            return got
+
+        for asset in child.root.findall("asset"):
+            for el in asset.findall("material"):
+                a = child.attrs(el, el.get("class", "main"))
+                if a.get("name"):
+                    section("asset").append(ET.Element("material", dict(a, name=prefix + a["name"], **{"class": ATTACHED})))
+        refs = {"joint": "joint", "jointinparent": "joint", "geom1": "geom", "geom2": "geom", "body1": "body",
+                "body2": "body", "site1": "site", "site2": "site"}
+
+        def moved(el):
+            keys = [k for k in el.attrib if k in refs]
+            if not keys or any(el.get(k) not in came[refs[k]] for k in keys):
+                return None
+            a = dict(el.attrib)
+            for k in keys + ["name"]:
+                if k in a:
+                    a[k] = prefix + a[k]
+            return a
+
+        skipped = 0
+        actuator_defaults = None
+        for sec in child.root.findall("actuator"):
+            for el in sec:
+                a = moved(el)
+                if a is None:
+                    skipped += 1
+                    continue
+                new = ET.SubElement(section("actuator"), el.tag, a)
+                if actuator_defaults is None:
+                    actuator_defaults = _actuators.read_defaults(child.root)
+                self.attached_actuator_defaults[id(new)] = actuator_defaults
+        for sec in child.root.findall("contact"):
+            for el in sec:
+                a = moved(el)
+                if a is None:
+                    skipped += 1
+                    continue
+                if el.tag == "pair":
+                    a = dict(child.attrs(el, el.get("class", "main")), **{k: a[k] for k in a if k in refs or k == "name"})
+                    a["class"] = ATTACHED
+                ET.SubElement(section("contact"), el.tag, a)
+        for sec in child.root.findall("equality"):
+            for el in sec:
+                a = moved(el) if el.tag in ("connect", "weld") else None
+                if a is None:
+                    skipped += 1
+                    continue
+                ET.SubElement(section("equality"), el.tag, a)
+        extra = sum(len(list(s)) for t in ("tendon", "sensor", "keyframe") for s in child.root.findall(t))
+        if skipped or extra:
+            self.unsupported.append(f"{what}: {skipped + extra} of the attached model's actuators, contact pairs, "
+                                    "equalities, tendons, sensors and keyframes not carried over")
+
+    def _asset_path(self, f, adir, el):
+        """The path of an asset file as MuJoCo finds it: from the main file's directory and the
+        compiler's asset directory ``adir``, wherever the element naming it was written; for an
+        element from an included file, failing that, under the same directories followed by the
+        included file's directory relative to the main file's."""
+        if os.path.isabs(f):
+            return f
+        path = os.path.join(self.base, adir, f)
+        inc = self.origin.get(id(el))
+        if inc is not None and not os.path.isfile(path):
+            alt = os.path.join(self.base, adir, os.path.relpath(inc, self.base), f)
+            if os.path.isfile(alt):
+                return os.path.normpath(alt)
+        return os.path.normpath(path)
 
     def _mesh_data(self, name, what):
         """(vertices, faces) of a mesh asset in its geom's frame: the file's
@@ -410,11 +637,36 @@ class _Compiler:
             visit(el, el.get("class", "main"), self.classes["main"])
 
     def attrs(self, el, cls):
-        """The element's attributes over its default class's (MuJoCo's inheritance)."""
+        """The element's attributes over its default class's (MuJoCo's inheritance); a primitive geom
+        naming a mesh comes fitted to it (:meth:`_fit`)."""
         c = el.get("class", cls)
         if c not in self.classes:
             raise MJCFError(f"<{el.tag} name={el.get('name')!r}>: unknown default class {c!r}")
-        return _over(self.classes[c].get(el.tag, {}), el.attrib)
+        a = _over(self.classes[c].get(el.tag, {}), el.attrib)
+        if el.tag == "geom" and "mesh" in a and a.get("type", "sphere") in _mesh.FIT_TYPES:
+            a = self._fit(a, f"geom {el.get('name')!r}" if el.get("name") else "a geom")
+        return a
+
+    def _fit(self, a, what):
+        """A primitive geom naming a mesh, as MuJoCo compiles it: the primitive fitted to the mesh
+        (:func:`jaxmbd.io.mesh.fit_primitive`, ``<compiler fitaabb>``, the geom's ``fitscale``), placed
+        in the mesh's principal frame; the mesh reference is dropped (its size, pos and quat replaced)."""
+        name, kind = a["mesh"], a.get("type", "sphere")
+        if "fromto" in a:
+            raise MJCFError(f"{what}: fromto cannot be used with a mesh (MuJoCo refuses it too)")
+        key = (name, kind, a.get("fitscale", "1"))
+        if key not in self._fits:
+            measure, com, unit = self._mesh_mass(name, f"{what}: a {kind} fitted to mesh {name!r}")
+            V, _ = self._mesh_data(name, what)
+            fitscale = C.number(a.get("fitscale", "1"), f"{what}: fitscale")
+            self._fits[key] = _mesh.fit_primitive(kind, V, measure, com, unit, self.fitaabb, fitscale)
+        size, mpos, mquat = self._fits[key]
+        q = self.orientation(a, what)
+        pos = C.numbers(a.get("pos", "0 0 0"), 3, f"{what}: pos") + C.quat_to_rot(q) @ mpos
+        out = {k: v for k, v in a.items() if k not in ORIENTATIONS and k != "mesh"}
+        out.update(size=" ".join(repr(float(x)) for x in size), pos=" ".join(repr(float(x)) for x in pos),
+                   quat=" ".join(repr(float(x)) for x in C.quat_mul(q, mquat)))
+        return out
 
     # -- numbers and orientations ------------------------------------------------------
     def angle(self, x):
@@ -560,6 +812,14 @@ class _Compiler:
             self.unsupported.append("contacts between " + ", ".join(f"{a} and {b} geoms ({n} pairs)"
                                                                     for (a, b), n in skipped))
         self.unsupported.extend(self._flag_notes())
+        noslip = C.number(opt.get("noslip_iterations", "0"), "<option noslip_iterations>")
+        if noslip > 0:
+            self.unsupported.append(f"<option noslip_iterations='{noslip:g}'>: jaxmbd does not run MuJoCo's noslip "
+                                    "post-processing of the friction forces")
+        if self.solimp_notes:
+            self.unsupported.append("solimp outside MuJoCo's ranges, clamped where used as MuJoCo clamps it "
+                                    "(dmin, dmax, midpoint to [1e-4, 0.9999], width >= 0, power >= 1): "
+                                    + ", ".join(dict.fromkeys(self.solimp_notes)))
         model = self._with_keyframes(model)
         return MJCFImport(model=model, equality=self.equality, joint_range=self.joint_range,
                           unsupported=self.unsupported, mesh_geoms=self.mesh_geoms, option=dict(opt),
@@ -699,7 +959,7 @@ class _Compiler:
             body = self.builder_name[r["body"]]
             if kind == "mesh" or "mesh" in a:
                 if kind != "mesh" or "mesh" not in a:
-                    continue      # a primitive fitted to a mesh: not drawn
+                    continue      # a mesh geom without a mesh, or an hfield/SDF naming one: not drawn
                 try:
                     V, F = self._mesh_data(a["mesh"], gw)
                 except MJCFError:
@@ -730,9 +990,6 @@ class _Compiler:
                 raise MJCFError(f"<option cone={opt['cone']!r}>: expected pyramidal or elliptic")
             if opt["cone"] == "pyramidal":
                 out.append("<option cone='pyramidal'> (jaxmbd's friction cones are elliptic)")
-        noslip = C.number(opt.get("noslip_iterations", "0"), "<option noslip_iterations>")
-        if noslip > 0:
-            out.append(f"<option noslip_iterations='{noslip:g}'> (MuJoCo's no-slip post-processing)")
         if self.override:
             given = [f"{k}={opt[k]!r}" for k in ("o_margin", "o_solref", "o_solimp", "o_friction") if k in opt]
             out.append("<flag override='enable'> (contact parameter override"
@@ -841,8 +1098,13 @@ class _Compiler:
         return vals
 
     def _solimp(self, text, what):
-        """solimp (1 to 5 numbers; MuJoCo's defaults for the missing ones), checked."""
-        return _checks.solimp(self._leading(text, SOLIMP, what), what)
+        """solimp (1 to 5 numbers; MuJoCo's defaults for the missing ones), checked; entries outside
+        MuJoCo's ranges are kept (clamped where used, as MuJoCo does) and named in the warning."""
+        si = _checks.solimp(self._leading(text, SOLIMP, what), what)
+        moved = _checks.solimp_clamped(si)
+        if moved:
+            self.solimp_notes.append(f"{what.replace(': solimp', ' solimp')} ({', '.join(moved)})")
+        return si
 
     def _solref_attr(self, text, what):
         """solref (1 or 2 numbers; MuJoCo's defaults for the missing one), checked."""
@@ -1077,7 +1339,7 @@ class _Compiler:
                 self._site(item, name, frame, icls)
             elif t in IGNORED_IN_BODY:
                 continue
-            elif t in ("composite", "flexcomp", "plugin", "attach", "replicate"):
+            elif t in ("composite", "flexcomp", "plugin", "replicate"):
                 raise MJCFError(f"{what}: <{t}> is not supported")
             else:
                 raise MJCFError(f"{what}: unknown element <{t}>")
@@ -1288,9 +1550,6 @@ class _Compiler:
                 raise MJCFError(f"{gwhat}: a {kind} geom has no inertia jaxmbd can compute (give the body an "
                                 "<inertial>, or the geom mass='0' if it should carry none)")
             raise MJCFError(f"{gwhat}: unknown geom type {kind!r}")
-        if "mesh" in a:
-            raise MJCFError(f"{gwhat}: a {kind} fitted to mesh {a['mesh']!r} is not supported (give the body an "
-                            "<inertial>, or make the geom type='mesh')")
         shell = a.get("shellinertia", "false") == "true"
         if shell and kind == "ellipsoid":
             raise MJCFError(f"{gwhat}: shellinertia on an ellipsoid is not supported (its area has no closed "
