@@ -204,11 +204,11 @@ def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = Tru
 
 # ------------------------------------------------------------------------------------------
 
-def _expand_includes(el, base, origin, here=None, depth=0):
+def _expand_includes(el, base, here=None, depth=0):
     """Replace every ``<include file>`` under ``el`` by the included file's children, as MuJoCo does:
     the file is looked up from the main file's directory ``base`` first, then from the directory
-    of the file that names it (``here``).  ``origin`` maps the id of each element read from an
-    included file to that file's directory (its asset files are looked up from there as well)."""
+    of the file that names it (``here``).  Asset files named in included files are looked up from
+    the main file's directory too (:meth:`_Compiler._asset_path`)."""
     if depth > 16:
         raise MJCFError("<include> nested too deeply")
     base = base or os.getcwd()
@@ -223,12 +223,10 @@ def _expand_includes(el, base, origin, here=None, depth=0):
                 path = os.path.join(here, fname)
             inc, _, _ = C.parse_xml(path, "MJCF")
             incdir = os.path.dirname(os.path.abspath(path))
-            _expand_includes(inc, base, origin, incdir, depth + 1)
-            for e in inc.iter():
-                origin.setdefault(id(e), incdir)
+            _expand_includes(inc, base, incdir, depth + 1)
             out.extend(list(inc))
         else:
-            _expand_includes(child, base, origin, here, depth)
+            _expand_includes(child, base, here, depth)
             out.append(child)
     el[:] = out
 
@@ -240,8 +238,7 @@ class _Compiler:
         self.law = law
         if root.tag != "mujoco":
             raise MJCFError(f"root element is <{root.tag}>, expected <mujoco>")
-        self.origin = {}     # id of an element from an included file -> that file's directory
-        _expand_includes(root, base, self.origin)
+        _expand_includes(root, base)
         self.root = root
         self.base = base or os.getcwd()
         self.unsupported = []
@@ -302,7 +299,7 @@ class _Compiler:
                 if f:
                     if comp.get("strippath", "false") == "true":
                         f = os.path.basename(f)
-                    path = self._asset_path(f, mdir, el)
+                    path = self._asset_path(f, mdir)
                     if not os.path.isfile(path):
                         raise MJCFError(f"{what}: cannot open mesh file {path!r}")
                     a["_path"] = path
@@ -328,7 +325,7 @@ class _Compiler:
                 name, f = el.get("name"), el.get("file")
                 if not f:
                     raise MJCFError(f"<model name={name!r}>: needs a file")
-                path = self._asset_path(f, "", el)
+                path = self._asset_path(f, "")
                 child, _, _ = C.parse_xml(path, "MJCF")
                 name = name or child.get("model") or os.path.splitext(os.path.basename(f))[0]
                 models[name] = (child, os.path.dirname(os.path.abspath(path)))
@@ -508,20 +505,10 @@ class _Compiler:
             self.unsupported.append(f"{what}: {skipped + extra} of the attached model's actuators, contact pairs, "
                                     "equalities, tendons, sensors and keyframes not carried over")
 
-    def _asset_path(self, f, adir, el):
+    def _asset_path(self, f, adir):
         """The path of an asset file as MuJoCo finds it: from the main file's directory and the
-        compiler's asset directory ``adir``, wherever the element naming it was written; for an
-        element from an included file, failing that, under the same directories followed by the
-        included file's directory relative to the main file's."""
-        if os.path.isabs(f):
-            return f
-        path = os.path.join(self.base, adir, f)
-        inc = self.origin.get(id(el))
-        if inc is not None and not os.path.isfile(path):
-            alt = os.path.join(self.base, adir, os.path.relpath(inc, self.base), f)
-            if os.path.isfile(alt):
-                return os.path.normpath(alt)
-        return os.path.normpath(path)
+        compiler's asset directory ``adir``, whichever file (included or not) names it."""
+        return f if os.path.isabs(f) else os.path.normpath(os.path.join(self.base, adir, f))
 
     def _mesh_data(self, name, what):
         """(vertices, faces) of a mesh asset in its geom's frame: the file's
