@@ -90,6 +90,7 @@ HAND = """<mujoco model="hand">
     <position name="knuckle" joint="knuckle" class="hand"/>
     <position name="tip" joint="tip" class="hand" kp="5"/>
   </actuator>
+  <keyframe><key name="grip" qpos="0.5 0.7" qvel="0.1 -0.2" ctrl="0.4 0.6" time="2"/></keyframe>
 </mujoco>
 """
 
@@ -123,7 +124,7 @@ ARM = """<mujoco model="arm">
 def test_attach_loads_the_subtree_as_mujoco_composes_it(tmp_path):
     """The attached body with its own defaults (a density and damping the main file's classes would
     change), its compiler's radians inside a degree file, its mesh directory, the prefix on every
-    name and its position actuators; the main file's keyframe."""
+    name, its position actuators and its keyframe merged with the main file's."""
     (tmp_path / "hand" / "parts").mkdir(parents=True)
     write_stl(tmp_path / "hand" / "parts" / "palm.stl", *lumpy_mesh([0.03, 0.02, 0.01]))
     (tmp_path / "hand" / "hand.xml").write_text(HAND)
@@ -135,7 +136,12 @@ def test_attach_loads_the_subtree_as_mujoco_composes_it(tmp_path):
     assert model.actuators.names == ("shoulder", "right_knuckle", "right_tip")
     assert info.joint_range["right_knuckle"] == (-0.6, 0.9)      # radians, as the hand's file says
     same_dynamics(info, mj)
-    np.testing.assert_allclose(model.keyframes["home"].qpos, mj.key_qpos[0], rtol=0, atol=1e-15)
+    assert [mj.key(k).name for k in range(mj.nkey)] == ["home", "right_grip"]
+    for k in range(mj.nkey):     # the hand's keyframe merged as MuJoCo merges it
+        key = model.keyframes[mj.key(k).name]
+        for field in ("qpos", "qvel", "ctrl"):
+            np.testing.assert_allclose(getattr(key, field), getattr(mj, "key_" + field)[k], rtol=0, atol=1e-15)
+        assert key.time == mj.key_time[k]
     mj = mujoco.MjModel.from_xml_path(str(tmp_path / "arm.xml"))     # same_dynamics switched its actuators off
     d = mujoco.MjData(mj)
     q, ctrl = np.array([0.3, -0.2, 0.5, 0.1]), np.array([0.4, -0.3, 0.6])

@@ -274,6 +274,7 @@ class _Compiler:
         self._read_defaults()
         self._read_meshes()
         self.attached_actuator_defaults = {}   # id of an attached actuator element -> its model's defaults
+        self.attached_keys = []                # the attached models' keyframes (_attach_keys)
         self._attach_models()
 
     # -- mesh assets ---------------------------------------------------------------------
@@ -374,6 +375,7 @@ class _Compiler:
             tops = [(found[0], self._class_at(child, found[0]))]
         P = lambda n: None if n is None else prefix + n  # noqa: E731
         bodies, joints, geoms, sites = set(), set(), set(), set()
+        moved_joints = {}     # id of a joint element that came along -> its name in the attached model
         conv = 1.0 if child.deg == self.deg else (math.pi / 180.0 if child.deg else 180.0 / math.pi)
 
         def oriented(a, ewhat):
@@ -407,10 +409,13 @@ class _Compiler:
                         if k in a:
                             a[k] = " ".join(repr(float(x) * conv) for x in C.numbers(a[k], None, f"{ewhat}: {k}"))
                 {"geom": geoms, "site": sites, "joint": joints}[tag].add(el.get("name"))
+                if tag == "joint":
+                    moved_joints[id(el)] = el.get("name")
             elif tag in ("inertial", "freejoint"):
                 a = oriented(dict(el.attrib), ewhat)
                 if tag == "freejoint":
                     joints.add(el.get("name"))
+                    moved_joints[id(el)] = el.get("name")
             else:   # cameras, lights, and what the loader refuses anyway
                 a = dict(el.attrib)
             if "name" in a:
@@ -423,8 +428,48 @@ class _Compiler:
         out = [copy(el, cls) for el, cls in tops]
         for name, a in child.meshes.items():
             self.meshes.setdefault(prefix + name, a)
-        self._attach_sections(child, prefix, dict(body=bodies, joint=joints, geom=geoms, site=sites), what)
+        carried = self._attach_sections(child, prefix, dict(body=bodies, joint=joints, geom=geoms, site=sites), what)
+        self._attach_keys(child, prefix, moved_joints, carried)
         return out
+
+    def _attach_keys(self, child, prefix, moved_joints, carried):
+        """The attached model's keyframes, as MuJoCo merges them: key ``prefix + name`` with the key's
+        time, the qpos/qvel of the joints that came along (named ones) and the ctrl of the actuators
+        that came along; the rest of the model at qpos0 and zeros (:meth:`_with_keyframes`)."""
+        keys = [el for sec in child.root.findall("keyframe") for el in sec if el.tag == "key"]
+        if not keys:
+            return
+        layout = []    # (joint element, nq, nv) in the attached model's qpos order
+        sizes = {"free": (7, 6), "ball": (4, 3)}
+
+        def walk(el, cls):
+            for c in el:
+                if c.tag == "freejoint":
+                    layout.append((c, 7, 6))
+                elif c.tag == "joint":
+                    layout.append((c, *sizes.get(child.attrs(c, cls).get("type", "hinge"), (1, 1))))
+                elif c.tag in ("body", "frame"):
+                    walk(c, c.get("childclass", cls))
+        for w in child.root.findall("worldbody"):
+            walk(w, "main")
+        for el in keys:
+            vec = {k: C.numbers(el.get(k, ""), None, f"attached <key name={el.get('name')!r}>: {k}")
+                   for k in ("qpos", "qvel", "ctrl")}
+            qpos, qvel, ctrl = {}, {}, {}
+            iq = iv = 0
+            for j, nq, nv in layout:
+                name = moved_joints.get(id(j))
+                if name is not None:
+                    if vec["qpos"].size >= iq + nq:
+                        qpos[prefix + name] = vec["qpos"][iq:iq + nq]
+                    if vec["qvel"].size >= iv + nv:
+                        qvel[prefix + name] = vec["qvel"][iv:iv + nv]
+                iq, iv = iq + nq, iv + nv
+            for k, name in carried:
+                if name is not None and k < vec["ctrl"].size:
+                    ctrl[name] = vec["ctrl"][k]
+            self.attached_keys.append(dict(name=None if el.get("name") is None else prefix + el.get("name"),
+                                           time=el.get("time", "0"), qpos=qpos, qvel=qvel, ctrl=ctrl))
 
     @staticmethod
     def _class_at(comp, target):
@@ -473,16 +518,17 @@ class _Compiler:
 
         skipped = 0
         actuator_defaults = None
-        for sec in child.root.findall("actuator"):
-            for el in sec:
-                a = moved(el)
-                if a is None:
-                    skipped += 1
-                    continue
-                new = ET.SubElement(section("actuator"), el.tag, a)
-                if actuator_defaults is None:
-                    actuator_defaults = _actuators.read_defaults(child.root)
-                self.attached_actuator_defaults[id(new)] = actuator_defaults
+        carried = []     # (index among the attached model's actuators, its name here)
+        for k, el in enumerate(e for sec in child.root.findall("actuator") for e in sec):
+            a = moved(el)
+            if a is None:
+                skipped += 1
+                continue
+            carried.append((k, a.get("name")))
+            new = ET.SubElement(section("actuator"), el.tag, a)
+            if actuator_defaults is None:
+                actuator_defaults = _actuators.read_defaults(child.root)
+            self.attached_actuator_defaults[id(new)] = actuator_defaults
         for sec in child.root.findall("contact"):
             for el in sec:
                 a = moved(el)
@@ -500,10 +546,12 @@ class _Compiler:
                     skipped += 1
                     continue
                 ET.SubElement(section("equality"), el.tag, a)
-        extra = sum(len(list(s)) for t in ("tendon", "sensor", "keyframe") for s in child.root.findall(t))
+        extra = sum(len(list(s)) for t in ("tendon", "sensor") for s in child.root.findall(t))
         if skipped or extra:
             self.unsupported.append(f"{what}: {skipped + extra} of the attached model's actuators, contact pairs, "
-                                    "equalities, tendons, sensors and keyframes not carried over")
+                                    "equalities, tendons and sensors not carried over (they name elements left "
+                                    "behind, or jaxmbd does not model them)")
+        return carried
 
     def _asset_path(self, f, adir):
         """The path of an asset file as MuJoCo finds it: from the main file's directory and the
@@ -999,10 +1047,40 @@ class _Compiler:
                 out.append(f"<flag {k}='{v}'>" + (f" ({why})" if why else ""))
         return out
 
+    def _attached_key_elements(self, model):
+        """The attached models' keyframes as full <key> elements of this model (qpos0 and zeros but for
+        the joints and actuators that came along)."""
+        out = []
+        if not self.attached_keys:
+            return out
+        tree = getattr(model, "tree", model)
+        names, acts = list(tree.joint_names), list(model.actuators.names) if model.nu else []
+        for k in self.attached_keys:
+            qpos, qvel, ctrl = np.array(model.q0, np.float64), np.zeros(model.nv), np.zeros(model.nu)
+            for j, v in k["qpos"].items():
+                if j in names:
+                    adr = int(tree.joint_qpos_adr[names.index(j)])
+                    qpos[adr:adr + v.size] = v
+            for j, v in k["qvel"].items():
+                if j in names:
+                    adr = int(tree.joint_dof_adr[names.index(j)])
+                    qvel[adr:adr + v.size] = v
+            for a, v in k["ctrl"].items():
+                if a in acts:
+                    ctrl[acts.index(a)] = v
+            fmt = lambda x: " ".join(repr(float(y)) for y in x)  # noqa: E731
+            attrs = dict(time=k["time"], qpos=fmt(qpos), qvel=fmt(qvel))
+            if model.nu:
+                attrs["ctrl"] = fmt(ctrl)
+            if k["name"] is not None:
+                attrs["name"] = k["name"]
+            out.append(ET.Element("key", attrs))
+        return out
+
     def _with_keyframes(self, model):
         """The model with its keyframes (``Model.keyframe_data``): every ``<key>`` as MuJoCo compiles it,
         then default keys (qpos0, zeros) up to ``<size nkey>``, as MuJoCo allocates them."""
-        keys = [el for sec in self.root.findall("keyframe") for el in sec]
+        keys = [el for sec in self.root.findall("keyframe") for el in sec] + self._attached_key_elements(model)
         size = {}
         for el in self.root.findall("size"):
             size.update(el.attrib)
