@@ -55,7 +55,14 @@ Inheritance (``<default>`` classes), as MuJoCo's parser applies it: an element's
 given in part for ``size``, ``friction``, ``solref``, ``solimp``, ``solreflimit``, ``solimplimit``
 and ``solreffriction`` replace the leading entries of the inherited ones (then MuJoCo's defaults).
 ``solref``/``solimp`` of geoms, pairs and joint limits are checked by
-:func:`jaxmbd.checks.solref` and :func:`jaxmbd.checks.solimp` (an error naming the element).
+:func:`jaxmbd.checks.solref` (an error naming the element) and :func:`jaxmbd.checks.solimp` (any
+finite numbers, as MuJoCo; values MuJoCo clamps where it uses them are named in the warning).
+
+Composition and files: ``<include>`` (files from the main file's directory, then from the including
+file's); asset files from the main file's directory and ``meshdir``/``assetdir`` wherever they are
+named; ``<attach>`` with ``<asset><model>`` (:meth:`_Compiler._attach_models`).  A primitive geom
+naming a mesh is fitted to it as MuJoCo fits it (:func:`jaxmbd.io.mesh.fit_primitive`,
+``<compiler fitaabb>``, ``fitscale``).
 
 Not modelled (listed once in a warning, never dropped silently):
 tendons, sensors, ball-joint limits, fluid forces,
@@ -67,8 +74,7 @@ cones are elliptic; ``noslip_iterations``, ``<flag override>`` with its ``o_*`` 
 sleep/speculative/ipc="enable">``).  ``connect``
 and ``weld`` between bodies or sites become loop constraints (``point`` and
 ``weld``; the model is then a :class:`jaxmbd.Mechanism`).  Height-field and
-SDF geoms, and primitives fitted to meshes, cannot give an inertia: a body
-that needs one is an error (give it an ``<inertial>``).
+SDF geoms cannot give an inertia: a body that needs one is an error (give it an ``<inertial>``).
 """
 
 from __future__ import annotations
