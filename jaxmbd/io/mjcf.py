@@ -379,7 +379,6 @@ class _Compiler:
             if not found:
                 raise MJCFError(f"{what}: the attached model has no body named {body!r}")
             tops = [(found[0], self._class_at(child, found[0]))]
-        P = lambda n: None if n is None else prefix + n  # noqa: E731
         bodies, joints, geoms, sites = set(), set(), set(), set()
         moved_joints = {}     # id of a joint element that came along -> its name in the attached model
         conv = 1.0 if child.deg == self.deg else (math.pi / 180.0 if child.deg else 180.0 / math.pi)
