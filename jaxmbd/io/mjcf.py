@@ -507,7 +507,8 @@ class _Compiler:
             for el in asset.findall("material"):
                 a = child.attrs(el, el.get("class", "main"))
                 if a.get("name"):
-                    section("asset").append(ET.Element("material", dict(a, name=prefix + a["name"], **{"class": ATTACHED})))
+                    a.update(name=prefix + a["name"], **{"class": ATTACHED})
+                    section("asset").append(ET.Element("material", a))
         refs = {"joint": "joint", "jointinparent": "joint", "geom1": "geom", "geom2": "geom", "body1": "body",
                 "body2": "body", "site1": "site", "site2": "site"}
 
@@ -541,7 +542,8 @@ class _Compiler:
                     skipped += 1
                     continue
                 if el.tag == "pair":
-                    a = dict(child.attrs(el, el.get("class", "main")), **{k: a[k] for k in a if k in refs or k == "name"})
+                    own = {k: a[k] for k in a if k in refs or k == "name"}
+                    a = dict(child.attrs(el, el.get("class", "main")), **own)
                     a["class"] = ATTACHED
                 ET.SubElement(section("contact"), el.tag, a)
         for sec in child.root.findall("equality"):
