@@ -74,17 +74,21 @@ def solref(x, what):
 
 
 def solimp(x, what):
-    """MuJoCo's ``solimp`` (dmin, dmax, width, midpoint, power) as 5 float64 numbers, checked;
-    ``what`` names the element and the attribute.  dmin, dmax and midpoint must lie in [0, 1]
-    (MuJoCo clips them to [1e-4, 0.9999] where it uses them), width >= 0, power >= 1."""
-    a = vec(x, 5, what)
-    dmin, dmax, width, mid, power = (float(v) for v in a)
-    head = f"{what} = '{' '.join(f'{v:g}' for v in a)}'"
-    for label, v in (("dmin", dmin), ("dmax", dmax), ("midpoint", mid)):
-        if not 0.0 <= v <= 1.0:
-            raise ValueError(f"{head}: {label} {v:g} is outside [0, 1]")
-    if width < 0:
-        raise ValueError(f"{head}: width {width:g} is negative")
-    if power < 1:
-        raise ValueError(f"{head}: power {power:g} is below 1")
-    return a
+    """MuJoCo's ``solimp`` (dmin, dmax, width, midpoint, power) as 5 finite float64 numbers;
+    ``what`` names the element and the attribute.  Any finite values are accepted, as MuJoCo's
+    compiler accepts them: where it uses them MuJoCo clamps dmin, dmax and midpoint to
+    [1e-4, 0.9999], width to >= 0 and power to >= 1, and so does :mod:`jaxmbd.forces.soft`
+    (:func:`solimp_clamped` names what a clamp changes)."""
+    return vec(x, 5, what)
+
+
+SOLIMP_RANGES = (("dmin", 0.0, 1.0), ("dmax", 0.0, 1.0), ("width", 0.0, math.inf), ("midpoint", 0.0, 1.0),
+                 ("power", 1.0, math.inf))
+
+
+def solimp_clamped(x):
+    """The entries of a 5-number ``solimp`` outside MuJoCo's documented ranges (dmin, dmax and
+    midpoint in [0, 1], width >= 0, power >= 1), which MuJoCo's clamp moves, as ``"dmin 1.2"``
+    strings (empty where every entry is in range)."""
+    return [f"{label} {v:g}" for (label, lo, hi), v in zip(SOLIMP_RANGES, np.asarray(x, np.float64))
+            if not lo <= v <= hi]

@@ -187,13 +187,12 @@ BAD_LAW = [
     ('solref="-500"', "mixed signs"),                  # MuJoCo completes it to "-500 1"
     ('solref="0.02 -1"', "the damping ratio must be positive"),
     ('solref="0.02 0"', "the damping ratio must be positive"),
-    ('solimp="1.5 0.95 0.001"', "dmin 1.5 is outside [0, 1]"),
-    ('solimp="0.9 -0.1 0.001"', "dmax -0.1 is outside [0, 1]"),
-    ('solimp="0.9 0.95 -0.001"', "width -0.001 is negative"),
-    ('solimp="0.9 0.95 0.001 1.2"', "midpoint 1.2 is outside [0, 1]"),
-    ('solimp="0.9 0.95 0.001 0.5 0.5"', "power 0.5 is below 1"),
     ('solref="0.02 1 3"', "expected 1 to 2 numbers"),
+    ('solimp="0.9 0.95 0.001 0.5 2 7"', "expected 1 to 5 numbers"),
 ]
+CLAMPED = [('solimp="1.5 0.95 0.001"', "dmin 1.5"), ('solimp="0.9 -0.1 0.001"', "dmax -0.1"),
+           ('solimp="0.9 0.95 -0.001"', "width -0.001"), ('solimp="0.9 0.95 0.001 1.2"', "midpoint 1.2"),
+           ('solimp="0.9 0.95 0.001 0.5 0.5"', "power 0.5")]
 
 
 def doc(attr="", name="g1", own="", joint="", pair=""):
@@ -211,11 +210,24 @@ def test_a_bad_solref_or_solimp_is_an_error_naming_the_element(attr, msg):
              (doc(pair=attr), f"<pair 'floor' 'g2'>: {key}"),
              (doc(joint=attr.replace(key, key + "limit")), f"joint 'hinge' (in body 'arm'): {key}limit")]
     for xml, where in cases:
-        if "1 3" not in attr:
+        if "1 3" not in attr and "2 7" not in attr:
             mujoco.MjModel.from_xml_string(xml)
         with pytest.raises(ValueError) as e:
             jaxmbd.load_mjcf(xml, warn=False)
         assert where in str(e.value) and msg in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("attr,moved", CLAMPED, ids=[a for a, _ in CLAMPED])
+def test_solimp_outside_its_ranges_loads_as_in_mujoco_and_is_named(attr, moved):
+    """MuJoCo compiles any solimp and clamps it where it uses it: the file loads, keeps the values
+    (jaxmbd.forces.soft clamps them the same way) and the warning names the element."""
+    key = attr.split("=")[0]
+    for xml, where in [(doc(own=attr), f"geom 'g1' {key}"), (doc(pair=attr), f"<pair 'floor' 'g2'> {key}"),
+                       (doc(joint=attr.replace(key, key + "limit")), f"joint 'hinge' (in body 'arm') {key}limit")]:
+        mujoco.MjModel.from_xml_string(xml)
+        info = jaxmbd.load_mjcf(xml, warn=False, return_info=True)
+        line = [u for u in info.unsupported if u.startswith("solimp outside")]
+        assert len(line) == 1 and f"{where} ({moved})" in line[0], info.unsupported
 
 
 @pytest.mark.parametrize("attr", ['solref="-1000 -10"', 'solref="-1000 0"', 'solimp="0 1 0 0 1"',
@@ -235,12 +247,13 @@ def test_the_builder_checks_solref_and_solimp_the_same_way():
     b.add_geom("ball", "sphere", [0.1], name="ok", solref=(-1000.0, -10.0))
     with pytest.raises(ValueError, match=r"geom 'g': solref = '-0.02 1': mixed signs"):
         b.add_geom("ball", "sphere", [0.1], name="g", solref=(-0.02, 1.0))
-    with pytest.raises(ValueError, match=r"geom 'g': solimp = .*power 0.5 is below 1"):
-        b.add_geom("ball", "sphere", [0.1], name="g", solimp=(0.9, 0.95, 0.001, 0.5, 0.5))
+    with pytest.raises(ValueError, match=r"geom 'g': solimp: expected 5 numbers"):
+        b.add_geom("ball", "sphere", [0.1], name="g", solimp=(0.9, 0.95, 0.001, 0.5, 2.0, 1.0))
     with pytest.raises(ValueError, match=r"contact pair 'floor'-'ok': solref = '0.02 0'"):
         b.add_contact_pair("floor", "ok", solref=(0.02, 0.0))
-    with pytest.raises(ValueError, match=r"contact pair 'floor'-'ok': solimp = .*dmax 2 is outside"):
-        b.add_contact_pair("floor", "ok", solimp=(0.9, 2.0, 0.001, 0.5, 2.0))
+    with pytest.raises(ValueError, match=r"contact pair 'floor'-'ok': solimp: contains NaN"):
+        b.add_contact_pair("floor", "ok", solimp=(0.9, np.nan, 0.001, 0.5, 2.0))
+    b.add_contact_pair("floor", "ok", solimp=(0.9, 2.0, 0.001, 0.5, 2.0))   # clamped where used, as in MuJoCo
 
 
 # --- options the contact law does not take: in the warning ---------------------------------------
@@ -264,8 +277,8 @@ def test_ignored_contact_options_and_flags_are_named_in_the_warning():
         warnings.simplefilter("always")
         jaxmbd.load_mjcf(OPTIONS)
     (msg,) = [str(x.message) for x in w]
-    assert "impratio" not in msg        # the soft law's frictional rows take it
-    for what in ("<option cone='pyramidal'>", "<option noslip_iterations='3'>",
+    assert "impratio" not in msg and "cone" not in msg     # the soft law takes them
+    for what in ("<option noslip_iterations='3'>",
                  "<flag override='enable'> (contact parameter override: o_solref='0.01 1')",
                  "pair solreffriction (<pair 'floor' 'b'>", "<flag spring='disable'>", "<flag damper='disable'>",
                  "<flag sleep='enable'>"):

@@ -421,7 +421,7 @@ def test_missing_mesh_file_is_an_error_as_in_mujoco(tmp_path):
 
 
 @pytest.mark.parametrize("geom,msg", [
-    ('type="box" mesh="m"', "fitted to mesh"),
+    ('type="box" mesh="m" fromto="0 0 0 0 0 .1" size=".02"', "fromto cannot be used with a mesh"),   # as MuJoCo
     ('type="mesh" mesh="m" shellinertia="true"', "shellinertia"),
     ('type="ellipsoid" size=".1 .2 .3" shellinertia="true"', "shellinertia on an ellipsoid"),
     ('type="hfield"', "give the body an <inertial>"),

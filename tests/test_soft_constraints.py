@@ -191,8 +191,9 @@ def test_grad_through_the_soft_rows():
 def test_bad_solref_and_solimp_are_named():
     with pytest.raises(ValueError, match="joint limit on 'arm'.*solref"):
         jaxmbd.forces.JointLimit("arm", -1, 1, solref=(-0.02, 1.0))
-    with pytest.raises(ValueError, match="dmax 1.5 is outside"):
-        soft.check_solimp((0.9, 1.5, 0.001), "x")
+    with pytest.raises(ValueError, match="x: contains NaN"):
+        soft.check_solimp((0.9, np.nan, 0.001), "x")
+    np.testing.assert_array_equal(soft.check_solimp((0.9, 1.5), "x"), [0.9, 1.5, 0.001, 0.5, 2.0])  # kept
     np.testing.assert_array_equal(soft.check_solref(0.01, "x"), [0.01, 1.0])
 
 

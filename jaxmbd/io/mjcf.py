@@ -56,7 +56,14 @@ Inheritance (``<default>`` classes), as MuJoCo's parser applies it: an element's
 given in part for ``size``, ``friction``, ``solref``, ``solimp``, ``solreflimit``, ``solimplimit``
 and ``solreffriction`` replace the leading entries of the inherited ones (then MuJoCo's defaults).
 ``solref``/``solimp`` of geoms, pairs and joint limits are checked by
-:func:`jaxmbd.checks.solref` and :func:`jaxmbd.checks.solimp` (an error naming the element).
+:func:`jaxmbd.checks.solref` (an error naming the element) and :func:`jaxmbd.checks.solimp` (any
+finite numbers, as MuJoCo; values MuJoCo clamps where it uses them are named in the warning).
+
+Composition and files: ``<include>`` (files from the main file's directory, then from the including
+file's); asset files from the main file's directory and ``meshdir``/``assetdir`` wherever they are
+named; ``<attach>`` with ``<asset><model>`` (:meth:`_Compiler._attach_models`).  A primitive geom
+naming a mesh is fitted to it as MuJoCo fits it (:func:`jaxmbd.io.mesh.fit_primitive`,
+``<compiler fitaabb>``, ``fitscale``).
 
 Not modelled (listed once in a warning, never dropped silently):
 tendons, sensors, ball-joint limits, fluid forces,
@@ -67,8 +74,7 @@ MuJoCo's contacts or dynamics but not jaxmbd's (``noslip_iterations``, ``<flag o
 sleep/speculative/ipc="enable">``).  ``connect``
 and ``weld`` between bodies or sites become loop constraints (``point`` and
 ``weld``; the model is then a :class:`jaxmbd.Mechanism`).  Height-field and
-SDF geoms, and primitives fitted to meshes, cannot give an inertia: a body
-that needs one is an error (give it an ``<inertial>``).
+SDF geoms cannot give an inertia: a body that needs one is an error (give it an ``<inertial>``).
 """
 
 from __future__ import annotations
@@ -107,6 +113,7 @@ PARTIAL = ("size", "friction", "solref", "solimp", "solreflimit", "solimplimit",
 SOLREF, SOLIMP = (0.02, 1.0), (0.9, 0.95, 0.001, 0.5, 2.0)     # MuJoCo's defaults
 KEY_ATTRS = ("name", "time", "qpos", "qvel", "act", "ctrl", "mpos", "mquat")
 IGNORED_IN_BODY = {"site", "camera", "light"}
+ATTACHED = "\x00attached"   # the empty default class of elements an <attach> brought (their values are explicit)
 MUJOCO_INTEGRATORS = ("Euler", "RK4", "implicit", "implicitfast")   # <option integrator>'s values
 
 
@@ -203,21 +210,29 @@ def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = Tru
 
 # ------------------------------------------------------------------------------------------
 
-def _expand_includes(el, base, depth=0):
+def _expand_includes(el, base, here=None, depth=0):
+    """Replace every ``<include file>`` under ``el`` by the included file's children, as MuJoCo does:
+    the file is looked up from the main file's directory ``base`` first, then from the directory
+    of the file that names it (``here``).  Asset files named in included files are looked up from
+    the main file's directory too (:meth:`_Compiler._asset_path`)."""
     if depth > 16:
         raise MJCFError("<include> nested too deeply")
+    base = base or os.getcwd()
     out = []
     for child in list(el):
         if child.tag == "include":
             fname = child.get("file")
             if not fname:
                 raise MJCFError("<include> without a file attribute")
-            path = fname if os.path.isabs(fname) else os.path.join(base or os.getcwd(), fname)
+            path = fname if os.path.isabs(fname) else os.path.join(base, fname)
+            if here is not None and not os.path.isfile(path) and os.path.isfile(os.path.join(here, fname)):
+                path = os.path.join(here, fname)
             inc, _, _ = C.parse_xml(path, "MJCF")
-            _expand_includes(inc, os.path.dirname(path), depth + 1)
+            incdir = os.path.dirname(os.path.abspath(path))
+            _expand_includes(inc, base, incdir, depth + 1)
             out.extend(list(inc))
         else:
-            _expand_includes(child, base, depth)
+            _expand_includes(child, base, here, depth)
             out.append(child)
     el[:] = out
 
@@ -233,6 +248,7 @@ class _Compiler:
         self.root = root
         self.base = base or os.getcwd()
         self.unsupported = []
+        self.solimp_notes = []
         self.compiler = {}
         for el in root.findall("compiler"):
             self.compiler.update(el.attrib)
@@ -252,6 +268,8 @@ class _Compiler:
         self.boundmass = C.number(comp.get("boundmass", "0"), "<compiler boundmass>")
         self.boundinertia = C.number(comp.get("boundinertia", "0"), "<compiler boundinertia>")
         self.totalmass = C.number(comp.get("settotalmass", "-1"), "<compiler settotalmass>")
+        self.fitaabb = comp.get("fitaabb", "false") == "true"
+        self._fits = {}
         if comp.get("coordinate", "local") != "local":
             raise MJCFError("<compiler coordinate='global'> is not supported (MuJoCo dropped it too)")
         if comp.get("balanceinertia", "false") == "true":
@@ -261,6 +279,9 @@ class _Compiler:
                 raise MJCFError(f"unknown top-level element <{el.tag}>")
         self._read_defaults()
         self._read_meshes()
+        self.attached_actuator_defaults = {}   # id of an attached actuator element -> its model's defaults
+        self.attached_keys = []                # the attached models' keyframes (_attach_keys)
+        self._attach_models()
 
     # -- mesh assets ---------------------------------------------------------------------
     def _read_meshes(self):
@@ -285,7 +306,7 @@ class _Compiler:
                 if f:
                     if comp.get("strippath", "false") == "true":
                         f = os.path.basename(f)
-                    path = f if os.path.isabs(f) else os.path.join(self.base, mdir, f)
+                    path = self._asset_path(f, mdir)
                     if not os.path.isfile(path):
                         raise MJCFError(f"{what}: cannot open mesh file {path!r}")
                     a["_path"] = path
@@ -295,6 +316,254 @@ class _Compiler:
                 if mode not in _mesh.INERTIA_MODES:
                     raise MJCFError(f"{what}: inertia={mode!r}: expected one of {', '.join(_mesh.INERTIA_MODES)}")
                 self.meshes[name] = a
+
+    # -- <attach>: model composition ----------------------------------------------------------
+    def _attach_models(self):
+        """Replace every ``<attach model body prefix>`` by the named body of the ``<asset><model>`` file
+        (its whole world body's content where ``body`` is omitted), as MuJoCo composes models: the
+        attached elements keep the values their own file gives them (its defaults, its compiler's
+        angle unit, Euler sequence, mesh directory and fit, its meshes and materials), every name
+        (bodies, joints, geoms, sites, meshes, materials, actuators, pairs, equalities) takes the
+        prefix, and the model's actuators, contact pairs, exclusions and connect/weld constraints
+        whose joints, geoms, bodies and sites all come along are added."""
+        models = {}
+        for asset in self.root.findall("asset"):
+            for el in asset.findall("model"):
+                name, f = el.get("name"), el.get("file")
+                if not f:
+                    raise MJCFError(f"<model name={name!r}>: needs a file")
+                path = self._asset_path(f, "")
+                child, _, _ = C.parse_xml(path, "MJCF")
+                name = name or child.get("model") or os.path.splitext(os.path.basename(f))[0]
+                models[name] = (child, os.path.dirname(os.path.abspath(path)))
+        parents = [p for p in self.root.iter() if any(c.tag == "attach" for c in p)]
+        if not parents:
+            return
+        self.classes.setdefault(ATTACHED, {})
+        done = {}
+        for parent in parents:
+            out = []
+            for el in list(parent):
+                if el.tag != "attach":
+                    out.append(el)
+                    continue
+                mname, prefix = el.get("model"), el.get("prefix")
+                what = f"<attach model={mname!r}>"
+                if mname not in models:
+                    raise MJCFError(f"{what}: no <asset><model> named {mname!r}")
+                if prefix is None:
+                    raise MJCFError(f"{what}: needs a prefix (as in MuJoCo)")
+                if mname not in done:
+                    root, base = models[mname]
+                    try:
+                        done[mname] = _Compiler(root, base, self.contact_capacity, self.law, self.contact_rows)
+                    except MJCFError as e:
+                        raise MJCFError(f"{what}: {e}") from None
+                out.extend(self._attached(done[mname], el.get("body"), prefix, what))
+            parent[:] = out
+
+    def _attached(self, child, body, prefix, what):
+        """The elements one <attach> stands for, resolved in the attached model ``child``."""
+        for key, default in (("inertiafromgeom", "auto"), ("inertiagrouprange", "0 5"), ("boundmass", "0"),
+                             ("boundinertia", "0"), ("settotalmass", "-1"), ("autolimits", "true")):
+            mine, theirs = self.compiler.get(key, default), child.compiler.get(key, default)
+            if mine.split() != theirs.split() and not (key not in ("inertiafromgeom", "autolimits") and np.array_equal(
+                    C.numbers(mine, None, key), C.numbers(theirs, None, key))):
+                raise MJCFError(f"{what}: <compiler {key}> is {theirs!r} in the attached model and {mine!r} "
+                                "here; jaxmbd applies one setting to the whole model (set it alike in both)")
+        wb = [w for w in child.root.findall("worldbody")]
+        if body is None:
+            tops = [(c, "main") for w in wb for c in w]
+        else:
+            found = [b for w in wb for b in w.iter("body") if b.get("name") == body]
+            if not found:
+                raise MJCFError(f"{what}: the attached model has no body named {body!r}")
+            tops = [(found[0], self._class_at(child, found[0]))]
+        bodies, joints, geoms, sites = set(), set(), set(), set()
+        moved_joints = {}     # id of a joint element that came along -> its name in the attached model
+        conv = 1.0 if child.deg == self.deg else (math.pi / 180.0 if child.deg else 180.0 / math.pi)
+
+        def oriented(a, ewhat):
+            if any(k in a for k in ORIENTATIONS):
+                q = child.orientation(a, ewhat)
+                a = {k: v for k, v in a.items() if k not in ORIENTATIONS}
+                a["quat"] = " ".join(repr(float(x)) for x in q)
+            return a
+
+        def copy(el, cls):
+            tag, ewhat = el.tag, f"{what}: <{el.tag} name={el.get('name')!r}>"
+            kids = None
+            if tag == "body":
+                a = oriented(dict(el.attrib), ewhat)
+                a["childclass"] = ATTACHED
+                a.pop("class", None)
+                kids = el.get("childclass", cls)
+                bodies.add(el.get("name"))
+            elif tag == "frame":
+                a = oriented(child.attrs(el, cls), ewhat)
+                a.update({"class": ATTACHED, "childclass": ATTACHED})
+                kids = el.get("childclass", cls)
+            elif tag in ("geom", "site", "joint"):
+                a = oriented(child.attrs(el, cls), ewhat)
+                a["class"] = ATTACHED
+                for ref in ("mesh", "material", "hfield"):
+                    if ref in a:
+                        a[ref] = prefix + a[ref]
+                if tag == "joint" and conv != 1.0 and a.get("type", "hinge") in ("hinge", "ball"):
+                    for k in ("range", "ref", "springref"):
+                        if k in a:
+                            a[k] = " ".join(repr(float(x) * conv) for x in C.numbers(a[k], None, f"{ewhat}: {k}"))
+                {"geom": geoms, "site": sites, "joint": joints}[tag].add(el.get("name"))
+                if tag == "joint":
+                    moved_joints[id(el)] = el.get("name")
+            elif tag in ("inertial", "freejoint"):
+                a = oriented(dict(el.attrib), ewhat)
+                if tag == "freejoint":
+                    joints.add(el.get("name"))
+                    moved_joints[id(el)] = el.get("name")
+            else:   # cameras, lights, and what the loader refuses anyway
+                a = dict(el.attrib)
+            if "name" in a:
+                a["name"] = prefix + a["name"]
+            new = ET.Element(tag, a)
+            if kids is not None:
+                new.extend(copy(c, kids) for c in el)
+            return new
+
+        out = [copy(el, cls) for el, cls in tops]
+        for name, a in child.meshes.items():
+            self.meshes.setdefault(prefix + name, a)
+        carried = self._attach_sections(child, prefix, dict(body=bodies, joint=joints, geom=geoms, site=sites), what)
+        self._attach_keys(child, prefix, moved_joints, carried)
+        return out
+
+    def _attach_keys(self, child, prefix, moved_joints, carried):
+        """The attached model's keyframes, as MuJoCo merges them: key ``prefix + name`` with the key's
+        time, the qpos/qvel of the joints that came along (named ones) and the ctrl of the actuators
+        that came along; the rest of the model at qpos0 and zeros (:meth:`_with_keyframes`)."""
+        keys = [el for sec in child.root.findall("keyframe") for el in sec if el.tag == "key"]
+        if not keys:
+            return
+        layout = []    # (joint element, nq, nv) in the attached model's qpos order
+        sizes = {"free": (7, 6), "ball": (4, 3)}
+
+        def walk(el, cls):
+            for c in el:
+                if c.tag == "freejoint":
+                    layout.append((c, 7, 6))
+                elif c.tag == "joint":
+                    layout.append((c, *sizes.get(child.attrs(c, cls).get("type", "hinge"), (1, 1))))
+                elif c.tag in ("body", "frame"):
+                    walk(c, c.get("childclass", cls))
+        for w in child.root.findall("worldbody"):
+            walk(w, "main")
+        for el in keys:
+            vec = {k: C.numbers(el.get(k, ""), None, f"attached <key name={el.get('name')!r}>: {k}")
+                   for k in ("qpos", "qvel", "ctrl")}
+            qpos, qvel, ctrl = {}, {}, {}
+            iq = iv = 0
+            for j, nq, nv in layout:
+                name = moved_joints.get(id(j))
+                if name is not None:
+                    if vec["qpos"].size >= iq + nq:
+                        qpos[prefix + name] = vec["qpos"][iq:iq + nq]
+                    if vec["qvel"].size >= iv + nv:
+                        qvel[prefix + name] = vec["qvel"][iv:iv + nv]
+                iq, iv = iq + nq, iv + nv
+            for k, name in carried:
+                if name is not None and k < vec["ctrl"].size:
+                    ctrl[name] = vec["ctrl"][k]
+            self.attached_keys.append(dict(name=None if el.get("name") is None else prefix + el.get("name"),
+                                           time=el.get("time", "0"), qpos=qpos, qvel=qvel, ctrl=ctrl))
+
+    @staticmethod
+    def _class_at(comp, target):
+        """The default class in force at an element of ``comp``'s world body (the nearest childclass)."""
+        def find(el, cls):
+            for c in el:
+                if c is target:
+                    return cls
+                if c.tag in ("body", "frame"):
+                    got = find(c, c.get("childclass", cls))
+                    if got is not None:
+                        return got
+            return None
+        for w in comp.root.findall("worldbody"):
+            got = find(w, "main")
+            if got is not None:
+                return got
+        return "main"
+
+    def _attach_sections(self, child, prefix, came, what):
+        """The attached model's materials (prefixed), and its actuators, contact pairs and exclusions and
+        connect/weld constraints whose every reference came along (prefixed)."""
+        def section(tag):
+            got = self.root.find(tag)
+            if got is None:
+                got = ET.SubElement(self.root, tag)
+            return got
+
+        for asset in child.root.findall("asset"):
+            for el in asset.findall("material"):
+                a = child.attrs(el, el.get("class", "main"))
+                if a.get("name"):
+                    a.update(name=prefix + a["name"], **{"class": ATTACHED})
+                    section("asset").append(ET.Element("material", a))
+        refs = {"joint": "joint", "jointinparent": "joint", "geom1": "geom", "geom2": "geom", "body1": "body",
+                "body2": "body", "site1": "site", "site2": "site"}
+
+        def moved(el):
+            keys = [k for k in el.attrib if k in refs]
+            if not keys or any(el.get(k) not in came[refs[k]] for k in keys):
+                return None
+            a = dict(el.attrib)
+            for k in keys + ["name"]:
+                if k in a:
+                    a[k] = prefix + a[k]
+            return a
+
+        skipped = 0
+        actuator_defaults = None
+        carried = []     # (index among the attached model's actuators, its name here)
+        for k, el in enumerate(e for sec in child.root.findall("actuator") for e in sec):
+            a = moved(el)
+            if a is None:
+                skipped += 1
+                continue
+            carried.append((k, a.get("name")))
+            new = ET.SubElement(section("actuator"), el.tag, a)
+            if actuator_defaults is None:
+                actuator_defaults = _actuators.read_defaults(child.root)
+            self.attached_actuator_defaults[id(new)] = actuator_defaults
+        for sec in child.root.findall("contact"):
+            for el in sec:
+                a = moved(el)
+                if a is None:
+                    skipped += 1
+                    continue
+                if el.tag == "pair":
+                    own = {k: a[k] for k in a if k in refs or k == "name"}
+                    a = dict(child.attrs(el, el.get("class", "main")), **own)
+                    a["class"] = ATTACHED
+                ET.SubElement(section("contact"), el.tag, a)
+        for sec in child.root.findall("equality"):
+            for el in sec:
+                a = moved(el) if el.tag in ("connect", "weld") else None
+                if a is None:
+                    skipped += 1
+                    continue
+                ET.SubElement(section("equality"), el.tag, a)
+        extra = sum(len(list(s)) for t in ("tendon", "sensor") for s in child.root.findall(t))
+        if skipped or extra:
+            self.unsupported.append(f"{what}: {skipped + extra} of the attached model's actuators, contact pairs, "
+                                    "equalities, tendons and sensors not carried over (they name elements left "
+                                    "behind, or jaxmbd does not model them)")
+        return carried
+
+    def _asset_path(self, f, adir):
+        """The path of an asset file as MuJoCo finds it: from the main file's directory and the
+        compiler's asset directory ``adir``, whichever file (included or not) names it."""
+        return f if os.path.isabs(f) else os.path.normpath(os.path.join(self.base, adir, f))
 
     def _mesh_data(self, name, what):
         """(vertices, faces) of a mesh asset in its geom's frame: the file's
@@ -410,11 +679,36 @@ class _Compiler:
             visit(el, el.get("class", "main"), self.classes["main"])
 
     def attrs(self, el, cls):
-        """The element's attributes over its default class's (MuJoCo's inheritance)."""
+        """The element's attributes over its default class's (MuJoCo's inheritance); a primitive geom
+        naming a mesh comes fitted to it (:meth:`_fit`)."""
         c = el.get("class", cls)
         if c not in self.classes:
             raise MJCFError(f"<{el.tag} name={el.get('name')!r}>: unknown default class {c!r}")
-        return _over(self.classes[c].get(el.tag, {}), el.attrib)
+        a = _over(self.classes[c].get(el.tag, {}), el.attrib)
+        if el.tag == "geom" and "mesh" in a and a.get("type", "sphere") in _mesh.FIT_TYPES:
+            a = self._fit(a, f"geom {el.get('name')!r}" if el.get("name") else "a geom")
+        return a
+
+    def _fit(self, a, what):
+        """A primitive geom naming a mesh, as MuJoCo compiles it: the primitive fitted to the mesh
+        (:func:`jaxmbd.io.mesh.fit_primitive`, ``<compiler fitaabb>``, the geom's ``fitscale``), placed
+        in the mesh's principal frame; the mesh reference is dropped (its size, pos and quat replaced)."""
+        name, kind = a["mesh"], a.get("type", "sphere")
+        if "fromto" in a:
+            raise MJCFError(f"{what}: fromto cannot be used with a mesh (MuJoCo refuses it too)")
+        key = (name, kind, a.get("fitscale", "1"))
+        if key not in self._fits:
+            measure, com, unit = self._mesh_mass(name, f"{what}: a {kind} fitted to mesh {name!r}")
+            V, _ = self._mesh_data(name, what)
+            fitscale = C.number(a.get("fitscale", "1"), f"{what}: fitscale")
+            self._fits[key] = _mesh.fit_primitive(kind, V, measure, com, unit, self.fitaabb, fitscale)
+        size, mpos, mquat = self._fits[key]
+        q = self.orientation(a, what)
+        pos = C.numbers(a.get("pos", "0 0 0"), 3, f"{what}: pos") + C.quat_to_rot(q) @ mpos
+        out = {k: v for k, v in a.items() if k not in ORIENTATIONS and k != "mesh"}
+        out.update(size=" ".join(repr(float(x)) for x in size), pos=" ".join(repr(float(x)) for x in pos),
+                   quat=" ".join(repr(float(x)) for x in C.quat_mul(q, mquat)))
+        return out
 
     # -- numbers and orientations ------------------------------------------------------
     def angle(self, x):
@@ -563,6 +857,14 @@ class _Compiler:
             self.unsupported.append("contacts between " + ", ".join(f"{a} and {b} geoms ({n} pairs)"
                                                                     for (a, b), n in skipped))
         self.unsupported.extend(self._flag_notes())
+        noslip = C.number(opt.get("noslip_iterations", "0"), "<option noslip_iterations>")
+        if noslip > 0:
+            self.unsupported.append(f"<option noslip_iterations='{noslip:g}'>: jaxmbd does not run MuJoCo's noslip "
+                                    "post-processing of the friction forces")
+        if self.solimp_notes:
+            self.unsupported.append("solimp outside MuJoCo's ranges, clamped where used as MuJoCo clamps it "
+                                    "(dmin, dmax, midpoint to [1e-4, 0.9999], width >= 0, power >= 1): "
+                                    + ", ".join(dict.fromkeys(self.solimp_notes)))
         model = self._with_keyframes(model)
         return MJCFImport(model=model, equality=self.equality, joint_range=self.joint_range,
                           unsupported=self.unsupported, mesh_geoms=self.mesh_geoms, option=dict(opt),
@@ -702,7 +1004,7 @@ class _Compiler:
             body = self.builder_name[r["body"]]
             if kind == "mesh" or "mesh" in a:
                 if kind != "mesh" or "mesh" not in a:
-                    continue      # a primitive fitted to a mesh: not drawn
+                    continue      # a mesh geom without a mesh, or an hfield/SDF naming one: not drawn
                 try:
                     V, F = self._mesh_data(a["mesh"], gw)
                 except MJCFError:
@@ -728,9 +1030,6 @@ class _Compiler:
         opt, out = self.opt, []
         if not (getattr(self.builder, "_geoms", None) or getattr(self.builder, "_pairs", None)):
             return out
-        noslip = C.number(opt.get("noslip_iterations", "0"), "<option noslip_iterations>")
-        if noslip > 0:
-            out.append(f"<option noslip_iterations='{noslip:g}'> (MuJoCo's no-slip post-processing)")
         if self.override:
             given = [f"{k}={opt[k]!r}" for k in ("o_margin", "o_solref", "o_solimp", "o_friction") if k in opt]
             out.append("<flag override='enable'> (contact parameter override"
@@ -753,10 +1052,40 @@ class _Compiler:
                 out.append(f"<flag {k}='{v}'>" + (f" ({why})" if why else ""))
         return out
 
+    def _attached_key_elements(self, model):
+        """The attached models' keyframes as full <key> elements of this model (qpos0 and zeros but for
+        the joints and actuators that came along)."""
+        out = []
+        if not self.attached_keys:
+            return out
+        tree = getattr(model, "tree", model)
+        names, acts = list(tree.joint_names), list(model.actuators.names) if model.nu else []
+        for k in self.attached_keys:
+            qpos, qvel, ctrl = np.array(model.q0, np.float64), np.zeros(model.nv), np.zeros(model.nu)
+            for j, v in k["qpos"].items():
+                if j in names:
+                    adr = int(tree.joint_qpos_adr[names.index(j)])
+                    qpos[adr:adr + v.size] = v
+            for j, v in k["qvel"].items():
+                if j in names:
+                    adr = int(tree.joint_dof_adr[names.index(j)])
+                    qvel[adr:adr + v.size] = v
+            for a, v in k["ctrl"].items():
+                if a in acts:
+                    ctrl[acts.index(a)] = v
+            fmt = lambda x: " ".join(repr(float(y)) for y in x)  # noqa: E731
+            attrs = dict(time=k["time"], qpos=fmt(qpos), qvel=fmt(qvel))
+            if model.nu:
+                attrs["ctrl"] = fmt(ctrl)
+            if k["name"] is not None:
+                attrs["name"] = k["name"]
+            out.append(ET.Element("key", attrs))
+        return out
+
     def _with_keyframes(self, model):
         """The model with its keyframes (``Model.keyframe_data``): every ``<key>`` as MuJoCo compiles it,
         then default keys (qpos0, zeros) up to ``<size nkey>``, as MuJoCo allocates them."""
-        keys = [el for sec in self.root.findall("keyframe") for el in sec]
+        keys = [el for sec in self.root.findall("keyframe") for el in sec] + self._attached_key_elements(model)
         size = {}
         for el in self.root.findall("size"):
             size.update(el.attrib)
@@ -839,8 +1168,13 @@ class _Compiler:
         return vals
 
     def _solimp(self, text, what):
-        """solimp (1 to 5 numbers; MuJoCo's defaults for the missing ones), checked."""
-        return _checks.solimp(self._leading(text, SOLIMP, what), what)
+        """solimp (1 to 5 numbers; MuJoCo's defaults for the missing ones), checked; entries outside
+        MuJoCo's ranges are kept (clamped where used, as MuJoCo does) and named in the warning."""
+        si = _checks.solimp(self._leading(text, SOLIMP, what), what)
+        moved = _checks.solimp_clamped(si)
+        if moved:
+            self.solimp_notes.append(f"{what.replace(': solimp', ' solimp')} ({', '.join(moved)})")
+        return si
 
     def _solref_attr(self, text, what):
         """solref (1 or 2 numbers; MuJoCo's defaults for the missing one), checked."""
@@ -1075,7 +1409,7 @@ class _Compiler:
                 self._site(item, name, frame, icls)
             elif t in IGNORED_IN_BODY:
                 continue
-            elif t in ("composite", "flexcomp", "plugin", "attach", "replicate"):
+            elif t in ("composite", "flexcomp", "plugin", "replicate"):
                 raise MJCFError(f"{what}: <{t}> is not supported")
             else:
                 raise MJCFError(f"{what}: unknown element <{t}>")
@@ -1286,9 +1620,6 @@ class _Compiler:
                 raise MJCFError(f"{gwhat}: a {kind} geom has no inertia jaxmbd can compute (give the body an "
                                 "<inertial>, or the geom mass='0' if it should carry none)")
             raise MJCFError(f"{gwhat}: unknown geom type {kind!r}")
-        if "mesh" in a:
-            raise MJCFError(f"{gwhat}: a {kind} fitted to mesh {a['mesh']!r} is not supported (give the body an "
-                            "<inertial>, or make the geom type='mesh')")
         shell = a.get("shellinertia", "false") == "true"
         if shell and kind == "ellipsoid":
             raise MJCFError(f"{gwhat}: shellinertia on an ellipsoid is not supported (its area has no closed "

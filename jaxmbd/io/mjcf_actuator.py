@@ -198,10 +198,11 @@ def read(comp, opt, flags):
             n += 1
             if el.tag not in TAGS:
                 raise ActuatorError(f"unknown actuator element <{el.tag}>")
+            own = getattr(comp, "attached_actuator_defaults", {}).get(id(el), defaults)   # <attach>ed: its model's
             cls = el.get("class", "main")
-            if cls not in defaults:
+            if cls not in own:
                 raise ActuatorError(f"{what}: unknown default class {cls!r}")
-            last, p0 = defaults[cls]
+            last, p0 = own[cls]
             p = apply(el.tag, el.attrib, p0, last, what)
             comp.n_act += activations(el.tag, p)
             kw = _one(comp, el, p, what, notes)
