@@ -83,6 +83,8 @@ import jax
 import jax.numpy as jnp
 
 from .convex import convex_pair
+from .hfield import HField, hfield_pair
+from .hfield import num_contacts as _hfield_count
 
 TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh")  # mjtGeom order
 
@@ -812,6 +814,8 @@ _CONVEX = [("sphere", "ellipsoid"), ("sphere", "cylinder"), ("sphere", "mesh"),
            ("box", "mesh"), ("mesh", "mesh")]
 _PAIRS.update({k: (convex_pair(*k) if "mesh" not in k else _mesh_single(convex_pair(*k)), 1) for k in _CONVEX})
 _PAIRS.update({("box", "mesh"): (box_mesh, 1), ("mesh", "mesh"): (mesh_mesh, 1)})
+_PAIRS.update({("hfield", k): (hfield_pair(k), "hfield")
+               for k in ("sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh")})
 
 
 def type_name(t):
@@ -848,6 +852,10 @@ def num_contacts(type1, type2, size1=None, size2=None):
     key, swap = _ordered(type1, type2)
     n = _PAIRS[key][1]
     m1, m2 = (size2, size1) if swap else (size1, size2)
+    if n == "hfield":                               # two per cell of the field's window
+        if not isinstance(m1, HField):
+            raise ValueError("a height-field pair's count depends on its window: pass the HField")
+        return _hfield_count(m1)
     if n is None:                                   # one per mesh vertex
         if m2 is None:
             raise ValueError("a mesh pair's count is its vertex count: pass the vertex array")
@@ -876,10 +884,13 @@ def collide(type1, type2, pose1, size1, pose2, size2):
     key, swap = _ordered(type1, type2)
     fn = _PAIRS[key][0]
     (R1, p1), (R2, p2) = pose1, pose2
-    arrs = [_mesh_verts(x) for x in (R1, p1, size1, R2, p2, size2)]
+    arrs = [x.size if isinstance(x, HField) else _mesh_verts(x) for x in (R1, p1, size1, R2, p2, size2)]
     dt = jnp.result_type(*arrs, jnp.float32)
 
     def conv(x):
+        if isinstance(x, HField):
+            return HField(jnp.asarray(x.data, dt), jnp.asarray(x.size, dt), jnp.asarray(x.dims, jnp.int32),
+                          jnp.asarray(x.window, dt))
         if isinstance(x, Mesh):
             return Mesh(jnp.asarray(x.verts, dt), jnp.asarray(x.planes, dt), jnp.asarray(x.valid, bool),
                         jnp.asarray(x.edges, dt))
