@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .convex import _Core, convex as _convex
+from .convex import convex as _convex
 
 _FAR = 1e9
 
@@ -217,13 +217,16 @@ def surface_mesh(data, size):
 
 def _box_in_field(R1, p1, kind, R2, p2, s2, verts2):
     """The other geom's axis-aligned box in the field's frame: (lo (3,), hi (3,)), from its support
-    points along the field's axes (MuJoCo's)."""
-    core = _Core(kind, R2, p2, s2, verts2)
-    rad = core.radius()
-    hi = jnp.stack([R1[:, i] @ core.support(R1[:, i])[0] for i in range(3)]) + rad
-    lo = jnp.stack([R1[:, i] @ core.support(-R1[:, i])[0] for i in range(3)]) - rad
-    off = R1.T @ p1
-    return lo - off, hi - off
+    points along the field's axes (MuJoCo's); kind static."""
+    from .convex import _SUPPORTS, _sup_mesh
+    fn = _sup_mesh if kind == 7 else _SUPPORTS[kind - 2]
+    sz = verts2 if kind == 7 else s2
+    D = R2.T @ R1                                                   # the field's axes, geom frame
+    dirs = jnp.concatenate([D.T, -D.T])                            # (6, 3)
+    pts = jax.vmap(lambda d: fn(d, sz))(dirs) @ R2.T + (p2 - p1)[None]   # world offsets from the field
+    ext = jnp.sum(pts * jnp.concatenate([R1.T, -R1.T]), 1)          # hi, then -lo
+    rad = s2[0] if kind in (2, 3) else 0.0
+    return -ext[3:] - rad, ext[:3] + rad
 
 
 def prisms(hf, lo, hi):
@@ -257,60 +260,44 @@ def prisms(hf, lo, hi):
     return jnp.concatenate([tops, bottoms], 1), jnp.repeat(ok, 2)
 
 
-def _closest_on_segment(a, b, x):
-    d = b - a
-    t = jnp.clip(((x - a) @ d) / jnp.maximum(d @ d, 1e-300), 0.0, 1.0)
-    return a + t * d
+_EDGES = np.array([[0, 1], [1, 2], [2, 0], [3, 4], [4, 5], [5, 3], [0, 3], [1, 4], [2, 5]])
 
 
 def sphere_prism(P, c, r):
-    """A sphere (centre c, radius r, field frame) against the prism P (6, 3): (dist, pos, normal
-    from the prism to the sphere), exact.  The centre's signed distance to the prism: outside, its
-    distance to the closest point (on one of the 5 faces, inside its polygon, or on one of the 9
-    edges); inside, minus the distance to the nearest face plane."""
-    top, bot = P[:3], P[3:]
+    """A sphere (centre c, radius r, field frame) against the prism P (6, 3) (three top vertices, then
+    the three under them): (dist, pos, normal from the prism to the sphere), exact.  The prism is
+    five half-spaces (top, base, three vertical walls).  Inside all of them the centre's depth is
+    its distance to the nearest face plane; outside, its closest point lies inside a face, an edge
+    or at a vertex, and is the projection on that feature's plane, line or point: of the 20
+    projections, the nearest one that is in the prism."""
+    top = P[:3]
     dt = P.dtype
     ez = jnp.array([0.0, 0.0, 1.0], dt)
     nt = jnp.cross(top[1] - top[0], top[2] - top[0])
     nt = nt * jnp.where(nt[2] >= 0, 1.0, -1.0) / jnp.sqrt(nt @ nt)
-    # side walls: vertical planes through the footprint's edges, normals pointing out
-    cen = jnp.mean(bot, 0)
-    a, b = bot, jnp.roll(bot, -1, 0)
-    ns = jnp.cross(b - a, ez[None])
+    ns = jnp.cross(jnp.roll(top, -1, 0) - top, ez[None]).at[:, 2].set(0.0)   # walls, outward below
     ns = ns / jnp.linalg.norm(ns, axis=1, keepdims=True)
-    ns = ns * jnp.where(jnp.sum(ns * (a - cen[None]), 1) >= 0, 1.0, -1.0)[:, None]
-    normals = jnp.concatenate([nt[None], -ez[None], ns])                        # (5, 3)
-    offsets = jnp.concatenate([(nt @ top[0])[None], (-ez @ bot[0])[None], jnp.sum(ns * a, 1)])
-    h = normals @ c - offsets                                                    # plane distances
+    ns = ns * jnp.where(jnp.sum(ns * (top - jnp.mean(top, 0)[None]), 1) >= 0, 1.0, -1.0)[:, None]
+    N = jnp.concatenate([nt[None], -ez[None], ns])                               # (5, 3) outward
+    b = jnp.concatenate([(nt @ top[0])[None], -P[3, 2][None], jnp.sum(ns * top, 1)])
+    h = N @ c - b                                                                # signed plane distances
     inside = jnp.all(h <= 0)
-    # outside: projections on the faces that fall inside them, and the edges
-    proj = c[None] - h[:, None] * normals                                        # (5, 3)
-
-    def in_poly(x, nrm, k):                       # x within face k's polygon (the other planes)
-        others = jnp.arange(5) != k
-        return jnp.all(jnp.where(others, normals @ x - offsets <= 1e-12 * (1 + jnp.abs(offsets)), True))
-    face_ok = jax.vmap(in_poly)(proj, normals, jnp.arange(5))
-    ta, tb = top, jnp.roll(top, -1, 0)
-    ends = jnp.concatenate([jnp.stack([ta, tb], 1), jnp.stack([bot, jnp.roll(bot, -1, 0)], 1),
-                            jnp.stack([top, bot], 1)])                          # (9, 2, 3)
-    on_edges = jax.vmap(lambda e: _closest_on_segment(e[0], e[1], c))(ends)
-    pts = jnp.concatenate([proj, on_edges])
-    d2 = jnp.sum((pts - c[None]) ** 2, 1)
-    d2 = jnp.where(jnp.concatenate([face_ok, jnp.ones(9, bool)]), d2, jnp.inf)
-    k = jnp.argmin(d2)
-    q = pts[k]
+    a, e = P[_EDGES[:, 0]], P[_EDGES[:, 1]] - P[_EDGES[:, 0]]
+    t = jnp.sum((c[None] - a) * e, 1) / jnp.sum(e * e, 1)
+    cand = jnp.concatenate([c[None] - h[:, None] * N, a + t[:, None] * e, P])     # (20, 3)
+    tol = 1e-10 * (1.0 + jnp.max(jnp.abs(P)))
+    ok = jnp.all(cand @ N.T - b[None] <= tol, 1)
+    d2 = jnp.where(ok, jnp.sum((cand - c[None]) ** 2, 1), jnp.inf)
+    q = cand[jnp.argmin(d2)]
+    kf = jnp.argmax(h)
     v = c - q
     n2 = v @ v
     safe = n2 > jnp.finfo(dt).eps ** 2
     d_out = jnp.sqrt(jnp.where(safe, n2, 1.0))
-    kf = jnp.argmax(h)
-    n_out = jnp.where(safe, v / d_out, normals[kf])
-    n = jnp.where(inside, normals[kf], n_out)
-    sd = jnp.where(inside, h[kf], d_out)
+    n = jnp.where(inside | ~safe, N[kf], v / d_out)
+    sd = jnp.where(inside, h[kf], jnp.where(safe, d_out, 0.0))
     dist = sd - r
-    on_prism = c - sd * n
-    pos = 0.5 * (on_prism + c - r * n)
-    return dist, pos, n
+    return dist, 0.5 * (c - sd * n + c - r * n), n
 
 
 def hfield_pair(kind):
