@@ -69,7 +69,8 @@ against an edge or rim, dist is a lower bound within 2e-6.  In float32 the
 polytope pairs are exact to round-off, the curved ones approximate (a lower
 bound within 3e-3).  The derivative of dist is Danskin's (exact where the
 closest features are unique); normal and pos are held constant for
-derivatives.  Not here: height fields, SDF geoms, and several contact
+derivatives.  Height fields against the convex geoms are in :mod:`.hfield` (one candidate per prism of a
+static window of grid cells).  Not here: SDF geoms, and several contact
 points for face-face contact of the convex pairs (MuJoCo's multiccd).
 """
 
@@ -879,7 +880,8 @@ def collide(type1, type2, pose1, size1, pose2, size2):
     pose2: ``(R, p)`` world poses.  size1, size2: MuJoCo ``geom_size`` (3,);
     for a mesh its :class:`Mesh` (from :func:`make_mesh`: several candidates
     against a plane, a box or a mesh) or a bare vertex array (its support
-    function: one candidate, except per vertex on a plane).
+    function: one candidate, except per vertex on a plane); for a height
+    field its :class:`.hfield.HField` (two candidates per cell of its window).
     """
     key, swap = _ordered(type1, type2)
     fn = _PAIRS[key][0]

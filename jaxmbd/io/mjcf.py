@@ -615,7 +615,8 @@ class _Compiler:
         """The collision geoms (every geom with a nonzero contype or conaffinity, and every geom a
         <pair> names), <contact><pair> and <exclude>, as ModelBuilder geoms, pairs and excludes
         (jaxmbd.forces.contact; MuJoCo's geom ids name unnamed geoms ``geom<id>``).  A mesh geom
-        collides as the convex hull of its vertices (as MuJoCo's do).  Height-field and SDF geoms,
+        collides as the convex hull of its vertices (as MuJoCo's do), an hfield geom as its grid's
+        prisms (:mod:`jaxmbd.contact.hfield`).  SDF geoms,
         meshes jaxmbd cannot read, pair types the narrow phase lacks, gaps and anisotropic pair
         friction are listed in the warning."""
         recs = sorted(self.geom_records, key=lambda r: r["key"])
@@ -694,7 +695,7 @@ class _Compiler:
             used.add(r["id_name"])
         for a, pw in pairs:
             if a["geom1"] not in used or a["geom2"] not in used:
-                skipped["pair with an hfield/SDF geom"] = skipped.get("pair with an hfield/SDF geom", 0) + 1
+                skipped["pair with an SDF geom"] = skipped.get("pair with an SDF geom", 0) + 1
                 continue
             fr = C.numbers(a.get("friction", "1 1 0.005 0.0001 0.0001"), None, f"{pw}: friction")
             fr = np.concatenate([fr, [1.0, 1.0, 0.005, 0.0001, 0.0001][len(fr):]])[:5]
@@ -731,7 +732,7 @@ class _Compiler:
     def _add_visuals(self):
         """Every geom, colliding or not, as a visual geom (:meth:`ModelBuilder.add_visual`): its shape
         as MuJoCo compiles it, its colour (the geom's ``rgba`` where it sets one, else its material's,
-        else MuJoCo's grey) and its group.  Height fields, SDFs and meshes jaxmbd cannot read are not
+        else MuJoCo's grey) and its group; a height field as the mesh of its grid.  SDFs and meshes jaxmbd cannot read are not
         drawn."""
         from ..visuals import DEFAULT_RGBA
         materials = {}
