@@ -46,7 +46,7 @@ def _jaxmbd_field(m):
 
 def test_elevation_binary_and_png_data_are_mujocos(tmp_path):
     """The normalized grid jaxmbd reads equals MuJoCo's hfield_data (row r at y index r) from the
-    elevation attribute, MuJoCo's binary file, and 8-bit grey, 16-bit grey and RGB PNG images; a
+    elevation attribute, MuJoCo's binary file, and 8-bit grey, 16-bit grey, palette and RGB PNG images; a
     constant field is zeros."""
     Image = pytest.importorskip("PIL.Image")
     rng = np.random.default_rng(0)
@@ -56,12 +56,13 @@ def test_elevation_binary_and_png_data_are_mujocos(tmp_path):
         f.write(struct.pack("ii", 6, 4) + rng.uniform(0, 3, (6, 4)).astype(np.float32).tobytes())
     Image.fromarray(rng.integers(0, 256, (5, 9)).astype(np.uint8), "L").save(tmp_path / "g.png")
     Image.fromarray(rng.integers(0, 65536, (4, 6)).astype(np.uint16)).save(tmp_path / "g16.png")
+    Image.fromarray(rng.integers(0, 256, (6, 8)).astype(np.uint8), "L").convert("P").save(tmp_path / "p.png")
     Image.fromarray(rng.integers(0, 256, (7, 5, 3)).astype(np.uint8), "RGB").save(tmp_path / "c.png")
     comp = f'<compiler meshdir="{tmp_path}"/>'
     assets = [f'<hfield name="h" nrow="5" ncol="7" size="{size}" elevation="{_elevation_attr(grid)}"/>',
               f'<hfield name="h" nrow="3" ncol="4" size="{size}" elevation="{" ".join(["2"] * 12)}"/>',
               f'<hfield name="h" nrow="3" ncol="4" size="{size}"/>'] + \
-        [f'<hfield name="h" file="{f}" size="{size}"/>' for f in ("f.bin", "g.png", "g16.png", "c.png")]
+        [f'<hfield name="h" file="{f}" size="{size}"/>' for f in ("f.bin", "g.png", "g16.png", "p.png", "c.png")]
     for asset in assets:
         xml = _scene(asset, compiler=comp)
         mj = mujoco.MjModel.from_xml_string(xml)
@@ -211,7 +212,7 @@ def test_a_ball_and_a_box_rest_in_a_valley_where_mujoco_rests():
     d = mujoco.MjData(mj)
     while d.time < 1.0 - 1e-9:
         mujoco.mj_step(mj, d)
-    m = jaxmbd.load_mjcf(xml, warn=False, contact_rows=32)
+    m = jaxmbd.load_mjcf(xml, warn=False, contact_rows=16)
     sol = jaxmbd.simulate(m, Start(jnp.asarray(mj.qpos0), jnp.zeros(mj.nv)), 1.0, integrator=RK4(),
                           steps=Steps(dt0=mj.opt.timestep), save=Save(ts=jnp.asarray([1.0])))
     assert int(sol.status) == 0

@@ -843,7 +843,8 @@ def _ordered(type1, type2):
 
 
 def supported_pairs():
-    """The supported (type1, type2) pairs in MuJoCo's order, with their counts."""
+    """The supported (type1, type2) pairs in MuJoCo's order, with their counts (None: one per mesh
+    vertex; "hfield": two per cell of the height field's window, see :func:`num_contacts`)."""
     return {k: n for k, (_, n) in _PAIRS.items()}
 
 

@@ -106,31 +106,33 @@ def read_file(path, what="hfield"):
 
 
 def _unfilter(rows, bpp, stride):
-    """PNG scanline filters (ISO/IEC 15948, 9.2) undone: rows (h, 1 + stride) bytes."""
-    out = np.zeros((len(rows), stride), np.int32)
-    prev = np.zeros(stride, np.int32)
+    """PNG scanline filters (ISO/IEC 15948, 9.2) undone: rows (h, 1 + stride) bytes.  None, Sub and
+    Up by whole rows; Average and Paeth byte by byte (each byte depends on the one before)."""
+    out = np.zeros((len(rows), stride), np.int64)
+    prev = np.zeros(stride, np.int64)
     for i, row in enumerate(rows):
-        ftype, x = row[0], row[1:].astype(np.int32)
-        cur = np.zeros(stride, np.int32)
-        for k in range(stride):
-            a = cur[k - bpp] if k >= bpp else 0
-            b = prev[k]
-            c = prev[k - bpp] if k >= bpp else 0
-            if ftype == 0:
-                pred = 0
-            elif ftype == 1:
-                pred = a
-            elif ftype == 2:
-                pred = b
-            elif ftype == 3:
-                pred = (a + b) // 2
-            elif ftype == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                pred = a if (pa <= pb and pa <= pc) else (b if pb <= pc else c)
-            else:
-                raise ValueError(f"unknown PNG filter type {ftype}")
-            cur[k] = (x[k] + pred) & 0xFF
+        ftype, x = int(row[0]), row[1:].astype(np.int64)
+        if ftype == 0:
+            cur = x
+        elif ftype == 1:
+            cur = np.cumsum(x.reshape(-1, bpp), axis=0).reshape(-1) & 0xFF
+        elif ftype == 2:
+            cur = (x + prev) & 0xFF
+        elif ftype in (3, 4):
+            cur = np.zeros(stride, np.int64)
+            for k in range(stride):
+                a = int(cur[k - bpp]) if k >= bpp else 0
+                b = int(prev[k])
+                if ftype == 3:
+                    pred = (a + b) // 2
+                else:
+                    c = int(prev[k - bpp]) if k >= bpp else 0
+                    p = a + b - c
+                    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                    pred = a if (pa <= pb and pa <= pc) else (b if pb <= pc else c)
+                cur[k] = (int(x[k]) + pred) & 0xFF
+        else:
+            raise ValueError(f"unknown PNG filter type {ftype}")
         out[i] = cur
         prev = cur
     return out
