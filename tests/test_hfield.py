@@ -3,7 +3,6 @@ attribute, its binary format and PNG images; single-state contacts with spheres,
 meshes (d.contact); a ball and a box at rest in a valley, and a small quadruped standing on rough
 terrain from its keyframe, each against mujoco.mj_step runs of the same file."""
 
-import os
 import struct
 
 import jax
@@ -187,15 +186,13 @@ def test_capsule_box_and_mesh_contacts_are_mujocos():
         assert agree >= 0.75 * total, (kind, agree, total)
 
 
-VALLEY = None
-
-
 def _valley():
     """A V-shaped valley along x (slope 0.2), flat along x where the bodies rest, rising at the ends."""
     yy, xx = np.meshgrid(np.linspace(-1, 1, 11), np.linspace(-1, 1, 21), indexing="ij")
     grid = np.abs(yy) * (1 + 0.3 * (xx > 0.75)) + 0.5 * np.maximum(np.abs(xx) - 0.75, 0)
     return f"""<mujoco><option timestep="0.002" cone="elliptic"/>
-      <asset><hfield name="valley" nrow="11" ncol="21" size="1.0 0.5 0.1 0.05" elevation="{_elevation_attr(grid)}"/></asset>
+      <asset><hfield name="valley" nrow="11" ncol="21" size="1.0 0.5 0.1 0.05"
+                     elevation="{_elevation_attr(grid)}"/></asset>
       <worldbody><geom name="ground" type="hfield" hfield="valley"/>
         <body name="ball" pos="-0.43 0 0.0826"><freejoint/><geom type="sphere" size="0.08" mass="1"/></body>
         <body name="box" pos="0.4 0 0.0575"><freejoint/><geom type="box" size="0.1 0.085 0.04" mass="2"/></body>

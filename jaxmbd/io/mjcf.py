@@ -682,7 +682,8 @@ class _Compiler:
                 gaps.append(r["id_name"])
             solref = self._solref_attr(a.get("solref"), f"{gw}: solref")
             self.builder.add_geom(
-                self.builder_name[r["body"]], kind, size if kind == "hfield" else size[:self.builder.GEOM_SIZES.get(kind, 0)],
+                self.builder_name[r["body"]], kind,
+                size if kind == "hfield" else size[:self.builder.GEOM_SIZES.get(kind, 0)],
                 vertices=hull, elevation=elevation,
                 maxhullvert=hullvert if kind == "mesh" else None,
                 pos=r["p"] + r["R"] @ pos, quat=C.rot_to_quat(r["R"] @ R), name=r["id_name"],
@@ -732,8 +733,8 @@ class _Compiler:
     def _add_visuals(self):
         """Every geom, colliding or not, as a visual geom (:meth:`ModelBuilder.add_visual`): its shape
         as MuJoCo compiles it, its colour (the geom's ``rgba`` where it sets one, else its material's,
-        else MuJoCo's grey) and its group; a height field as the mesh of its grid.  SDFs and meshes jaxmbd cannot read are not
-        drawn."""
+        else MuJoCo's grey) and its group; a height field as the mesh of its grid.  SDFs and meshes
+        jaxmbd cannot read are not drawn."""
         from ..visuals import DEFAULT_RGBA
         materials = {}
         for asset in self.root.findall("asset"):
