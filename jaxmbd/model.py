@@ -474,7 +474,7 @@ class ModelBuilder:
     def add_geom(self, body, type, size=(), *, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), name=None,
                  contype=1, conaffinity=1, condim=3, friction=(1.0, 0.005, 0.0001), solref=(0.02, 1.0),
                  solimp=(0.9, 0.95, 0.001, 0.5, 2.0), margin=0.0, priority=0, solmix=1.0,
-                 vertices=None, maxhullvert=None) -> "ModelBuilder":
+                 vertices=None, maxhullvert=None, elevation=None) -> "ModelBuilder":
         """A collision geom on ``body`` ("world" for static geometry), in MuJoCo's conventions: ``type``
         plane (normal +z of its frame), sphere (radius), capsule and cylinder (radius, half-length along
         z), box (half-sizes), ellipsoid (semi-axes), or mesh (no size; ``vertices`` (n, 3) in the geom
@@ -490,7 +490,11 @@ class ModelBuilder:
         ``maxhullvert`` (a mesh): the vertex limit of the hull it collides as (MuJoCo's mesh attribute,
         -1: the full hull; None: :data:`jaxmbd.forces.contact.MAXHULLVERT_DEFAULT`, 64), the hull of
         a subset of the vertices (:func:`jaxmbd.contact.geometry.make_mesh`); the narrow phase's work
-        on a mesh grows with its hull's size."""
+        on a mesh grows with its hull's size.  A height field (MuJoCo's ``hfield``): ``size`` (rx, ry,
+        top, base) and ``elevation`` (nrow, ncol), nrow and ncol >= 2, row r at y = -ry + 2 ry r /
+        (nrow - 1), column c at x = -rx + 2 rx c / (ncol - 1); the elevations are normalized to [0, 1]
+        as MuJoCo does (minus their minimum, over their range) and scaled by top; the solid reaches down
+        to z = -base (:mod:`jaxmbd.contact.hfield`)."""
         geoms = self.__dict__.setdefault("_geoms", [])
         gname = name if name is not None else f"geom{len(geoms)}"
         what = f"geom {gname!r}"
@@ -498,9 +502,18 @@ class ModelBuilder:
             raise ValueError(f"{what}: the name is taken")
         if body != "world" and body not in self._names:
             raise ValueError(f"{what}: body {body!r} is not defined")
-        if type not in self.GEOM_SIZES and type != "mesh":
+        if type not in self.GEOM_SIZES and type not in ("mesh", "hfield"):
             raise ValueError(f"{what}: unknown geom type {type!r}; expected one of "
-                             f"{', '.join(self.GEOM_SIZES)}, mesh")
+                             f"{', '.join(self.GEOM_SIZES)}, mesh, hfield")
+        if (type == "hfield") != (elevation is not None):
+            raise ValueError(f"{what}: " + ("a height field needs its elevation" if type == "hfield"
+                                            else f"elevation is for height fields, not a {type}"))
+        hfield = None
+        if type == "hfield":
+            from .contact import hfield as H
+            s4 = H.check_size(size, what)
+            hfield = (H.normalize(H.check_data(elevation, what)), s4)
+            size = s4[:3]
         if (type == "mesh") != (vertices is not None):
             raise ValueError(f"{what}: " + ("a mesh needs its vertices" if type == "mesh"
                                             else f"vertices are for meshes, not a {type}"))
@@ -513,7 +526,7 @@ class ModelBuilder:
                 raise ValueError(f"{what}: maxhullvert must be -1 (no limit) or at least 4, got {maxhullvert}")
         elif maxhullvert is not None:
             raise ValueError(f"{what}: maxhullvert is for meshes, not a {type}")
-        need = self.GEOM_SIZES.get(type, 0)
+        need = self.GEOM_SIZES.get(type, 3 if type == "hfield" else 0)
         sz = np.atleast_1d(np.asarray(size, float)) if need else np.zeros(0)
         if sz.shape != (need,) or not np.all(np.isfinite(sz)) or np.any(sz <= 0):
             raise ValueError(f"{what}: a {type} needs {need} positive size(s), got {size!r}")
@@ -532,7 +545,7 @@ class ModelBuilder:
                           conaffinity=int(conaffinity), condim=int(condim), friction=fr,
                           solref=_solref(solref, f"{what}: solref"), solimp=_solimp(solimp, f"{what}: solimp"),
                           margin=float(margin), priority=int(priority), solmix=float(solmix), vertices=vertices,
-                          maxhullvert=None if maxhullvert is None else int(maxhullvert)))
+                          maxhullvert=None if maxhullvert is None else int(maxhullvert), hfield=hfield))
         return self
 
     def add_contact_pair(self, geom1, geom2, *, condim=3, friction=(1.0, 0.005, 0.0001), solref=(0.02, 1.0),
@@ -943,6 +956,12 @@ class ModelBuilder:
         if not items:
             return None
         meshes = dict(self._visual_meshes)
+        for it in items:
+            if it["type"] == "hfield":      # a height field drawn as the mesh of its grid
+                from .contact.hfield import surface_mesh
+                g = next(g for g in self._geoms if g["name"] == it["name"])
+                it.update(type="mesh", size=np.zeros(3), mesh=f"hfield:{it['name']}")
+                meshes[it["mesh"]] = surface_mesh(*g["hfield"])
         geoms = []
         for it in items:
             host, Ro, po = eff[it["body"]]

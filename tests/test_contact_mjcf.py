@@ -185,15 +185,16 @@ def test_a_pair_or_exclude_naming_nothing_is_refused():
 def test_unsupported_contact_features_are_listed_in_the_warning(tmp_path):
     doc = """<mujoco><asset><hfield name="h" nrow="2" ncol="2" size="1 1 0.1 0.1"/></asset>
     <worldbody><geom type="hfield" hfield="h"/><geom name="floor" type="plane" size="1 1 1" gap="0.01"/>
+    <geom name="sd" type="sdf"/>
     <body name="b"><freejoint/><geom name="s" type="sphere" size="0.1"/>
     <geom name="cyl" type="cylinder" size="0.05 0.1" pos="0 0 0.3"/></body>
     <body name="c" pos="1 0 0"><freejoint/><geom name="e" type="ellipsoid" size="0.1 0.2 0.3"/></body>
     </worldbody></mujoco>"""
     info = jaxmbd.load_mjcf(doc, return_info=True, warn=False)
     text = " | ".join(info.unsupported)
-    assert "hfield geoms (1)" in text and "contact gaps (floor)" in text
+    assert "sdf geoms (1)" in text and "contact gaps (floor)" in text and "hfield" not in text
     el = _contact(info.model)
-    assert ("floor", "s") in el.pair_list()
+    assert ("floor", "s") in el.pair_list() and ("geom0", "s") in el.pair_list()   # height fields collide
 
 
 @pytest.mark.long

@@ -5,3 +5,4 @@ filtering, ``<pair>`` and ``<exclude>``)."""
 
 from .geometry import (Contacts, collide, collide_batch, contact_frame, num_contacts,  # noqa: F401
                        supported_pairs, type_name)
+from .hfield import HField  # noqa: F401

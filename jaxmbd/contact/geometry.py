@@ -69,7 +69,8 @@ against an edge or rim, dist is a lower bound within 2e-6.  In float32 the
 polytope pairs are exact to round-off, the curved ones approximate (a lower
 bound within 3e-3).  The derivative of dist is Danskin's (exact where the
 closest features are unique); normal and pos are held constant for
-derivatives.  Not here: height fields, SDF geoms, and several contact
+derivatives.  Height fields against the convex geoms are in :mod:`.hfield` (one candidate per prism of a
+static window of grid cells).  Not here: SDF geoms, and several contact
 points for face-face contact of the convex pairs (MuJoCo's multiccd).
 """
 
@@ -83,6 +84,8 @@ import jax
 import jax.numpy as jnp
 
 from .convex import convex_pair
+from .hfield import HField, hfield_pair
+from .hfield import num_contacts as _hfield_count
 
 TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh")  # mjtGeom order
 
@@ -812,6 +815,8 @@ _CONVEX = [("sphere", "ellipsoid"), ("sphere", "cylinder"), ("sphere", "mesh"),
            ("box", "mesh"), ("mesh", "mesh")]
 _PAIRS.update({k: (convex_pair(*k) if "mesh" not in k else _mesh_single(convex_pair(*k)), 1) for k in _CONVEX})
 _PAIRS.update({("box", "mesh"): (box_mesh, 1), ("mesh", "mesh"): (mesh_mesh, 1)})
+_PAIRS.update({("hfield", k): (hfield_pair(k), "hfield")
+               for k in ("sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh")})
 
 
 def type_name(t):
@@ -838,7 +843,8 @@ def _ordered(type1, type2):
 
 
 def supported_pairs():
-    """The supported (type1, type2) pairs in MuJoCo's order, with their counts."""
+    """The supported (type1, type2) pairs in MuJoCo's order, with their counts (None: one per mesh
+    vertex; "hfield": two per cell of the height field's window, see :func:`num_contacts`)."""
     return {k: n for k, (_, n) in _PAIRS.items()}
 
 
@@ -848,6 +854,10 @@ def num_contacts(type1, type2, size1=None, size2=None):
     key, swap = _ordered(type1, type2)
     n = _PAIRS[key][1]
     m1, m2 = (size2, size1) if swap else (size1, size2)
+    if n == "hfield":                               # two per cell of the field's window
+        if not isinstance(m1, HField):
+            raise ValueError("a height-field pair's count depends on its window: pass the HField")
+        return _hfield_count(m1)
     if n is None:                                   # one per mesh vertex
         if m2 is None:
             raise ValueError("a mesh pair's count is its vertex count: pass the vertex array")
@@ -871,15 +881,19 @@ def collide(type1, type2, pose1, size1, pose2, size2):
     pose2: ``(R, p)`` world poses.  size1, size2: MuJoCo ``geom_size`` (3,);
     for a mesh its :class:`Mesh` (from :func:`make_mesh`: several candidates
     against a plane, a box or a mesh) or a bare vertex array (its support
-    function: one candidate, except per vertex on a plane).
+    function: one candidate, except per vertex on a plane); for a height
+    field its :class:`.hfield.HField` (two candidates per cell of its window).
     """
     key, swap = _ordered(type1, type2)
     fn = _PAIRS[key][0]
     (R1, p1), (R2, p2) = pose1, pose2
-    arrs = [_mesh_verts(x) for x in (R1, p1, size1, R2, p2, size2)]
+    arrs = [x.size if isinstance(x, HField) else _mesh_verts(x) for x in (R1, p1, size1, R2, p2, size2)]
     dt = jnp.result_type(*arrs, jnp.float32)
 
     def conv(x):
+        if isinstance(x, HField):
+            return HField(jnp.asarray(x.data, dt), jnp.asarray(x.size, dt), jnp.asarray(x.dims, jnp.int32),
+                          jnp.asarray(x.window, dt))
         if isinstance(x, Mesh):
             return Mesh(jnp.asarray(x.verts, dt), jnp.asarray(x.planes, dt), jnp.asarray(x.valid, bool),
                         jnp.asarray(x.edges, dt))

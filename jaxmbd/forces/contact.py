@@ -120,6 +120,11 @@ class Contact(JointElement):
     invweight: jax.Array = None                # (np,): the two bodies' translational body_invweight0, summed
     impratio: jax.Array = None                 # (): frictional over normal impedance (MuJoCo's impratio)
     cone: str = eqx.field(static=True, default="pyramidal")   # soft law: "pyramidal" or "elliptic"
+    geom_hfield: tuple = eqx.field(static=True, default=())     # per geom: its height field's index, -1 none
+    hfield_dims: tuple = eqx.field(static=True, default=())     # per height field: (nrow, ncol)
+    hfield_window: tuple = eqx.field(static=True, default=())   # ((type1, type2), (kr, kc)) per hfield group
+    hfield_data: jax.Array = None              # (nh, R, C) normalized elevations, padded
+    hfield_size: jax.Array = None              # (nh, 4): rx, ry, top, base
 
     def bind(self, ctx):   # built bound (ModelBuilder._contact_element)
         return self
@@ -167,6 +172,16 @@ class Contact(JointElement):
             m = gmesh[np.asarray(g, np.int64)]
             valid = np.arange(nv)[None, :] < nvert[m][:, None]
         return G.Mesh(self.mesh_verts[m, :nv], self.mesh_planes[m, :nf], valid, self.mesh_edges[m, :ne])
+
+    def hfield_of(self, g, key):
+        """The batched :class:`jaxmbd.contact.hfield.HField` of the height-field geoms g (indices, static
+        or traced) for the group of type pair ``key`` (its static cell window)."""
+        from ..contact.hfield import HField
+        window = dict(self.hfield_window)[key]
+        ghf, dims = np.asarray(self.geom_hfield, np.int64), np.asarray(self.hfield_dims, np.int32).reshape(-1, 2)
+        h = jnp.asarray(ghf)[g] if isinstance(g, jax.Array) else ghf[np.asarray(g, np.int64)]
+        return HField(self.hfield_data[h], self.hfield_size[h], jnp.asarray(dims)[h],
+                      jnp.zeros((np.shape(h)[0],) + tuple(window), self.hfield_size.dtype))
 
     def geom_poses(self, kin):
         """(R (ng, 3, 3), p (ng, 3)): every geom's world pose from the bodies' (a :class:`Kinematics`)."""
@@ -238,7 +253,9 @@ class Contact(JointElement):
     @property
     def n_candidates(self):
         """How many candidate contacts the narrow phase gives (static)."""
-        def size(t, geoms):     # a mesh side's count depends only on its group's padded hull sizes (static)
+        def size(t, geoms, key):     # a mesh side's count depends only on its group's padded hull sizes (static)
+            if t == "hfield":
+                return self.hfield_shape(key)
             if t != "mesh":
                 return None
             m = np.asarray(self.geom_mesh, np.int64)[np.asarray(geoms, np.int64)]
@@ -249,8 +266,14 @@ class Contact(JointElement):
         total = 0
         for (t1, t2, rows), k in zip(self.groups, self.capacity):
             r = np.asarray(rows, np.int64).reshape(-1, 2)
-            total += k * G.num_contacts(t1, t2, size(t1, r[:, 0]), size(t2, r[:, 1]))
+            total += k * G.num_contacts(t1, t2, size(t1, r[:, 0], (t1, t2)), size(t2, r[:, 1], (t1, t2)))
         return total
+
+    def hfield_shape(self, key):
+        """A stand-in :class:`jaxmbd.contact.hfield.HField` with the static window of the group of type
+        pair ``key`` (what :func:`jaxmbd.contact.geometry.num_contacts` needs)."""
+        from ..contact.hfield import HField
+        return HField(np.zeros((2, 2)), np.ones(4), np.array([2, 2]), np.zeros(dict(self.hfield_window)[key]))
 
     @property
     def can_overflow(self):
@@ -284,7 +307,9 @@ class Contact(JointElement):
         hosts = np.asarray(self.geom_body, np.int64)
         xp = jnp if self.culled else np     # without a broad phase every index stays static
 
-        def shape(g, t, among):     # the geoms' sizes, or their Mesh (batched)
+        def shape(g, t, among, key):     # the geoms' sizes, or their Mesh or HField (batched)
+            if t == "hfield":
+                return self.hfield_of(g, key)
             return self.geom_size[g] if t != "mesh" else self.mesh_of(g, among)
         units, merged = [], []    # (narrow phase, its arguments, g1, g2, pair indices, reach)
         for (t1, t2, all_rows), (rows, pidx), reach in zip(self.groups, sel, reachable):
@@ -293,7 +318,8 @@ class Contact(JointElement):
                 merged.append((t1, t2, g1, g2, pidx, reach))
                 continue
             every = np.asarray(all_rows, np.int64).reshape(-1, 2)
-            args = ((Rg[g1], pg[g1]), shape(g1, t1, every[:, 0]), (Rg[g2], pg[g2]), shape(g2, t2, every[:, 1]))
+            args = ((Rg[g1], pg[g1]), shape(g1, t1, every[:, 0], (t1, t2)), (Rg[g2], pg[g2]),
+                    shape(g2, t2, every[:, 1], (t1, t2)))
             units.append((lambda a, t1=t1, t2=t2: G.collide_batch(t1, t2, *a), args, g1, g2, pidx, reach))
         if merged:     # the GJK/EPA pairs of every type in one narrow phase (the types traced: one program)
             g1, g2, pidx = (xp.concatenate([xp.asarray(m[i]) for m in merged]) for i in (2, 3, 4))
@@ -547,6 +573,8 @@ def bounding_half_extents(gtype, size, verts=None):
              "ellipsoid": tuple(size), "box": tuple(size)}
     if gtype == "mesh":
         return np.max(np.abs(np.asarray(verts, np.float64)), axis=0)
+    if gtype == "hfield":          # size: rx, ry, top, base (the height field's own four)
+        return np.array([size[0], size[1], max(size[2], size[3])], np.float64)
     if gtype not in table:
         raise ValueError(f"no bounding box for geom type {gtype!r}")
     return np.asarray(table[gtype], np.float64)
@@ -570,16 +598,20 @@ def bounding_radius(gtype, size, verts=None):
         return float(np.linalg.norm(size))
     if gtype == "mesh":
         return float(np.max(np.linalg.norm(np.asarray(verts, np.float64), axis=1)))
+    if gtype == "hfield":
+        return float(np.linalg.norm(bounding_half_extents(gtype, size)))
     raise ValueError(f"no bounding radius for geom type {gtype!r}")
 
 
-def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=(), maxhullvert=(), capacity=None):
+def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=(), maxhullvert=(), capacity=None,
+                  hfields=()):
     """The bound Contact element from build-time tables (``ModelBuilder``): params: dict of per-pair
     arrays in group order (stiffness, exponent, damping, width, friction (np, 3), smoothing, margin);
     meshes: the hull vertex array of every mesh geom, in geom order (None for the primitives);
     maxhullvert: per geom, the collision hull's vertex limit (-1: none; None or missing:
     :data:`MAXHULLVERT_DEFAULT`; :func:`jaxmbd.contact.geometry.make_mesh`); capacity: per group,
-    how many pairs the narrow phase sees (None: all)."""
+    how many pairs the narrow phase sees (None: all); hfields: per geom, a height field's (normalized
+    elevation (nrow, ncol), size (rx, ry, top, base)) (None for the other types)."""
     f = lambda x: jnp.asarray(np.asarray(x, np.float64))  # noqa: E731
     meshes = list(meshes) + [None] * (len(names) - len(meshes))
     caps = list(maxhullvert) + [None] * (len(names) - len(maxhullvert))
@@ -594,10 +626,13 @@ def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=()
     for m in meshes:
         geom_mesh.append(-1 if m is None else k)
         k += m is not None
+    hfields = list(hfields) + [None] * (len(names) - len(hfields))
+    size4 = [s if h is None else h[1] for s, h in zip(size, hfields)]
     rbound = [bounding_radius(t, s, hull_of[i].verts if i in hull_of else None)
-              for i, (t, s) in enumerate(zip(types, size))]
+              for i, (t, s) in enumerate(zip(types, size4))]
     half = [bounding_half_extents(t, s, hull_of[i].verts if i in hull_of else None)
-            for i, (t, s) in enumerate(zip(types, size))]
+            for i, (t, s) in enumerate(zip(types, size4))]
+    hf = _hfield_tables(types, hfields, groups, rbound)
     if capacity is None:
         capacity = tuple(len(rows) for _, _, rows in groups)
     return make(Contact, geom_names=tuple(names), geom_body=tuple(int(h) for h in hosts),
@@ -611,7 +646,37 @@ def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=()
                 geom_half=f(np.reshape(half, (-1, 3))),
                 **{k: f(params[k]) for k in ("stiffness", "exponent", "damping", "width", "viscous", "friction",
                                               "smoothing", "margin")},
-                **_soft_fields(params))
+                **_soft_fields(params), **hf)
+
+
+def _hfield_tables(types, hfields, groups, rbound):
+    """The height-field fields of a Contact: per geom its field's index (-1: none), per field its
+    (nrow, ncol), the padded elevations and sizes, and per group with a height field the static cell
+    window that holds any pose of its largest other geom (:func:`jaxmbd.contact.hfield.window_size`)."""
+    from ..contact.hfield import window_size
+    index, fields = [], []
+    for h in hfields:
+        index.append(-1 if h is None else len(fields))
+        if h is not None:
+            fields.append((np.asarray(h[0], np.float64), np.asarray(h[1], np.float64)))
+    R = max([d.shape[0] for d, _ in fields], default=2)
+    C = max([d.shape[1] for d, _ in fields], default=2)
+    data = np.zeros((len(fields), R, C))
+    for k, (d, _) in enumerate(fields):
+        data[k, :d.shape[0], :d.shape[1]] = d
+    windows = []
+    for t1, t2, rows in groups:
+        if t1 != "hfield":
+            continue
+        kr = kc = 1
+        for a, b in rows:
+            d, sz = fields[index[a]]
+            w = window_size(sz, d.shape[0], d.shape[1], rbound[b])
+            kr, kc = max(kr, w[0]), max(kc, w[1])
+        windows.append(((t1, t2), (kr, kc)))
+    return dict(geom_hfield=tuple(index), hfield_dims=tuple(d.shape for d, _ in fields),
+                hfield_window=tuple(windows), hfield_data=jnp.asarray(data),
+                hfield_size=jnp.asarray(np.asarray([s for _, s in fields], np.float64).reshape(-1, 4)))
 
 
 SOFT_ROWS_FLOOR = 8        # the soft law's candidate contacts in the solve (the deepest), at least,
@@ -864,7 +929,8 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
                        np.stack([g["size"] for g in geoms]), groups,
                        dict({k: np.asarray(v, float) for k, v in rows.items()}, impratio=options.get("impratio", 1.0),
                             cone=options.get("cone", "pyramidal"), rows=options.get("rows") or default_rows(model.topo)),
-                       [g.get("vertices") for g in geoms], [g.get("maxhullvert") for g in geoms])
+                       [g.get("vertices") for g in geoms], [g.get("maxhullvert") for g in geoms],
+                       hfields=[g.get("hfield") for g in geoms])
     cap = capacities(el, model, options.get("capacity"))
     if cap == el.capacity:
         return el
@@ -926,6 +992,8 @@ def capacities(el, model, spec=None):
 def _per_pair(el, t1, t2, row):
     """The narrow phase's candidate count for a pair of these types (the pair ``row`` for a mesh's)."""
     def size(g, t):
+        if t == "hfield":
+            return el.hfield_shape((t1, t2))
         if t != "mesh":
             return None
         mesh = el.mesh_of(np.array([g]))

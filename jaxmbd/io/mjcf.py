@@ -282,6 +282,7 @@ class _Compiler:
         self.attached_actuator_defaults = {}   # id of an attached actuator element -> its model's defaults
         self.attached_keys = []                # the attached models' keyframes (_attach_keys)
         self._attach_models()
+        self._read_hfields()
 
     # -- mesh assets ---------------------------------------------------------------------
     def _read_meshes(self):
@@ -564,6 +565,50 @@ class _Compiler:
         """The path of an asset file as MuJoCo finds it: from the main file's directory and the
         compiler's asset directory ``adir``, whichever file (included or not) names it."""
         return f if os.path.isabs(f) else os.path.normpath(os.path.join(self.base, adir, f))
+    def _read_hfields(self):
+        """<asset><hfield>: name -> (normalized elevation (nrow, ncol), row 0 at -y; size (4,)), as
+        MuJoCo compiles them: from ``elevation`` (nrow x ncol numbers, the first row at +y), from a
+        file (MuJoCo's binary format, or a PNG image; looked up in ``meshdir``), or zeros (nrow and
+        ncol alone); normalized to [0, 1] (:func:`jaxmbd.contact.hfield.normalize`)."""
+        from ..contact import hfield as H
+        comp = self.compiler
+        hdir = comp.get("meshdir", comp.get("assetdir", ""))
+        self.hfields = {}
+        for asset in self.root.findall("asset"):
+            for el in asset.findall("hfield"):
+                a = self.attrs(el, "main")
+                f = a.get("file")
+                name = a.get("name") or (os.path.splitext(os.path.basename(f))[0] if f else None)
+                what = f"<hfield name={name!r}>"
+                if not name:
+                    raise MJCFError("<hfield> without a name or a file")
+                if name in self.hfields:
+                    raise MJCFError(f"{what}: duplicate hfield name")
+                try:
+                    size = H.check_size(C.numbers(a.get("size", ""), None, f"{what}: size"), what)
+                    nrow = int(C.number(a.get("nrow", "0"), f"{what}: nrow"))
+                    ncol = int(C.number(a.get("ncol", "0"), f"{what}: ncol"))
+                    if f:
+                        if nrow or ncol or "elevation" in a:
+                            raise MJCFError(f"{what}: a file gives the grid: nrow, ncol and elevation must be left out")
+                        if comp.get("strippath", "false") == "true":
+                            f = os.path.basename(f)
+                        path = f if os.path.isabs(f) else os.path.join(self.base, hdir, f)
+                        data = H.read_file(path, what)
+                    else:
+                        if nrow < 2 or ncol < 2:
+                            raise MJCFError(f"{what}: needs a file, or nrow and ncol (at least 2 each)")
+                        if "elevation" in a:
+                            data = C.numbers(a["elevation"], None, f"{what}: elevation")
+                            if data.size != nrow * ncol:
+                                raise MJCFError(f"{what}: elevation has {data.size} numbers, nrow x ncol = "
+                                                f"{nrow * ncol}")
+                            data = data.reshape(nrow, ncol)[::-1]          # its first row is at +y
+                        else:
+                            data = np.zeros((nrow, ncol))
+                    self.hfields[name] = (H.normalize(H.check_data(data, what)), size)
+                except ValueError as e:
+                    raise MJCFError(str(e)) from None
 
     def _mesh_data(self, name, what):
         """(vertices, faces) of a mesh asset in its geom's frame: the file's
@@ -874,7 +919,8 @@ class _Compiler:
         """The collision geoms (every geom with a nonzero contype or conaffinity, and every geom a
         <pair> names), <contact><pair> and <exclude>, as ModelBuilder geoms, pairs and excludes
         (jaxmbd.forces.contact; MuJoCo's geom ids name unnamed geoms ``geom<id>``).  A mesh geom
-        collides as the convex hull of its vertices (as MuJoCo's do).  Height-field and SDF geoms,
+        collides as the convex hull of its vertices (as MuJoCo's do), an hfield geom as its grid's
+        prisms (:mod:`jaxmbd.contact.hfield`).  SDF geoms,
         meshes jaxmbd cannot read, pair types the narrow phase lacks, gaps and anisotropic pair
         friction are listed in the warning."""
         recs = sorted(self.geom_records, key=lambda r: r["key"])
@@ -911,11 +957,17 @@ class _Compiler:
             if kind not in ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf"):
                 raise MJCFError(f"{gw}: unknown geom type {kind!r}")
             hull = self._hull(a["mesh"], gw) if kind == "mesh" and "mesh" in a else None
-            if kind not in ("plane", "sphere", "capsule", "cylinder", "box", "ellipsoid", "mesh") or (
+            if kind not in ("plane", "hfield", "sphere", "capsule", "cylinder", "box", "ellipsoid", "mesh") or (
                     "mesh" in a and kind != "mesh") or (kind == "mesh" and hull is None):
                 skipped[kind] = skipped.get(kind, 0) + 1
                 continue
-            if kind == "mesh":     # the convex hull of its vertices in the geom frame
+            elevation = None
+            if kind == "hfield":
+                elevation, size = self._hfield_of(a, gw)
+                pos = C.numbers(a.get("pos", "0 0 0"), 3, f"{gw}: pos")
+                R = C.quat_to_rot(self.orientation(a, gw))
+                hullvert = None
+            elif kind == "mesh":     # the convex hull of its vertices in the geom frame
                 try:
                     _geometry.make_mesh(hull)
                 except ValueError:
@@ -934,7 +986,9 @@ class _Compiler:
                 gaps.append(r["id_name"])
             solref = self._solref_attr(a.get("solref"), f"{gw}: solref")
             self.builder.add_geom(
-                self.builder_name[r["body"]], kind, size[:self.builder.GEOM_SIZES.get(kind, 0)], vertices=hull,
+                self.builder_name[r["body"]], kind,
+                size if kind == "hfield" else size[:self.builder.GEOM_SIZES.get(kind, 0)],
+                vertices=hull, elevation=elevation,
                 maxhullvert=hullvert if kind == "mesh" else None,
                 pos=r["p"] + r["R"] @ pos, quat=C.rot_to_quat(r["R"] @ R), name=r["id_name"],
                 contype=int(C.number(a.get("contype", "1"), gw)), conaffinity=int(C.number(a.get("conaffinity", "1"), gw)),
@@ -946,7 +1000,7 @@ class _Compiler:
             used.add(r["id_name"])
         for a, pw in pairs:
             if a["geom1"] not in used or a["geom2"] not in used:
-                skipped["pair with an hfield/SDF geom"] = skipped.get("pair with an hfield/SDF geom", 0) + 1
+                skipped["pair with an SDF geom"] = skipped.get("pair with an SDF geom", 0) + 1
                 continue
             fr = C.numbers(a.get("friction", "1 1 0.005 0.0001 0.0001"), None, f"{pw}: friction")
             fr = np.concatenate([fr, [1.0, 1.0, 0.005, 0.0001, 0.0001][len(fr):]])[:5]
@@ -974,11 +1028,17 @@ class _Compiler:
             self.unsupported.append(f"contact gaps ({', '.join(gaps)})")
         self.unsupported.extend(self._contact_option_notes())
 
+    def _hfield_of(self, a, gw):
+        """(normalized elevation, size (4,)) of an hfield geom's asset."""
+        if a.get("hfield") not in self.hfields:
+            raise MJCFError(f"{gw}: no hfield asset named {a.get('hfield')!r}")
+        return self.hfields[a["hfield"]]
+
     def _add_visuals(self):
         """Every geom, colliding or not, as a visual geom (:meth:`ModelBuilder.add_visual`): its shape
         as MuJoCo compiles it, its colour (the geom's ``rgba`` where it sets one, else its material's,
-        else MuJoCo's grey) and its group.  Height fields, SDFs and meshes jaxmbd cannot read are not
-        drawn."""
+        else MuJoCo's grey) and its group; a height field as the mesh of its grid.  SDFs and meshes
+        jaxmbd cannot read are not drawn."""
         from ..visuals import DEFAULT_RGBA
         materials = {}
         for asset in self.root.findall("asset"):
@@ -990,7 +1050,7 @@ class _Compiler:
         for i, r in enumerate(recs):
             a, gw = r["a"], r["what"]
             kind = a.get("type", "sphere")
-            if kind not in ("plane", "sphere", "capsule", "cylinder", "box", "ellipsoid", "mesh"):
+            if kind not in ("plane", "hfield", "sphere", "capsule", "cylinder", "box", "ellipsoid", "mesh"):
                 continue
             if "rgba" in a:
                 rgba = C.numbers(a["rgba"], 4, f"{gw}: rgba")
@@ -1002,6 +1062,17 @@ class _Compiler:
             group = int(np.clip(C.number(a.get("group", "0"), f"{gw}: group"), 0, 5))
             name = r["name"] or f"geom{i}"
             body = self.builder_name[r["body"]]
+            if kind == "hfield":          # the mesh of its grid
+                from ..contact.hfield import surface_mesh
+                data, hsize = self._hfield_of(a, gw)
+                V, F = surface_mesh(data, hsize)
+                R = C.quat_to_rot(self.orientation(a, gw))
+                pos = C.numbers(a.get("pos", "0 0 0"), 3, f"{gw}: pos")
+                key = f"hfield:{a['hfield']}"
+                self.builder.add_visual(body, "mesh", pos=r["p"] + r["R"] @ pos, quat=C.rot_to_quat(r["R"] @ R),
+                                        rgba=rgba, group=group, name=name, mesh=key,
+                                        vertices=V if key not in self.builder._visual_meshes else None, faces=F)
+                continue
             if kind == "mesh" or "mesh" in a:
                 if kind != "mesh" or "mesh" not in a:
                     continue      # a mesh geom without a mesh, or an hfield/SDF naming one: not drawn
