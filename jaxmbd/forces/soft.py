@@ -65,6 +65,7 @@ from .law import ramp
 
 SWEEPS = 2              # block sweeps (normal rows, then frictional rows) per evaluation
 ACTIVE_SET = 4
+NEWTON = 4
 PASSES = 3              # Gauss-Seidel passes over the rows (normal) and cones (frictional) in each sweep
 SAT_POWER = 8.0         # the cone scaling's smoothness: f L / (L^p + g^p)^(1/p)
 ONSET_FRACTION = 0.1    # a row fades in over this fraction of its resting depth under ONSET_G
@@ -339,8 +340,75 @@ def solve(N, T, a_free, respond):
         if kT:
             b = arefT - a0[kN:] - A[kN:, :kN] @ fN
             fT = _cones_gs(A[kN:, kN:], T, b, fN, _cone_scale(_solve(A[kN:, kN:], T.R, T.on, b), T, fN))
+    if NEWTON:
+        f = _newton(A, a0, jnp.concatenate([aN, arefT]), jnp.concatenate([R_N, T.R]), sN, T,
+                    jnp.concatenate([fN, fT]))
+        fN, fT = f[:kN], f[kN:]
     f = jnp.concatenate([fN, fT])
     return Solution(a_free + Y @ f, fN, fT, J.T @ f)
+
+
+def _force_map(y, R, sN, T, kN):
+    """MuJoCo's forces at row accelerations J a with residual y = J a - aref: the projection of
+    -R⁻¹ y onto the rows' constraint set in the metric R (Todorov 2014; MuJoCo documentation,
+    Computation: the primal problem): a unilateral row max(0, -y/R); a friction loss row clipped to
+    ±loss; an elliptic cone (a normal row and its frictional rows) by the closed-form projection onto
+    the circular cone ‖x_t‖ ≤ m x_n in the scaled coordinates x = R^½ f, in which MuJoCo's frictional
+    regularizers (R_n / impratio · (μ₀/μ_j)²) make the cone circular, m = μ_j (R_j / R_n)^½.
+    Each row's force is weighted by its activation."""
+    kT = T.J.shape[0]
+    sq = jnp.sqrt(R)
+    fN = sN * jnp.maximum(-y[:kN] / R[:kN], 0.0)
+    if not kT:
+        return fN
+    yT, RT, sqT = y[kN:], R[kN:], sq[kN:]
+    fT = jnp.clip(-yT / RT, -T.loss, T.loss)                        # friction loss rows
+    has_n = np.asarray(T.normal) >= 0
+    if has_n.any():
+        n_of = np.maximum(np.asarray(T.normal), 0)
+        cone = np.asarray(T.cone)
+        nc = int(cone.max()) + 1
+        live = T.mu > 0
+        tn = -y[:kN][n_of] / sq[:kN][n_of]                            # per frictional row, its cone's
+        tt = jnp.where(live, -yT / sqT, 0.0)
+        tau2 = jax.ops.segment_sum(tt * tt, jnp.asarray(cone), nc)[cone]
+        m = jax.ops.segment_max(jnp.where(live, T.mu * sqT / sq[:kN][n_of], 0.0), jnp.asarray(cone), nc)[cone]
+        pos = tau2 > 0
+        tau = jnp.sqrt(jnp.where(pos, tau2, 1.0))
+        inside = jnp.where(pos, tau <= m * tn, tn >= 0)
+        below = jnp.where(pos, m * tau <= -tn, tn < 0)
+        xb = (tn + m * tau) / (1.0 + m * m)
+        xn = jnp.where(inside, tn, jnp.where(below, 0.0, xb))
+        xt = jnp.where(inside, tt, jnp.where(below, 0.0, m * xb * tt / tau))
+        fT = jnp.where(jnp.asarray(has_n), T.on * xt / sqT, fT)
+        first = np.full(kN, -1)
+        for i in np.nonzero(has_n)[0][::-1]:
+            first[n_of[i]] = i
+        with_cone = first >= 0
+        fN = jnp.where(jnp.asarray(with_cone), sN * (xn / sq[:kN][n_of])[np.maximum(first, 0)], fN)
+    else:
+        fT = T.on * fT
+    return jnp.concatenate([fN, fT])
+
+
+def _newton(A, a0, aref, R, sN, T, f):
+    """:data:`NEWTON` Newton iterations on MuJoCo's constrained problem, from the forces ``f``: with
+    row accelerations J a = a0 + A μ, the fixed point μ = F(a0 + A μ - aref) of the force map
+    (:func:`_force_map`), each step μ ← μ - (I + D A)⁻¹ (μ - F), D = -∂F/∂y.  This is MuJoCo's
+    primal Newton step written in the rows' space ((H + Jᵀ D J)⁻¹ Jᵀ = H⁻¹ Jᵀ (I + D A)⁻¹): at its
+    fixed point the forces are those of MuJoCo's solver, its cone's normal force included (a
+    sliding contact's normal row is not at rest in MuJoCo's convex model: its residual balances the
+    cone's friction), which the sweeps' complementarity does not give."""
+    kN = sN.shape[0]
+    R = jnp.maximum(R, MINVAL)
+    k = A.shape[0]
+    eye = jnp.eye(k, dtype=A.dtype)
+    F = lambda y: _force_map(y, R, sN, T, kN)  # noqa: E731
+    for _ in range(NEWTON):
+        y = a0 + A @ f - aref
+        D = -jax.jacfwd(F)(y)
+        f = f - _lu_solve(eye + D @ A, f - F(y))
+    return F(a0 + A @ f - aref)
 
 
 SOLREF_DEFAULT = (0.02, 1.0)
