@@ -121,3 +121,112 @@ def test_a_thrown_box_stops_where_mujocos_stops(cone):
     assert abs(float(x) - mj(1.5)) < 5e-3, (float(x), mj(1.5))
     assert abs(float(dx) - mj_dx) < 0.05 * abs(mj_dx), (float(dx), mj_dx)
     assert abs(float(x) - 0.2) > 0.05                 # it slid: not a landing that sticks at once
+
+
+@pytest.mark.long
+def test_a_quadruped_on_pyramidal_cones_with_impratio_100_stands_as_mujocos(tmp_path):
+    """The go2-class scene with ``cone="pyramidal" impratio="100"`` (as Menagerie's go2 scene_mjx
+    sets them): 1 s from its keyframe (RosenbrockNystrom4, tol 1e-4) within 5 mm of MuJoCo's base
+    height and 0.05 rad of its joints, MuJoCo at its own step.  The pyramid's edges carry the normal
+    force with impratio's small regularizer, so the robot stands higher than with elliptic cones
+    (MuJoCo's own runs differ by millimetres): the cones are told apart."""
+    import os
+    import shutil
+    src = os.path.dirname(jaxmbd.models.quadruped_scene_path())
+    for f in os.listdir(src):
+        shutil.copy(os.path.join(src, f), tmp_path)
+    robot = (tmp_path / "quadruped.xml").read_text()
+    assert '<option cone="elliptic" impratio="100"/>' in robot
+    scene = tmp_path / "quadruped_scene.xml"
+    ts = np.linspace(0.0, 1.0, 11)
+
+    def mj_heights(cone):
+        (tmp_path / "quadruped.xml").write_text(robot.replace('cone="elliptic"', f'cone="{cone}"'))
+        mj = mujoco.MjModel.from_xml_path(str(scene))
+        d = mujoco.MjData(mj)
+        mujoco.mj_resetDataKeyframe(mj, d, 0)
+        out = []
+        for t in ts:
+            while d.time < t - 1e-9:
+                mujoco.mj_step(mj, d)
+            out.append(d.qpos.copy())
+        return np.array(out)
+    elliptic = mj_heights("elliptic")
+    ref = mj_heights("pyramidal")
+    assert np.abs(ref[-1, 2] - elliptic[-1, 2]) > 2e-3          # the cone matters for this robot
+    m = jaxmbd.load_mjcf(str(scene), warn=False)
+    key = m.keyframes[list(m.keyframes)[0]]
+    sol = simulate(m, Start(jnp.asarray(key.qpos), jnp.asarray(key.qvel)), 1.0, integrator=RosenbrockNystrom4(),
+                   inputs=Inputs(ctrl=jnp.asarray(key.ctrl)), steps=Steps(rtol=1e-4, atol=1e-4),
+                   save=Save(ts=jnp.asarray(ts)))
+    assert int(sol.status) == 0
+    qs = np.asarray(sol.qs)
+    assert np.abs(qs[:, 2] - ref[:, 2]).max() < 5e-3, (qs[:, 2], ref[:, 2])
+    assert np.abs(qs[:, 7:] - ref[:, 7:]).max() < 0.05
+
+
+def _compare(xml, q0, v0, t1, tau=None, tol_x=2e-3):
+    """jaxmbd's and MuJoCo's end states of one box scene: (jaxmbd q, MuJoCo q)."""
+    model = jaxmbd.load_mjcf(xml)
+    q, _ = jaxmbd_run(model, q0, v0, t1, tau=tau, tol=1e-6)
+    ref, _ = mujoco_run(xml, v0, t1, qfrc=tau, qpos0=q0)
+    return q, ref
+
+
+REST_Z = 0.05 - 0.0002          # a box resting on its face, about MuJoCo's resting depth in the floor
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("cone", ["elliptic", "pyramidal"])
+def test_a_box_pushed_across_the_floor_moves_as_mujocos(cone):
+    """A constant horizontal force on a resting box (0.8 kg, μ = 0.6: μ m g = 4.71 N): 6 N slides it
+    (1.6 m/s² by Coulomb's law), 3 N does not; 0.5 s, x within 1 mm of MuJoCo's run and of the
+    closed form's sliding distance within 2%."""
+    xml = box_scene(cone)
+    q0 = np.array([0, 0, REST_Z, 1, 0, 0, 0.])
+    for F in (6.0, 3.0):
+        tau = np.array([F, 0, 0, 0, 0, 0])
+        q, ref = _compare(xml, q0, np.zeros(6), 0.5, tau=tau)
+        assert abs(q[0] - ref[0]) < 1e-3, (F, q[0], ref[0])
+        mass, g = 0.8, 9.81
+        coulomb = max(F - 0.6 * mass * g, 0.0) / mass * 0.5 ** 2 / 2
+        if coulomb > 0:
+            assert abs(q[0] - coulomb) < 0.02 * coulomb, (q[0], coulomb)
+        else:
+            assert abs(q[0]) < 1e-3
+        np.testing.assert_allclose(q[3:7], ref[3:7], atol=1e-3)
+
+
+@pytest.mark.long
+def test_a_box_dropped_onto_an_edge_lands_as_mujocos():
+    """A box tilted 30° about x, dropped from 0.15 m without spin: it lands on an edge and falls onto
+    a face; after 0.6 s its position within 3 mm and its orientation within 0.02 of MuJoCo's."""
+    c, s = np.cos(np.pi / 12), np.sin(np.pi / 12)
+    xml = box_scene("pyramidal")
+    q0 = np.array([0, 0, 0.15, c, s, 0, 0])
+    q, ref = _compare(xml, q0, np.zeros(6), 0.6)
+    assert np.abs(q[:3] - ref[:3]).max() < 3e-3, (q[:3], ref[:3])
+    assert min(np.abs(q[3:7] - ref[3:7]).max(), np.abs(q[3:7] + ref[3:7]).max()) < 0.02, (q[3:7], ref[3:7])
+    assert abs(q[2] - 0.05) < 1e-3                      # on a face at the end
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("cone", ["elliptic", "pyramidal"])
+def test_a_box_on_an_incline_at_and_past_the_cones_edge_is_mujocos(cone):
+    """A resting box on a plane tilted by θ about y: at tan θ = μ (the cone's edge) it stays (it
+    creeps, as MuJoCo's soft friction does), 5° past it, it slides with g (sin θ - μ cos θ), the
+    sliding distance within 2% of the closed form; in both cases, 0.5 s, within 1 mm of MuJoCo's."""
+    mu, g, t1 = 0.6, 9.81, 0.5
+    for theta in (np.arctan(mu), np.arctan(mu) + np.radians(5)):
+        qf = f"{np.cos(theta / 2)} 0 {np.sin(theta / 2)} 0"
+        xml = box_scene(cone, floor_quat=qf)
+        R = np.array([[np.cos(theta), 0, np.sin(theta)], [0, 1, 0], [-np.sin(theta), 0, np.cos(theta)]])
+        q0 = np.concatenate([R @ np.array([0, 0, REST_Z]), [np.cos(theta / 2), 0, np.sin(theta / 2), 0]])
+        q, ref = _compare(xml, q0, np.zeros(6), t1)
+        along = lambda p: (p[:3] - q0[:3]) @ R[:, 0]  # noqa: E731
+        assert np.abs(q[:3] - ref[:3]).max() < 1e-3, (theta, q[:3], ref[:3])
+        slide = max(g * (np.sin(theta) - mu * np.cos(theta)), 0) * t1 ** 2 / 2
+        if slide > 0:
+            assert abs(along(q) - slide) < 0.02 * slide, (along(q), slide)
+        else:
+            assert abs(along(q)) < 2e-3
