@@ -27,31 +27,26 @@ force scales with the load (the effective mass), not with the depth.  At
 rest (J a = 0) a row is a linear spring: f = K d² r / ((1 - d) Â), MuJoCo's
 resting penetration.
 
-MuJoCo solves the complementarity problem (normal forces ≥ 0, frictional
-forces in their cones, friction loss within ±loss) by convex optimization.
-Here it is solved by a fixed number of block sweeps (:data:`SWEEPS`), each
-smooth, so that the forces are a differentiable function of (q, v) and of
-every parameter:
+MuJoCo's forces minimize ½ fᵀ(A + R) f + fᵀ(a₀ - aref) over the constraint set (normal forces
+≥ 0, frictional forces in their cones, friction loss within ±loss).  Here they are found with a
+fixed amount of work, so that they are a function of (q, v) and of every parameter that
+derivatives go through:
 
-1. normal rows (contacts, limits): f_N = max₀((S A + R)⁻¹ S b) with S the
-   rows' activation (0 while the row is separated, rising over a tenth of
-   its resting depth under 1 g, :func:`onset_width`: MuJoCo switches rows
-   on at r = 0) and max₀ a C¹ ramp; in the
-   next sweep, rows whose force would pull are switched off, so the others
-   carry the load;
-2. frictional rows (contact friction, joint friction loss), with the
-   normal forces applied: the same solve, then each cone scaled smoothly
-   onto its limit (a contact's: Σ (f_j/μ_j)² ≤ f_N²; a joint's friction
-   loss: |f| ≤ loss): f ← f · L / (L⁸ + g⁸)^⅛, g the cone norm of f.
+1. :data:`SWEEPS` block sweeps give a starting point: normal rows (contacts, limits, a pyramidal
+   cone's edges) by :data:`ACTIVE_SET` active-set iterations f_N = max₀((S A + R)⁻¹ S b), S the
+   rows' activation (0 while the row is separated, rising over a tenth of its resting depth under
+   1 g, :func:`onset_width`: MuJoCo switches rows on at r = 0) times whether the row pushes, then
+   :data:`PASSES` Gauss-Seidel passes over them; frictional rows (elliptic cones' friction, joint
+   friction loss) with the normal forces applied, by the same solve, each cone scaled smoothly onto
+   its limit (f ← f · L / (L⁸ + g⁸)^⅛, g the cone norm of f), then Gauss-Seidel passes over the
+   cones (:func:`_cones_gs`);
+2. :data:`NEWTON` Newton iterations on MuJoCo's problem itself (:func:`_newton`, :func:`_force_map`),
+   whose fixed point is MuJoCo's solution.
 
-Where this differs from MuJoCo: the complementarity is approximate (two
-sweeps of a block projection instead of MuJoCo's solver), rows fade in
-over a tenth of their resting depth instead of switching on, friction cones are elliptic
-for every contact (MuJoCo's default pyramidal cone has other regularizers),
-near the cone's edge the smooth scaling gives a little less than the full
-static friction, and the row acceleration J a ignores J̇ v as MuJoCo does.
-The normal forces of :func:`jaxmbd.forces.contact_forces` come from the
-same solve."""
+Where this differs from MuJoCo: rows fade in over a tenth of their resting depth instead of
+switching on, and the row acceleration J a ignores J̇ v as MuJoCo does.  Pyramidal cones are rows
+of their own (:meth:`jaxmbd.forces.contact.Contact._pyramid_rows`).  The normal forces of
+:func:`jaxmbd.forces.contact_forces` come from the same solve."""
 
 from __future__ import annotations
 
@@ -64,8 +59,8 @@ import numpy as np
 from .law import ramp
 
 SWEEPS = 2              # block sweeps (normal rows, then frictional rows) per evaluation
-ACTIVE_SET = 4
-NEWTON = 4
+ACTIVE_SET = 4          # active-set iterations of the normal rows in the first sweep (one in the others)
+NEWTON = 4              # Newton iterations on MuJoCo's problem from the sweeps' forces
 PASSES = 3              # Gauss-Seidel passes over the rows (normal) and cones (frictional) in each sweep
 SAT_POWER = 8.0         # the cone scaling's smoothness: f L / (L^p + g^p)^(1/p)
 ONSET_FRACTION = 0.1    # a row fades in over this fraction of its resting depth under ONSET_G
