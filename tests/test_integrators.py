@@ -286,6 +286,7 @@ def pendulum_reference():
     return m, jnp.asarray(ts), r.y.T
 
 
+@pytest.mark.long
 def test_stiff_double_pendulum_model_matches_the_closed_form():
     m = models.stiff_double_pendulum()
     rhs = _pendulum_closed_form()

@@ -124,6 +124,7 @@ def test_rank_deficiency_is_a_status_and_the_output_stays_finite():
     assert int(t.status) == linalg.RANK_DEFICIENT and bool(jnp.all(jnp.isfinite(t.x)))
 
 
+@pytest.mark.long
 def test_batched_and_differentiable():
     rng = np.random.default_rng(3)
     A = jnp.asarray(rng.standard_normal((8, 12, 9)))

@@ -272,7 +272,7 @@ def test_nonsymmetric_lu_on_the_branch_pattern(topo):
         ltdl.mul_L(model, F, B)
 
 
-@pytest.mark.parametrize("topo", [0, 3])
+@pytest.mark.parametrize("topo", [0, pytest.param(3, marks=pytest.mark.long)])
 def test_dense_tangent_rules_equal_the_kernels_own_derivatives(topo):
     """factor, solve and factor_solve take their tangents by dense products (dx = H⁻¹ (db - dH x);
     the factor's from M = L⁻ᵀ dH L⁻¹).  They equal forward and reverse mode through the kernels'

@@ -287,6 +287,7 @@ def test_a_mechanism_with_no_motion_left_is_refused_before_compiling():
         jaxmbd.simulate(m, t1=0.1, integrator=I.RK4(), steps=Steps(dt0=0.01))
 
 
+@pytest.mark.long
 def test_the_host_constraint_jacobian_equals_the_traced_one():
     """host_phi_and_jacobian (build time, NumPy: used to find the redundant rows without compiling a
     program per mechanism) against Φ (phi_tree) and jax.jacfwd of it (phi_jacobian_tree), for every
