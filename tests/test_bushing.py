@@ -54,6 +54,7 @@ def test_conservative_part_is_minus_the_gradient_and_damping_dissipates():
     assert float((forces.generalized_force(m, q, v) - f0) @ v) < 0
 
 
+@pytest.mark.long
 def test_the_sparse_iteration_matrix_stays_exact_across_branches():
     from jaxmbd.odes import ChartODE, IterationMatrix, SparseIterationMatrix
     m = _two_branches()

@@ -74,6 +74,7 @@ def _moved(model, seed, far):
 
 
 @given(topologies, seeds, st.sampled_from([0.0, 1e3]))
+@pytest.mark.long
 def test_mass_matrix_from_subtree_sums_in_a_common_frame(topo, seed, far):
     """H from the kinematics (subtree sums of world-aligned inertias, each tree's root as origin)
     equals the CRBA's backward pass, also with every tree moved ``far`` from the world origin
@@ -171,6 +172,7 @@ def _energy_drift(model, q, v, h, steps):
     return abs(float(E(q1, v1) - E(q, v))) / abs(float(E(q, v)))
 
 
+@pytest.mark.long
 def test_energy_conserved_by_accurate_integration():
     """Energy (kinetic + gravity + springs) drifts by O(h^4): halving h cuts the
     drift ~16x, and it is tiny at the finer step; damping makes it fall."""
