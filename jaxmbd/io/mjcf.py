@@ -593,7 +593,7 @@ class _Compiler:
                             raise MJCFError(f"{what}: a file gives the grid: nrow, ncol and elevation must be left out")
                         if comp.get("strippath", "false") == "true":
                             f = os.path.basename(f)
-                        path = f if os.path.isabs(f) else os.path.join(self.base, hdir, f)
+                        path = self._asset_path(f, hdir)
                         data = H.read_file(path, what)
                     else:
                         if nrow < 2 or ncol < 2:
