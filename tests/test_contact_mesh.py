@@ -75,54 +75,53 @@ def test_bad_mesh_geoms_get_a_clear_error():
         b.add_geom("a", "mesh", name="m", vertices=np.where(SIGNS > 0, np.nan, SIGNS))
 
 
+@pytest.mark.long
 def test_polytope_candidates_equal_the_box_primitive_s():
-    """A box-shaped mesh against a box (random poses, many overlapping): the
-    mesh's vertices against the box are the exact point-box distances of box
-    2's corners to box 1 (to round-off); the box's corners against the mesh's
-    planes equal those of box 1's corners to box 2 where they are inside
-    (exact depth) and are a positive lower bound of it outside; the separating-axis candidate's depth is box-box's (its residual
-    plus the deepest vertex); the same for two box-shaped meshes (vertices
-    inside: sorted, since a point's nearest face may differ only in order);
-    against a plane the mesh gives the box's candidates."""
+    """A box-shaped mesh against a box, and two box-shaped meshes (random
+    poses, many overlapping), against box-box: FACE_POINTS point candidates
+    and the deepest pair.  Where box-box has face contact, every penetrating
+    point candidate is one of box-box's face-face candidates (the overlap
+    polygon's vertices: dist and pos to 1e-9), as many as box-box has up to
+    FACE_POINTS; where box-box has edge-edge contact, the separating-axis
+    candidate's depth (its residual plus the deepest point's) is box-box's;
+    no point candidate is deeper than the pair's penetration depth beyond
+    the face preference (G.FACE_PREFERENCE); against
+    a plane the mesh gives the box's candidates."""
     rng = np.random.default_rng(1)
     R1, R2 = random_rotations(rng, N), random_rotations(rng, N)
     p1, p2 = rng.uniform(-0.25, 0.25, (N, 3)), rng.uniform(-0.25, 0.25, (N, 3))
+    p2[: N // 3] = p1[: N // 3] + rng.uniform(-0.1, 0.1, (N // 3, 3))           # more deep overlaps
     mesh = G.pad_mesh(G.make_mesh(SIGNS * H2), NV, NF, NE)
-    c = jax.tree.map(np.asarray, _box_mesh((R1, p1), np.broadcast_to(H1, (N, 3)), (R2, p2), _batch(mesh)))
+    m1 = G.pad_mesh(G.make_mesh(SIGNS * H1), NV, NF, NE)
     ref = jax.tree.map(np.asarray, G.collide_batch("box", "box", (R1, p1), np.broadcast_to(H1, (N, 3)), (R2, p2),
                                                    np.broadcast_to(H2, (N, 3))))
-
-    def point_box(Ra, pa, ha, Rb, pb, hb):   # box a's corners against box b: exact distance, b's normal
-        return G._point_box(G._box_corners(Ra, pa, ha), Rb, pb, hb)
-    d12, _ = jax.tree.map(np.asarray, jax.vmap(lambda *x: point_box(*x[2:], H2, *x[:2], H1))(R1, p1, R2, p2))
-    d21, n21 = jax.tree.map(np.asarray, jax.vmap(lambda *x: point_box(*x[:2], H1, *x[2:], H2))(R1, p1, R2, p2))
-    assert c.dist.shape == (N, NV + 9)
-    verts = np.sort(c.dist[:, :NV][:, mesh.valid], 1)
-    np.testing.assert_allclose(verts, np.sort(d12, 1), atol=1e-12)
-    assert (c.dist[:, 8:NV] == G._FAR).all()                              # padding never touches
-    ours, exact = c.dist[:, NV:NV + 8], d21
-    inside = exact < 0
-    assert inside.sum() > 20 and (~inside).sum() > 20
-    np.testing.assert_allclose(ours[inside], exact[inside], atol=1e-12)
-    assert (ours[~inside] > 0).all() and (ours[~inside] <= exact[~inside] + 1e-12).all()
-    # the normals of inside corners: box 2's outward face normal, pointing from box 1 to box 2 reversed
-    np.testing.assert_allclose(c.frame[:, NV:NV + 8, 0][inside], -n21[inside], atol=1e-9)
-    # the separating-axis candidate: residual + deepest vertex = box-box's exact depth where they overlap
-    over = ref.dist[:, 16] < 0
-    sat = c.dist[:, -1] + np.minimum(c.dist[:, :-1].min(1), 0)
-    np.testing.assert_allclose(sat[over], ref.dist[over, 16], atol=1e-12)
-    np.testing.assert_allclose(np.abs(np.sum(c.frame[:, -1, 0] * ref.frame[:, 16, 0], 1))[over], 1, atol=1e-12)
-    # two box meshes: the same vertex candidates both ways and the same depth
-    m1 = G.pad_mesh(G.make_mesh(SIGNS * H1), NV, NF, NE)
+    bm = jax.tree.map(np.asarray, _box_mesh((R1, p1), np.broadcast_to(H1, (N, 3)), (R2, p2), _batch(mesh)))
     mm = jax.tree.map(np.asarray, G.collide_batch("mesh", "mesh", (R1, p1), _batch(m1), (R2, p2), _batch(mesh)))
-    assert mm.dist.shape == (N, 2 * NV + 1)
-    d2, d1 = mm.dist[:, :NV][:, mesh.valid], mm.dist[:, NV:2 * NV][:, m1.valid]
-    for ours, exact in ((d2, d12), (np.sort(d1, 1), np.sort(d21, 1))):
-        inside = np.sort(exact, 1) < 0
-        ours, exact = np.sort(ours, 1), np.sort(exact, 1)
-        np.testing.assert_allclose(ours[inside], exact[inside], atol=1e-12)
-    sat = mm.dist[:, -1] + np.minimum(mm.dist[:, :-1].min(1), 0)
-    np.testing.assert_allclose(sat[over], ref.dist[over, 16], atol=1e-12)
+    k = G.FACE_POINTS
+    face_pairs = edge_pairs = 0
+    for c in (bm, mm):
+        assert c.dist.shape == (N, k + 1)
+        for i in range(N):
+            depth = ref.dist[i].min()
+            if depth >= 0:
+                continue
+            pts = c.dist[i, :k]
+            rel, ab = G.FACE_PREFERENCE                                   # a face axis is preferred within this
+            assert pts.min() >= depth * (1 + rel) - ab * 0.5 - 1e-9, i   # (0.5: above the hulls' size)
+            if ref.dist[i, 16] < G._FAR / 2:                              # box-box: edge-edge contact
+                sat = c.dist[i, -1] + min(c.dist[i, :-1].min(), 0)
+                np.testing.assert_allclose(sat, ref.dist[i, 16], atol=1e-12)
+                edge_pairs += 1
+                continue
+            theirs = np.nonzero(ref.dist[i] < 0)[0]
+            ours = np.nonzero(pts < 0)[0]
+            assert len(ours) == min(k, len(theirs)), (i, len(ours), len(theirs))
+            for j in ours:
+                err = np.maximum(np.abs(ref.dist[i, theirs] - pts[j]), np.abs(ref.pos[i, theirs] - c.pos[i, j]).max(1))
+                assert err.min() < 1e-9, (i, j, err.min())
+                np.testing.assert_allclose(np.abs(c.frame[i, j, 0] @ ref.frame[i, theirs[0], 0]), 1, atol=1e-12)
+            face_pairs += 1
+    assert face_pairs > 20 and edge_pairs > 4, (face_pairs, edge_pairs)
     pl = G.collide_batch("plane", "mesh", (R1, p1), np.zeros((N, 3)), (R2, p2), _batch(mesh))
     pb = G.collide_batch("plane", "box", (R1, p1), np.zeros((N, 3)), (R2, p2), np.broadcast_to(H2, (N, 3)))
     np.testing.assert_allclose(np.sort(np.asarray(pl.dist)[:, :8], 1), np.sort(np.asarray(pb.dist), 1), atol=1e-12)
@@ -132,8 +131,9 @@ def test_box_mesh_deepest_equals_mujoco_and_no_candidate_is_deeper():
     """A box against a random convex mesh, MuJoCo's exact deepest contact
     (nativeccd at tight tolerances, multiccd off): our deepest candidate is
     its dist (1e-9): the GJK/EPA candidate's penetration less the deepest
-    vertex's plus that vertex's is the true depth, and no vertex is deeper
-    than the pair's penetration depth.  Both kinds are exercised: poses where
+    vertex's plus that vertex's is the true depth, and no point candidate is
+    deeper than the pair's penetration depth (beyond G.FACE_PREFERENCE, the
+    margin by which face contact is preferred to edge-edge contact).  Both kinds are exercised: poses where
     a vertex is the deepest point and poses where the GJK/EPA candidate is
     deeper than every vertex (edge-edge contact, and deep overlaps)."""
     xml = ('<mujoco><option ccd_iterations="500" ccd_tolerance="1e-12"><flag gravity="disable" multiccd="disable"/>'
@@ -153,7 +153,8 @@ def test_box_mesh_deepest_equals_mujoco_and_no_candidate_is_deeper():
             d = cl[0][1]
             dv = c.dist[i, :-1].min()
             assert abs(min(dv, 0) + c.dist[i, -1] - d) < 1e-9, (i, d, dv, c.dist[i, -1])
-            assert dv >= d - 1e-9
+            rel, ab = G.FACE_PREFERENCE                   # a face's support polygon is preferred within this
+            assert dv >= d * (1 + rel) - ab * 0.5 - 1e-9
             vertex_deepest += abs(dv - d) < 1e-9
             deeper += dv > d + 1e-3
     assert vertex_deepest >= 3 and deeper > 5, (vertex_deepest, deeper)

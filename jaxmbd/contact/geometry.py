@@ -49,17 +49,16 @@ against ellipsoid, cylinder and mesh, and cylinder-box) are in
 :mod:`.convex`: GJK/EPA on support functions with static iteration counts,
 one candidate each (the deepest or closest point pair; a face resting on a
 face gets one point of the patch, not several), except box-mesh and
-mesh-mesh given :class:`Mesh` es, which get several so that a mesh resting
-on a face stays level (see :func:`box_mesh`).  Small hulls (separating-axis
-work E1 E2 (V1 + V2) within :data:`EXACT_BUDGET`, about 12 vertices a hull)
-take the exact path: each polytope's vertices against the other (exact
-penetration inside; as box-box's corners) and a separating-axis candidate
-(exact penetration depth of overlapping polytopes, edge-edge contact) in
-place of GJK/EPA.  Larger hulls take the bounded path, a fixed number of
-candidates with work and memory O(V1 + V2 + F1 + F2) per pair: GJK/EPA's
-deepest pair, and each hull's support points along its normal and along
-SUPPORT_DIRS directions tilted from it (the corners of a resting face)
-against the other hull.  A curved geom (sphere, capsule, ellipsoid, cylinder)
+mesh-mesh given :class:`Mesh` es, which get FACE_POINTS + 1 (see
+:func:`_polytopes`): the deepest pair (small hulls, separating-axis work E1
+E2 (V1 + V2) within :data:`EXACT_BUDGET`: the exact separating-axis
+candidate; larger hulls: GJK/EPA's, work and memory O(V1 + V2 + F1 + F2 +
+E1 + E2)) and four point candidates: in face contact the support polygon
+of the two contact faces (reference/incident face clipping,
+:func:`_face_clip`), spread over it, so that a mesh resting on a face stays
+level and carries its load at the polygon's corners as MuJoCo's multiccd
+does; in edge-edge contact each polytope's vertices against the other.  A
+curved geom (sphere, capsule, ellipsoid, cylinder)
 against a mesh keeps one candidate (GJK/EPA on the vertices' support
 function, O(V)).  In float64 they equal
 MuJoCo's nativeccd (run at tight tolerances, multiccd off) to 1e-12 in dist
@@ -71,7 +70,7 @@ bound within 3e-3).  The derivative of dist is Danskin's (exact where the
 closest features are unique); normal and pos are held constant for
 derivatives.  Height fields against the convex geoms are in :mod:`.hfield` (one candidate per prism of a
 static window of grid cells).  Not here: SDF geoms, and several contact
-points for face-face contact of the convex pairs (MuJoCo's multiccd).
+points for face-face contact of the curved convex pairs (MuJoCo's multiccd).
 """
 
 from __future__ import annotations
@@ -622,7 +621,15 @@ def plane_mesh(R1, p1, s1, R2, p2, mesh):
 EXACT_BUDGET = 32_768   # box-mesh, mesh-mesh: the exact path while its separating-axis work E1 E2 (V1 + V2) <= this
 SUPPORT_DIRS = 8        # the bounded path: support points along the normal tilted towards this many directions
 SUPPORT_TILT = 0.2      # ... by atan(0.2) (11 degrees)
+FACE_VERTS = 12         # face-face contact: at most this many vertices and edges of each contact face
+FACE_POINTS = 4         # box-mesh, mesh-mesh: this many point candidates spread over the contact patch (MuJoCo: 4)
+FACE_PREFERENCE = (0.05, 1e-4)   # face contact while a face's gap is within this (relative, x size) of the deepest
 _BOX_EDGES = [(a, b) for a in range(8) for b in range(a + 1, 8) if bin(a ^ b).count("1") == 1]   # corner pairs
+
+
+def _tols(x):
+    """(round-off tolerance of the face-face clipping, of face membership), relative to the hulls' size."""
+    return (1e-9, 1e-7) if x.dtype == jnp.float64 else (1e-5, 1e-4)
 
 
 def _sat(VA, NA, DA, EA, VB, NB, DB, EB):
@@ -632,9 +639,11 @@ def _sat(VA, NA, DA, EA, VB, NB, DB, EB):
     normals of both and the cross products of their edge directions, the
     largest gap: the exact penetration depth of overlapping polytopes (when
     apart a positive lower bound of their distance), its axis (geom A to B)
-    the normal.  The position: for an edge-edge axis the middle of the
-    closest points of the two supporting edges; for a face axis the other
-    polytope's supporting vertex moved half the gap toward the face."""
+    the normal (a face resting on a face ties with the cross products of its
+    edges: the face axis is taken).  The position: for an edge-edge
+    axis the middle of the closest points of the two supporting edges; for a
+    face axis the other polytope's supporting vertex moved half the gap
+    toward the face.  Returns (dist (1,), pos (1, 3), normal (1, 3))."""
     cr = jnp.cross(DA[:, None, :], DB[None, :, :]).reshape(-1, 3)
     scale = (jnp.linalg.norm(DA, axis=1)[:, None] * jnp.linalg.norm(DB, axis=1)[None, :]).reshape(-1)
     crn, crl = _normalize(cr, jnp.zeros_like(cr).at[:, 0].set(1.0))
@@ -645,7 +654,9 @@ def _sat(VA, NA, DA, EA, VB, NB, DB, EB):
     g1 = jnp.min(pb, 1) - jnp.max(pa, 1)            # B beyond A along +u
     g2 = jnp.min(pa, 1) - jnp.max(pb, 1)            # along -u
     gap = jnp.where(valid, jnp.maximum(g1, g2), -jnp.inf)
-    k = jnp.argmax(gap)
+    size = jnp.max(jnp.abs(jnp.concatenate([VA - jnp.mean(VA, 0)[None], VB - jnp.mean(VB, 0)[None]])))
+    slack = jnp.where(jnp.arange(len(axes)) >= nfa + nfb, _tols(VA)[0] * size, 0.0)
+    k = jnp.argmax(gap - jax.lax.stop_gradient(slack))
     n = axes[k] * jnp.where(g1[k] >= g2[k], 1.0, -1.0)
     dist = gap[k]
     # supporting edges: both ends at the support level along n (A) and -n (B)
@@ -660,22 +671,185 @@ def _sat(VA, NA, DA, EA, VB, NB, DB, EB):
 
 
 def _polytope_pair(d_v, pos_v, n_v, sat):
-    """The candidates of two polytopes: each one's vertices against the other
-    (resting faces get several points and stay level, as a box's corners do on
-    a plane) and the separating-axis candidate (:func:`_sat`) for edge-edge
-    contact.  That last one's penetration is reduced by the deepest vertex
-    penetration (a continuous correction) so that a contact a vertex already
-    carries is not counted twice: its dist is the residual, 0 when a vertex is
+    """The candidates of two polytopes: the point candidates (the support
+    polygon of face contact, or each polytope's vertices against the other)
+    and the deepest pair (:func:`_sat` or GJK/EPA's) for edge-edge contact.
+    That last one's penetration is reduced by the deepest point candidate's
+    (a continuous correction) so that a contact a point already carries is
+    not counted twice: its dist is the residual, 0 when a point candidate is
     the deepest point (a face or edge resting on a face)."""
     dg, pg, ng = sat
     dg = dg - jnp.minimum(jnp.min(d_v), 0.0)
     return (jnp.concatenate([d_v, dg]), jnp.concatenate([pos_v, pg]), jnp.concatenate([n_v, ng]))
 
 
-def _mesh_world(R, p, mesh):
-    """A Mesh's vertices, face normals, edge directions and edges in the world."""
-    E = p[None, None] + mesh.edges @ R.T
-    return p[None] + mesh.verts @ R.T, mesh.planes[:, :3] @ R.T, E[:, 1] - E[:, 0], E
+class _Hull(NamedTuple):
+    """A polytope in the world: vertices V (n, 3) and which are real (n,), face planes N (f, 3) (unit
+    outward normals) and D (f,) (N.x <= D inside), edges E (e, 2, 3) and which are real (e,)."""
+    V: jax.Array
+    valid: jax.Array
+    N: jax.Array
+    D: jax.Array
+    E: jax.Array
+    evalid: jax.Array
+
+
+def _mesh_hull(R, p, mesh):
+    """A :class:`Mesh` in the world as a :class:`_Hull` (padding edges, repeats of the first, off)."""
+    N = mesh.planes[:, :3] @ R.T
+    first = jnp.all(mesh.edges == mesh.edges[:1], axis=(1, 2)) & (jnp.arange(len(mesh.edges)) > 0)
+    return _Hull(p[None] + mesh.verts @ R.T, mesh.valid, N, mesh.planes[:, 3] + N @ p,
+                 p[None, None] + mesh.edges @ R.T, ~first)
+
+
+def _box_hull(R, p, h):
+    """A box (half-sizes h) as a :class:`_Hull`: 8 corners, 6 faces, 12 edges."""
+    c = _box_corners(R, p, h)
+    N = jnp.concatenate([R.T, -R.T])
+    return _Hull(c, jnp.ones(8, bool), N, N @ p + jnp.concatenate([h, h]), c[jnp.asarray(_BOX_EDGES)],
+                 jnp.ones(12, bool))
+
+
+def _pad_hull(h, nv, nf, ne):
+    """h padded to nv vertices, nf planes and ne edges (repeats of the first, marked off)."""
+    def pad(x, n):
+        return jnp.concatenate([x, jnp.repeat(x[:1], n - len(x), axis=0)])
+    return _Hull(pad(h.V, nv), pad(h.valid, nv) & (jnp.arange(nv) < len(h.V)), pad(h.N, nf), pad(h.D, nf),
+                 pad(h.E, ne), pad(h.evalid, ne) & (jnp.arange(ne) < len(h.E)))
+
+
+def _face(h, f, tol_on):
+    """The face f of the hull h: its normal and offset, its vertices and edges (indices, padded to
+    at most FACE_VERTS each, and which are real) and its edges' side planes: unit outward normals
+    S (k, 3) perpendicular to the face and offsets O (k,) (S.x <= O inside the prism over the
+    face).  Members are the vertices and edges within tol_on of the face's plane."""
+    n, d = h.N[f], h.D[f]
+    onv = h.valid & (jnp.abs(h.V @ n - d) <= tol_on)
+    one = h.evalid & jnp.all(jnp.abs(h.E @ n - d) <= tol_on, axis=1)
+    kv, ke = min(FACE_VERTS, len(h.V)), min(FACE_VERTS, len(h.E))
+    iv = jnp.nonzero(onv, size=kv, fill_value=0)[0]
+    ie = jnp.nonzero(one, size=ke, fill_value=0)[0]
+    mv, me = jnp.arange(kv) < onv.sum(), jnp.arange(ke) < one.sum()
+    centre = jnp.sum(jnp.where(onv[:, None], h.V, 0.0), 0) / jnp.maximum(onv.sum(), 1)
+    E = h.E[ie]
+    S, _ = _normalize(jnp.cross(E[:, 1] - E[:, 0], n[None]), jnp.zeros_like(E[:, 0]))
+    S = S * jnp.where(jnp.sum(S * (E[:, 0] - centre[None]), -1) >= 0, 1.0, -1.0)[:, None]
+    return n, d, h.V[iv], mv, E, me, S, jnp.sum(S * E[:, 0], -1)
+
+
+def _outside(X, S, O, m):
+    """How far the points X (..., 3) are outside the prism of side planes S, O (those marked m):
+    max over the planes of S.x - O (negative inside)."""
+    h = X @ S.T - O.reshape((1,) * (X.ndim - 1) + O.shape)
+    return jnp.max(jnp.where(m.reshape((1,) * (X.ndim - 1) + m.shape), h, -_FAR), axis=-1)
+
+
+def _face_clip(ref, fr, inc, fi, tol, tol_on):
+    """Face-face contact: the vertices of the overlap of the reference face (the face fr of the
+    hull ref) and the incident face (fi of inc) seen along the reference face's normal nr, with
+    their signed heights (the dist: negative below the reference plane) as in the classic
+    reference/incident face clipping (Gregorius, "The Separating Axis Test between Convex
+    Polyhedra", GDC 2013; MuJoCo's box-box and multiccd face contacts): the incident face's
+    vertices inside the prism over the reference face (at their height above the reference
+    plane), the reference face's vertices inside the incident face (at the incident plane's height
+    above them, along nr) unless they coincide with an incident vertex, and the crossings of the
+    incident face's edges with the reference face's side planes strictly inside its other sides
+    (at their height).  A crossing reaches an edge's end exactly where the incident vertex enters
+    the prism, so the candidates hand over continuously.  Returns dist (2 k + k^2,) (_FAR where
+    there is no point) and pos (middle of the two surfaces)."""
+    nr, dr, VR, mvr, _, mer, SR, OR = _face(ref, fr, tol_on)
+    ni, di, VI, mvi, EI, mei, SI, OI = _face(inc, fi, tol_on)
+    # (a) incident vertices in the reference prism
+    ha = VI @ nr - dr
+    ok_a = mvi & (_outside(VI, SR, OR, mer) <= tol)
+    # (b) reference vertices in the incident face, projected along nr onto its plane
+    den = ni @ nr
+    den = jnp.where(jnp.abs(den) > 1e-3, den, -1.0)
+    t = (di - VR @ ni) / den
+    P = VR + t[:, None] * nr[None]
+    near = jnp.min(jnp.where(mvi[None], jnp.sum((P[:, None] - VI[None]) ** 2, -1), _FAR), 1) <= tol ** 2
+    ok_b = mvr & (_outside(P, SI, OI, mei) <= tol) & ~near
+    # (c) incident edges crossing the reference face's side planes
+    f0 = EI[:, 0] @ SR.T - OR[None]                 # (incident edge, side plane)
+    f1 = EI[:, 1] @ SR.T - OR[None]
+    cross = mei[:, None] & mer[None] & (f0 * f1 < 0) & (jnp.minimum(jnp.abs(f0), jnp.abs(f1)) > tol)
+    s = jnp.where(cross, f0 / jnp.where(cross, f0 - f1, 1.0), 0.5)
+    X = EI[:, None, 0] + s[..., None] * (EI[:, None, 1] - EI[:, None, 0])
+    others = mer[None, :] & ~jnp.eye(len(SR), dtype=bool)                  # (side plane, the other side planes)
+    ok_c = cross & (jnp.max(jnp.where(others[None], X @ SR.T - OR[None, None], -_FAR), -1) < -tol)
+    hc = X @ nr - dr
+    dist = jnp.concatenate([jnp.where(ok_a, ha, _FAR), jnp.where(ok_b, t, _FAR), jnp.where(ok_c, hc, _FAR).ravel()])
+    pos = jnp.concatenate([VI - 0.5 * ha[:, None] * nr[None], VR + 0.5 * t[:, None] * nr[None],
+                           (X - 0.5 * hc[..., None] * nr[None, None]).reshape(-1, 3)])
+    return dist, pos
+
+
+def _face_contact(h1, h2, n, tol, tol_on):
+    """The support polygon's candidates (:func:`_face_clip`) of two hulls in contact near the
+    normal n (hull 1 to hull 2): of the face of hull 1 most along n and the face of hull 2 most
+    against it, the one with the larger gap (the separation of the hulls along its normal; hull
+    1's on a tie) is the reference face, the other hull's face most opposed to it the incident
+    face.  Returns (dist, pos, normal (3,) from hull 1 to hull 2: the reference face's, gap along
+    it)."""
+    n = jax.lax.stop_gradient(n)
+    f1, f2 = jnp.argmax(h1.N @ n), jnp.argmax(-(h2.N @ n))
+    g1 = jnp.min(jnp.where(h2.valid, h2.V @ h1.N[f1], _FAR)) - h1.D[f1]
+    g2 = jnp.min(jnp.where(h1.valid, h1.V @ h2.N[f2], _FAR)) - h2.D[f2]
+    one = jax.lax.stop_gradient(g1 >= g2 - tol)
+    nv, nf, ne = max(len(h1.V), len(h2.V)), max(len(h1.N), len(h2.N)), max(len(h1.E), len(h2.E))
+    H1, H2 = _pad_hull(h1, nv, nf, ne), _pad_hull(h2, nv, nf, ne)
+    ref = jax.tree.map(lambda x, y: jnp.where(one, x, y), H1, H2)
+    inc = jax.tree.map(lambda x, y: jnp.where(one, y, x), H1, H2)
+    fr = jnp.where(one, f1, f2)
+    fi = jnp.argmin(inc.N @ jax.lax.stop_gradient(ref.N[fr]))
+    dist, pos = _face_clip(ref, fr, inc, fi, tol, tol_on)
+    return dist, pos, jnp.where(one, h1.N[f1], -h2.N[f2]), jnp.maximum(g1, g2)
+
+
+def _spread(dist, pos, m, size):
+    """Indices of m of the candidates (dist, pos) that span their patch, and which of them are
+    real: the deepest first, then, as long as there are penetrating ones, each time the one
+    farthest from those taken (farthest-point sampling: a polygon's extreme corners), then the
+    shallowest of the rest.  Candidates at _FAR are never taken.  Static shapes, O(m k)."""
+    dist, pos = jax.lax.stop_gradient((dist, pos))
+    real = dist < 0.5 * _FAR
+    first = jnp.argmin(dist)
+    gap = jnp.sum((pos - pos[first][None]) ** 2, -1)
+    taken = jnp.zeros(len(dist), bool).at[first].set(True)
+
+    def pick(carry, _):
+        gap, taken = carry
+        score = jnp.where(dist <= 0, 100.0 * size ** 2 + gap, -dist)
+        score = jnp.where(real & ~taken, score, -jnp.inf)
+        j = jnp.argmax(score)
+        ok = score[j] > -jnp.inf
+        gap = jnp.minimum(gap, jnp.sum((pos - pos[j][None]) ** 2, -1))
+        return (gap, taken.at[j].set(True)), (j, ok)
+    _, (idx, ok) = jax.lax.scan(pick, (gap, taken), None, length=m - 1)
+    return jnp.concatenate([first[None], idx]), jnp.concatenate([real[first][None], ok])
+
+
+def _polytopes(h1, h2, deep, d_v, pos_v, n_v):
+    """The candidates of two polytopes (:class:`_Hull` s) given their deepest (or closest) pair
+    ``deep`` (dist (1,), pos (1, 3), normal (1, 3)): FACE_POINTS point candidates and the deepest
+    pair (:func:`_polytope_pair`).  Face contact, where the gap along the best-aligned face's
+    normal (:func:`_face_contact`) is within FACE_PREFERENCE of the deepest pair's (a face resting
+    on a face, or on an edge or a vertex, and nearly so): the support polygon of the two contact
+    faces, along the reference face's normal; elsewhere (edge-edge contact) the point candidates
+    d_v, pos_v, n_v (each polytope's vertices against the other).  Of these FACE_POINTS are kept,
+    spread over the patch (:func:`_spread`), as MuJoCo keeps at most four of a polygon's."""
+    tol_rel, on_rel = _tols(h1.V)
+    size = jnp.max(jnp.abs(jnp.concatenate([h1.V - jnp.mean(h1.V, 0)[None], h2.V - jnp.mean(h2.V, 0)[None]])))
+    size = jax.lax.stop_gradient(size)
+    tol, tol_on = tol_rel * size, on_rel * size
+    d_f, p_f, n_f, g_f = _face_contact(h1, h2, deep[2][0], tol, tol_on)
+    dg = jax.lax.stop_gradient(deep[0][0])
+    face = jax.lax.stop_gradient(g_f) >= dg - FACE_PREFERENCE[0] * jnp.abs(dg) - FACE_PREFERENCE[1] * size - tol
+    d = jnp.concatenate([jnp.where(face, d_f, _FAR), jnp.where(face, _FAR, d_v)])
+    pos = jnp.concatenate([p_f, pos_v])
+    nrm = jnp.concatenate([jnp.broadcast_to(n_f[None], p_f.shape), n_v])
+    idx, ok = _spread(d, pos, min(FACE_POINTS, len(d)), size)
+    return _polytope_pair(jnp.where(ok, d[idx], _FAR), pos[idx], nrm[idx], deep)
 
 
 def exact_polytopes(n_verts1, n_edges1, n_verts2, n_edges2):
@@ -713,29 +887,29 @@ def _support_points(V, d):
 
 
 def box_mesh(R1, p1, s1, R2, p2, mesh):
-    """Box against a convex mesh.  With a :class:`Mesh`: while
-    :func:`exact_polytopes` holds, the hull's V vertices against the box
-    (exact signed distance), the box's 8 corners against the hull's planes
-    (exact inside), and the separating-axis candidate (see
-    :func:`_polytope_pair`): V + 9 candidates, work O(E (V + 8)) for E hull
-    edges.  Larger hulls take the bounded path, SUPPORT_DIRS + 10 candidates
-    with work and memory O(V + F): the deepest (or closest) point pair by
-    GJK/EPA (:mod:`.convex`, support function argmax over the vertices) in
-    place of the separating axes, and of the hull's vertices only the
-    SUPPORT_DIRS + 1 of :func:`_support_points` along that pair's normal
-    towards the box (the deepest one and the corners of the face resting on
-    the box, so that it stays level), each against the box (exact), repeats
-    off (dist :data:`_FAR`).  A bare vertex array: 1 (GJK/EPA)."""
+    """Box against a convex mesh.  With a :class:`Mesh`, FACE_POINTS + 1
+    candidates (:func:`_polytopes`): the deepest (or closest) pair, and
+    where it is face contact the support polygon of the two contact faces
+    (:func:`_face_clip`, the box a polytope of 8 vertices, 6 faces and 12
+    edges), else (edge-edge contact) the hull's vertices against the box
+    (exact signed distance) and the box's corners against the hull's planes
+    (exact inside).  While :func:`exact_polytopes` holds the deepest pair is
+    the separating-axis candidate (:func:`_sat`: exact penetration, work O(E
+    (V + 8)) for E hull edges) and every hull vertex is a point candidate;
+    larger hulls take the bounded path, work and memory O(V + F + E): the
+    deepest pair by GJK/EPA (:mod:`.convex`), face contact where its normal
+    is a face's (within FACE_ALIGN), and of the hull's vertices only the
+    SUPPORT_DIRS + 1 of :func:`_support_points` along that normal.  A bare
+    vertex array: 1 (GJK/EPA)."""
     if not isinstance(mesh, Mesh):
         return _BOX_MESH_1(R1, p1, s1, R2, p2, mesh)
-    c1 = _box_corners(R1, p1, s1)
+    h1, h2 = _box_hull(R1, p1, s1), _mesh_hull(R2, p2, mesh)
+    c1 = h1.V
     d1, nl = _planes_depth(mesh.planes, (c1 - p2[None]) @ R2)
     n21 = nl @ R2.T
     if exact_polytopes(8, 12, len(mesh.verts), len(mesh.edges)):
-        vw, nw, dw, ew = _mesh_world(R2, p2, mesh)
-        box_edges = c1[jnp.asarray(_BOX_EDGES)]                        # (12, 2, 3)
-        deep = _sat(c1, R1.T, R1.T, box_edges, vw, nw, dw, ew)
-        keep = mesh.valid
+        deep = _sat(c1, R1.T, R1.T, h1.E, h2.V, h2.N, h2.E[:, 1] - h2.E[:, 0], h2.E)
+        vw, keep = h2.V, mesh.valid
     else:
         deep = _BOX_MESH_1(R1, p1, s1, R2, p2, mesh.verts)
         idx, keep = _support_points(mesh.verts, -(R2.T @ deep[2][0]))
@@ -743,27 +917,29 @@ def box_mesh(R1, p1, s1, R2, p2, mesh):
     d2, n12 = _point_box(vw, R1, p1, s1)
     d_v = jnp.concatenate([jnp.where(keep, d2, _FAR), d1])
     pos_v = jnp.concatenate([vw - 0.5 * d2[:, None] * n12, c1 - 0.5 * d1[:, None] * n21])
-    return _polytope_pair(d_v, pos_v, jnp.concatenate([n12, -n21]), deep)
+    return _polytopes(h1, h2, deep, d_v, pos_v, jnp.concatenate([n12, -n21]))
 
 
 def mesh_mesh(R1, p1, m1, R2, p2, m2):
-    """Two convex meshes.  With :class:`Mesh` es: while
-    :func:`exact_polytopes` holds, each hull's vertices against the other's
-    planes and the separating-axis candidate (:func:`_polytope_pair`): V1 +
-    V2 + 1 candidates, work O(E1 E2 (V1 + V2)).  Larger hulls take the
-    bounded path, 2 SUPPORT_DIRS + 3 candidates with work and memory O(V1 +
-    V2 + F1 + F2): GJK/EPA's deepest (or closest) point pair in place of the
-    separating axes, and of each hull's vertices the SUPPORT_DIRS + 1 of
-    :func:`_support_points` along that pair's normal towards the other hull,
-    against the other's planes (exact inside it), repeats off.  Bare vertex
-    arrays: 1 (GJK/EPA)."""
+    """Two convex meshes.  With :class:`Mesh` es, FACE_POINTS + 1 candidates
+    (:func:`_polytopes`): the deepest (or closest) pair, and where it is face
+    contact the support polygon of the two contact faces (:func:`_face_clip`:
+    a mesh resting on a face is carried at the polygon's corners, as MuJoCo's
+    multiccd carries it), else (edge-edge contact) each hull's vertices
+    against the other's planes (exact inside).  While :func:`exact_polytopes`
+    holds the deepest pair is the separating-axis candidate (:func:`_sat`,
+    work O(E1 E2 (V1 + V2))) and every vertex is a point candidate; larger
+    hulls take the bounded path, work and memory O(V1 + V2 + F1 + F2 + E1 +
+    E2): GJK/EPA's deepest pair, face contact where its normal is a face's
+    (within FACE_ALIGN), and of each hull's vertices the SUPPORT_DIRS + 1 of
+    :func:`_support_points` along that normal.  Bare vertex arrays: 1
+    (GJK/EPA)."""
     if not (isinstance(m1, Mesh) and isinstance(m2, Mesh)):
         return _MESH_MESH_1(R1, p1, _mesh_verts(m1), R2, p2, _mesh_verts(m2))
+    h1, h2 = _mesh_hull(R1, p1, m1), _mesh_hull(R2, p2, m2)
     if exact_polytopes(len(m1.verts), len(m1.edges), len(m2.verts), len(m2.edges)):
-        v1, n1, dir1, e1 = _mesh_world(R1, p1, m1)
-        v2, n2, dir2, e2 = _mesh_world(R2, p2, m2)
-        deep = _sat(v1, n1, dir1, e1, v2, n2, dir2, e2)
-        keep1, keep2 = m1.valid, m2.valid
+        deep = _sat(h1.V, h1.N, h1.E[:, 1] - h1.E[:, 0], h1.E, h2.V, h2.N, h2.E[:, 1] - h2.E[:, 0], h2.E)
+        v1, v2, keep1, keep2 = h1.V, h2.V, m1.valid, m2.valid
     else:
         deep = _MESH_MESH_1(R1, p1, m1.verts, R2, p2, m2.verts)
         n = deep[2][0]
@@ -776,7 +952,7 @@ def mesh_mesh(R1, p1, m1, R2, p2, m2):
     n21 = nl @ R2.T
     d_v = jnp.concatenate([jnp.where(keep2, d2, _FAR), jnp.where(keep1, d1, _FAR)])
     pos_v = jnp.concatenate([v2 - 0.5 * d2[:, None] * n12, v1 - 0.5 * d1[:, None] * n21])
-    return _polytope_pair(d_v, pos_v, jnp.concatenate([n12, -n21]), deep)
+    return _polytopes(h1, h2, deep, d_v, pos_v, jnp.concatenate([n12, -n21]))
 
 
 def _mesh_single(fn):
@@ -862,13 +1038,9 @@ def num_contacts(type1, type2, size1=None, size2=None):
         if m2 is None:
             raise ValueError("a mesh pair's count is its vertex count: pass the vertex array")
         return len(_mesh_verts(m2))
-    if key == ("box", "mesh") and isinstance(m2, Mesh):
-        exact = exact_polytopes(8, 12, len(m2.verts), len(m2.edges))
-        return (len(m2.verts) if exact else SUPPORT_DIRS + 1) + 9
-    if key == ("mesh", "mesh") and isinstance(m1, Mesh) and isinstance(m2, Mesh):
-        if exact_polytopes(len(m1.verts), len(m1.edges), len(m2.verts), len(m2.edges)):
-            return len(m1.verts) + len(m2.verts) + 1
-        return 2 * SUPPORT_DIRS + 3
+    if (key == ("box", "mesh") and isinstance(m2, Mesh)) or (
+            key == ("mesh", "mesh") and isinstance(m1, Mesh) and isinstance(m2, Mesh)):
+        return FACE_POINTS + 1                      # the support polygon's (or vertices') deepest, the deepest pair
     return n
 
 
