@@ -92,7 +92,6 @@ def _quat(axis, angle):
     return np.r_[np.cos(angle / 2), np.sin(angle / 2) * a]
 
 
-@pytest.mark.long
 @pytest.mark.parametrize("pose", ["aligned", "offset", "yawed", "yawed 45", "tilted", "tilted 2 axes"])
 def test_face_on_face_mesh_contacts_are_mujocos(pose):
     """One cube resting face on face on another, against MuJoCo's contacts of the pair (its
