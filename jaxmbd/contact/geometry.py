@@ -898,7 +898,7 @@ def box_mesh(R1, p1, s1, R2, p2, mesh):
     (V + 8)) for E hull edges) and every hull vertex is a point candidate;
     larger hulls take the bounded path, work and memory O(V + F + E): the
     deepest pair by GJK/EPA (:mod:`.convex`), face contact where its normal
-    is a face's (within FACE_ALIGN), and of the hull's vertices only the
+    is a face's (within FACE_PREFERENCE), and of the hull's vertices only the
     SUPPORT_DIRS + 1 of :func:`_support_points` along that normal.  A bare
     vertex array: 1 (GJK/EPA)."""
     if not isinstance(mesh, Mesh):
@@ -931,7 +931,7 @@ def mesh_mesh(R1, p1, m1, R2, p2, m2):
     work O(E1 E2 (V1 + V2))) and every vertex is a point candidate; larger
     hulls take the bounded path, work and memory O(V1 + V2 + F1 + F2 + E1 +
     E2): GJK/EPA's deepest pair, face contact where its normal is a face's
-    (within FACE_ALIGN), and of each hull's vertices the SUPPORT_DIRS + 1 of
+    (within FACE_PREFERENCE), and of each hull's vertices the SUPPORT_DIRS + 1 of
     :func:`_support_points` along that normal.  Bare vertex arrays: 1
     (GJK/EPA)."""
     if not (isinstance(m1, Mesh) and isinstance(m2, Mesh)):
