@@ -94,6 +94,31 @@ def test_pyramidal_rows_and_accelerations_are_mujocos(condim, mu, impratio, mass
     np.testing.assert_allclose(np.asarray(a), d.qacc, rtol=1e-6, atol=1e-6 * np.abs(d.qacc).max())
 
 
+MIXED = """<mujoco><option cone="elliptic" impratio="10"/>
+  <worldbody><geom name="floor" type="plane" size="5 5 0.1"/>
+    <body name="a" pos="0 0 0.099"><freejoint/><geom type="sphere" size="0.1" mass="1" condim="3" friction="0.5"/></body>
+    <body name="b" pos="0.5 0 0.0985"><freejoint/>
+      <geom type="sphere" size="0.1" mass="2" condim="6" friction="0.7 0.02 0.003"/></body>
+    <body name="arm" pos="0 1 1"><joint name="hinge" type="hinge" axis="0 1 0" frictionloss="0.3"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="0.5" contype="0" conaffinity="0"/></body>
+  </worldbody></mujoco>"""
+
+
+def test_elliptic_cones_of_several_widths_with_friction_loss_are_mujocos():
+    """Elliptic cones of condim 3 and 6 and a joint's friction loss in one solve (cones of 1, 2 and 5
+    rows, so the cone passes pad their blocks): two spheres in the floor, sliding and spinning, and a
+    swinging arm; qacc equals MuJoCo's (the padded blocks once made every force NaN)."""
+    m = mujoco.MjModel.from_xml_string(MIXED)
+    d = mujoco.MjData(m)
+    v = np.array([0.03, -0.02, 0.0, 0.0, 0.0, 0.05, -0.02, 0.01, 0.0, 0.1, 0.0, -0.2, 0.4])
+    d.qvel[:] = v
+    mujoco.mj_forward(m, d)
+    model = jaxmbd.load_mjcf(MIXED)
+    a = jaxmbd.forward_dynamics(model, jnp.asarray(d.qpos), jnp.asarray(v), jnp.zeros(m.nv))
+    assert np.isfinite(np.asarray(a)).all()
+    np.testing.assert_allclose(np.asarray(a), d.qacc, rtol=1e-6, atol=1e-6 * np.abs(d.qacc).max())
+
+
 # --- runs -------------------------------------------------------------------------------------
 
 @pytest.mark.long
@@ -180,8 +205,8 @@ REST_Z = 0.05 - 0.0002          # a box resting on its face, about MuJoCo's rest
 @pytest.mark.parametrize("cone", ["elliptic", "pyramidal"])
 def test_a_box_pushed_across_the_floor_moves_as_mujocos(cone):
     """A constant horizontal force on a resting box (0.8 kg, μ = 0.6: μ m g = 4.71 N): 6 N slides it
-    (1.6 m/s² by Coulomb's law), 3 N does not; 0.5 s, x within 1 mm of MuJoCo's run and of the
-    closed form's sliding distance within 2%."""
+    (1.6 m/s² by Coulomb's law), 3 N does not (it creeps as MuJoCo's does); 0.5 s, x within 1 mm of
+    MuJoCo's run and of the closed form's sliding distance within 2%."""
     # x within 1 mm of MuJoCo's, or 1% of the sliding distance
     xml = box_scene(cone)
     q0 = np.array([0, 0, REST_Z, 1, 0, 0, 0.])
@@ -193,8 +218,8 @@ def test_a_box_pushed_across_the_floor_moves_as_mujocos(cone):
         coulomb = max(F - 0.6 * mass * g, 0.0) / mass * 0.5 ** 2 / 2
         if coulomb > 0:
             assert abs(q[0] - coulomb) < 0.02 * coulomb, (q[0], coulomb)
-        else:
-            assert abs(q[0]) < 1e-3
+        else:   # it stays: it creeps no more than MuJoCo's soft friction lets it (0.5-1 mm), within 0.2 mm
+            assert abs(q[0]) < abs(ref[0]) + 2e-4, (q[0], ref[0])
         np.testing.assert_allclose(q[3:7], ref[3:7], atol=1e-3)
 
 
@@ -234,5 +259,5 @@ def test_a_box_on_an_incline_at_and_past_the_cones_edge_is_mujocos(cone):
         slide = g * (np.sin(theta) - mu * np.cos(theta)) * t1 ** 2 / 2
         if slide > 1e-9:
             assert abs(along(q) - slide) < 0.02 * slide, (along(q), slide)
-        else:
-            assert abs(along(q)) < 2e-3
+        else:       # it stays: it creeps no more than MuJoCo's box (2.1 mm), within 0.2 mm
+            assert abs(along(q)) < abs(along(ref)) + 2e-4, (along(q), along(ref))

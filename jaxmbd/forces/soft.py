@@ -43,6 +43,9 @@ derivatives go through:
 2. :data:`NEWTON` Newton iterations on MuJoCo's problem itself (:func:`_newton`, :func:`_force_map`),
    whose fixed point is MuJoCo's solution.
 
+The forces' derivatives are those of the fixed point (the implicit-function theorem, :func:`_forces`):
+nothing of the sweeps or the iterations is differentiated.
+
 Where this differs from MuJoCo: rows fade in over a tenth of their resting depth instead of
 switching on, and the row acceleration J a ignores J̇ v as MuJoCo does.  Pyramidal cones are rows
 of their own (:meth:`jaxmbd.forces.contact.Contact._pyramid_rows`).  The normal forces of
@@ -282,28 +285,29 @@ def _cones_gs(A, rows, b, fN, f):
     cone = np.asarray(rows.cone)
     nc = int(cone.max()) + 1
     width = int(np.bincount(cone, minlength=nc).max())
-    idx = np.full((nc, width), k, np.int64)            # padded with a dummy row k (M = 1, b = 0, off)
-    for c in range(nc):
+    idx = k + np.tile(np.arange(width), (nc, 1))      # padded with dummy rows k + j (M = 1, b = 0, off):
+    for c in range(nc):                                # one per position, so a padded block stays regular
         r = np.nonzero(cone == c)[0]
         idx[c, :len(r)] = r
     idx = jnp.asarray(idx)
     dt = A.dtype
     M = rows.on[:, None] * A + jnp.diag(jnp.maximum(rows.R, MINVAL))
-    M = jnp.zeros((k + 1, k + 1), dt).at[:k, :k].set(M).at[k, k].set(1.0)
-    b = jnp.concatenate([rows.on * b, jnp.zeros(1, dt)])
+    M = jnp.eye(k + width, dtype=dt).at[:k, :k].set(M)
+    pad = jnp.zeros(width, dt)
+    b = jnp.concatenate([rows.on * b, pad])
     has_n = jnp.asarray(rows.normal >= 0)
     L = jnp.where(has_n, fN[np.maximum(rows.normal, 0)] if fN.shape[0] else 0.0, rows.loss)
-    L = jnp.concatenate([L, jnp.zeros(1, dt)])
-    live = jnp.concatenate([rows.mu > 0, jnp.zeros(1, bool)])
-    mu = jnp.concatenate([jnp.where(rows.mu > 0, rows.mu, 1.0), jnp.ones(1, dt)])
+    L = jnp.concatenate([L, pad])
+    live = jnp.concatenate([rows.mu > 0, jnp.zeros(width, bool)])
+    mu = jnp.concatenate([jnp.where(rows.mu > 0, rows.mu, 1.0), jnp.ones(width, dt)])
 
     def update(t, f):
         r = idx[t % nc]
         Mr = M[r]
         x = _lu_solve(Mr[:, r], b[r] - Mr @ f + Mr[:, r] @ f[r])
         x = jnp.where(live[r], x, 0.0)
-        return f.at[r].set(x * _scale(L[r[0]], jnp.sum((x / mu[r]) ** 2))).at[k].set(0.0)
-    f = jnp.concatenate([f, jnp.zeros(1, dt)])
+        return f.at[r].set(x * _scale(L[r[0]], jnp.sum((x / mu[r]) ** 2))).at[k:].set(0.0)
+    f = jnp.concatenate([f, pad])
     return jax.lax.fori_loop(0, PASSES * nc, update, f)[:k]
 
 
@@ -311,15 +315,57 @@ def solve(N, T, a_free, respond):
     """The accelerations with the rows' forces (module docstring).  N: NormalRows, T: FrictionRows
     (either may have no rows); a_free: the accelerations without them; respond(X) = the acceleration
     response to generalized forces X (nv, m) (H⁻¹ X for a tree)."""
-    dt = a_free.dtype
     J = jnp.concatenate([N.J, T.J], axis=0)
     Y = respond(J.T)                                  # (nv, kN + kT)
     A = J @ Y
-    kN, kT = N.J.shape[0], T.J.shape[0]
-    a0 = J @ a_free
+    kN = N.J.shape[0]
     aN, R_N, sN, _ = normal_parameters(N)
     eps = EPS_ACC / jnp.maximum(N.invweight, MINVAL)
-    arefT = -T.B * T.vel
+    aref = jnp.concatenate([aN, -T.B * T.vel])
+    R = jnp.maximum(jnp.concatenate([R_N, T.R]), MINVAL)
+    f = _forces(T.normal, T.cone)(A, J @ a_free, aref, R, sN, T.on, T.mu, T.loss, jax.lax.stop_gradient(eps))
+    return Solution(a_free + Y @ f, f[:kN], f[kN:], J.T @ f)
+
+
+def _forces(normal, cone):
+    """MuJoCo's forces of the rows, f(A, a0, aref, R, sN, on, mu, loss, eps), for frictional rows of the
+    static ``normal`` and ``cone`` indices: the sweeps (a starting point), then Newton iterations on
+    MuJoCo's problem (:func:`_newton`).  Its derivative is the implicit function's at the fixed
+    point f = F(a0 + A f - aref) of the force map (:func:`_force_map`): (I + D A) df = dF, dF the
+    force map's own derivative at the solution (D = -∂F/∂y), so every tangent direction costs a
+    forward and a back substitution with the last Newton step's factors, and nothing of the sweeps
+    or the iterations is differentiated."""
+    def rows_of(R, on, mu, loss, kN):
+        k = R.shape[0] - kN
+        return FrictionRows(jnp.zeros((k, 0), R.dtype), None, None, R[kN:], on, mu, normal, loss, cone)
+
+    @jax.custom_jvp
+    def forces(A, a0, aref, R, sN, on, mu, loss, eps):
+        kN = sN.shape[0]
+        T = rows_of(R, on, mu, loss, kN)
+        f = _sweeps(A, a0, aref, R, sN, T, eps)
+        return _newton(A, a0, aref, R, sN, T, f)
+
+    @forces.defjvp
+    def forces_jvp(primals, tangents):
+        A, a0, aref, R, sN, on, mu, loss, eps = primals
+        dA, da0, daref, dR, dsN, don, dmu, dloss, _ = tangents
+        kN = sN.shape[0]
+        f = forces(*primals)
+        y = a0 + A @ f - aref
+        F = lambda y, R, sN, on, mu, loss: _force_map(y, R, sN, rows_of(R, on, mu, loss, kN), kN)  # noqa: E731
+        dF = jax.jvp(F, (y, R, sN, on, mu, loss), (da0 + dA @ f - daref, dR, dsN, don, dmu, dloss))[1]
+        D = -jax.jacfwd(F)(y, R, sN, on, mu, loss)
+        Lf, Uf = _lu(jnp.eye(A.shape[0], dtype=A.dtype) + D @ A)
+        return f, _lu_apply(Lf, Uf, dF)
+    return forces
+
+
+def _sweeps(A, a0, aref, R, sN, T, eps):
+    """The starting point of the Newton iterations: :data:`SWEEPS` block sweeps (module docstring)."""
+    kN, kT = sN.shape[0], R.shape[0] - sN.shape[0]
+    dt = A.dtype
+    aN, arefT, R_N = aref[:kN], aref[kN:], R[:kN]
     fN = jnp.zeros(kN, dt)
     fT = jnp.zeros(kT, dt)
     onN = sN
@@ -329,18 +375,13 @@ def solve(N, T, a_free, respond):
             ANN, dA = A[:kN, :kN], jnp.diagonal(A[:kN, :kN])
             for _ in range(ACTIVE_SET if sweep == 0 else 1):
                 raw = _solve(ANN, R_N, onN, b)
-                local = (b - ANN @ raw + dA * raw) / (dA + jnp.maximum(R_N, MINVAL))
+                local = (b - ANN @ raw + dA * raw) / (dA + R_N)
                 onN = sN * _unit_step(local / eps)
             fN = _rows_gs(A[:kN, :kN], R_N, sN, b, eps, ramp(raw, eps))
         if kT:
             b = arefT - a0[kN:] - A[kN:, :kN] @ fN
             fT = _cones_gs(A[kN:, kN:], T, b, fN, _cone_scale(_solve(A[kN:, kN:], T.R, T.on, b), T, fN))
-    if NEWTON:
-        f = _newton(A, a0, jnp.concatenate([aN, arefT]), jnp.concatenate([R_N, T.R]), sN, T,
-                    jnp.concatenate([fN, fT]))
-        fN, fT = f[:kN], f[kN:]
-    f = jnp.concatenate([fN, fT])
-    return Solution(a_free + Y @ f, fN, fT, J.T @ f)
+    return jnp.concatenate([fN, fT])
 
 
 def _force_map(y, R, sN, T, kN):
@@ -395,15 +436,13 @@ def _newton(A, a0, aref, R, sN, T, f):
     sliding contact's normal row is not at rest in MuJoCo's convex model: its residual balances the
     cone's friction), which the sweeps' complementarity does not give."""
     kN = sN.shape[0]
-    R = jnp.maximum(R, MINVAL)
-    k = A.shape[0]
-    eye = jnp.eye(k, dtype=A.dtype)
+    eye = jnp.eye(A.shape[0], dtype=A.dtype)
     F = lambda y: _force_map(y, R, sN, T, kN)  # noqa: E731
-    for _ in range(NEWTON):
+
+    def step(_, f):
         y = a0 + A @ f - aref
-        D = -jax.jacfwd(F)(y)
-        f = f - _lu_solve(eye + D @ A, f - F(y))
-    return F(a0 + A @ f - aref)
+        return f - _lu_solve(eye + (-jax.jacfwd(F)(y)) @ A, f - F(y))
+    return jax.lax.fori_loop(0, NEWTON, step, f)
 
 
 SOLREF_DEFAULT = (0.02, 1.0)
