@@ -106,7 +106,7 @@ def _deepest(c):
     return c.dist[:, -1] + np.minimum(c.dist[:, :-1].min(1), 0)
 
 
-@pytest.mark.parametrize("t1", ["box", "mesh"])
+@pytest.mark.parametrize("t1", [pytest.param("box", marks=pytest.mark.long), "mesh"])
 def test_the_bounded_path_keeps_the_exact_depth(t1, monkeypatch):
     """Hulls of 24 and 40 vertices take the bounded path (FACE_POINTS + 1 candidates, as the exact
     path: the support polygon's or the vertices' points and the deepest pair); its depth is the exact
@@ -130,7 +130,7 @@ def test_the_bounded_path_keeps_the_exact_depth(t1, monkeypatch):
     assert (bounded.dist[:, :-1].min(1) >= db * (1 + rel) - ab * size - 1e-12)[over].all()
 
 
-@pytest.mark.parametrize("t1", ["box", "mesh"])
+@pytest.mark.parametrize("t1", [pytest.param("box", marks=pytest.mark.long), "mesh"])
 def test_the_bounded_path_s_deepest_equals_mujoco(t1):
     """Against MuJoCo's nativeccd (tight tolerances, multiccd off) on hulls
     of 24 and 40 vertices: overlap where MuJoCo reports a contact, and the deepest
