@@ -632,6 +632,12 @@ def _tols(x):
     return (1e-9, 1e-7) if x.dtype == jnp.float64 else (1e-5, 1e-4)
 
 
+def _extent(VA, VB):
+    """The two polytopes' size, the scale of the round-off tolerances: the largest coordinate of a
+    vertex from its polytope's centroid."""
+    return jnp.max(jnp.abs(jnp.concatenate([VA - jnp.mean(VA, 0)[None], VB - jnp.mean(VB, 0)[None]])))
+
+
 def _sat(VA, NA, DA, EA, VB, NB, DB, EB):
     """The separating-axis candidate of two convex polytopes (world
     coordinates): vertices V (n, 3), face normals N (f, 3) (either sign),
@@ -654,7 +660,7 @@ def _sat(VA, NA, DA, EA, VB, NB, DB, EB):
     g1 = jnp.min(pb, 1) - jnp.max(pa, 1)            # B beyond A along +u
     g2 = jnp.min(pa, 1) - jnp.max(pb, 1)            # along -u
     gap = jnp.where(valid, jnp.maximum(g1, g2), -jnp.inf)
-    size = jnp.max(jnp.abs(jnp.concatenate([VA - jnp.mean(VA, 0)[None], VB - jnp.mean(VB, 0)[None]])))
+    size = _extent(VA, VB)
     slack = jnp.where(jnp.arange(len(axes)) >= nfa + nfb, _tols(VA)[0] * size, 0.0)
     k = jnp.argmax(gap - jax.lax.stop_gradient(slack))
     n = axes[k] * jnp.where(g1[k] >= g2[k], 1.0, -1.0)
@@ -839,7 +845,7 @@ def _polytopes(h1, h2, deep, d_v, pos_v, n_v):
     d_v, pos_v, n_v (each polytope's vertices against the other).  Of these FACE_POINTS are kept,
     spread over the patch (:func:`_spread`), as MuJoCo keeps at most four of a polygon's."""
     tol_rel, on_rel = _tols(h1.V)
-    size = jnp.max(jnp.abs(jnp.concatenate([h1.V - jnp.mean(h1.V, 0)[None], h2.V - jnp.mean(h2.V, 0)[None]])))
+    size = _extent(h1.V, h2.V)
     size = jax.lax.stop_gradient(size)
     tol, tol_on = tol_rel * size, on_rel * size
     d_f, p_f, n_f, g_f = _face_contact(h1, h2, deep[2][0], tol, tol_on)
