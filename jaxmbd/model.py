@@ -576,7 +576,7 @@ class ModelBuilder:
 
     def set_contact_options(self, *, smoothing_velocity=None, filterparent=None, timestep=None,
                             skip_unsupported=None, body_alias=None, capacity=None, impratio=None,
-                            rows=None, law=None) -> "ModelBuilder":
+                            rows=None, law=None, cone=None) -> "ModelBuilder":
         """smoothing_velocity (m/s, default 0.01): the friction law's regularization (explicit
         steps up to about 2 ms stay stable on friction; smaller values creep less and are
         stiffer: an implicit integrator's work); filterparent (default True): MuJoCo's parent filter; timestep: MuJoCo's refsafe rule (a solref time
@@ -593,8 +593,13 @@ class ModelBuilder:
         more within their margin at once stops a run with ``CONTACT_OVERFLOW``); law: "soft" (the
         default: pairs given by solref/solimp are MuJoCo's soft constraints, :mod:`jaxmbd.forces.soft`)
         or "penalty" (every pair by the penalty law, solref/solimp mapped by
-        :func:`jaxmbd.forces.law.from_mujoco`; pairs given a stiffness always are)."""
+        :func:`jaxmbd.forces.law.from_mujoco`; pairs given a stiffness always are); cone: the soft
+        law's friction cones, "pyramidal" (the default, as MuJoCo's) or "elliptic"."""
         opts = self.__dict__.setdefault("_contact_opts", {})
+        if cone is not None:
+            if cone not in ("pyramidal", "elliptic"):
+                raise ValueError(f"contact cone {cone!r}: expected 'pyramidal' or 'elliptic'")
+            opts["cone"] = cone
         if law is not None:
             if law not in ("soft", "penalty"):
                 raise ValueError(f"contact law {law!r}: expected 'soft' or 'penalty'")

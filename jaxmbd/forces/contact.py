@@ -119,6 +119,7 @@ class Contact(JointElement):
     solimp: jax.Array = None                   # (np, 5)
     invweight: jax.Array = None                # (np,): the two bodies' translational body_invweight0, summed
     impratio: jax.Array = None                 # (): frictional over normal impedance (MuJoCo's impratio)
+    cone: str = eqx.field(static=True, default="pyramidal")   # soft law: "pyramidal" or "elliptic"
     geom_hfield: tuple = eqx.field(static=True, default=())     # per geom: its height field's index, -1 none
     hfield_dims: tuple = eqx.field(static=True, default=())     # per height field: (nrow, ncol)
     hfield_window: tuple = eqx.field(static=True, default=())   # ((type1, type2), (kr, kc)) per hfield group
@@ -462,13 +463,14 @@ class Contact(JointElement):
         N = S.NormalRows(Jn, -c["penetration"], Jn @ v, solref, solimp, iw)
         fd = self.fdim
         if fd == 0:
-            return N, S.FrictionRows(*(jnp.zeros((0, model.nv)),) + (jnp.zeros(0),) * 5, np.zeros(0, np.int64),
-                                     jnp.zeros(0), np.zeros(0, np.int64)), c
+            return N, _no_friction_rows(model.nv, Jn.dtype), c
         frame = jax.vmap(G.contact_frame)(n)
         t1, t2 = frame[:, 1], frame[:, 2]
         mu = self.friction[pr]
         dirs = [(lin(t1), mu[:, 0]), (lin(t2), mu[:, 0]), (ang(n), mu[:, 1]), (ang(t1), mu[:, 2]),
                 (ang(t2), mu[:, 2])][:fd]
+        if self.cone == "pyramidal":
+            return self._pyramid_rows(N, dirs, mu[:, 0], v), _no_friction_rows(model.nv, Jn.dtype), c
         JT = jnp.stack([d[0] for d in dirs], 1).reshape(k * fd, model.nv)          # contact-major
         muT = jnp.stack([d[1] for d in dirs], 1).reshape(-1)
         d = S.impedance(jnp.abs(N.r), solimp)
@@ -481,6 +483,33 @@ class Contact(JointElement):
         T = S.FrictionRows(JT, JT @ v, jnp.repeat(B, fd), RT, on, muT, np.repeat(np.arange(k), fd),
                            jnp.zeros(k * fd, JT.dtype), np.repeat(np.arange(k), fd))
         return N, T, c
+
+
+    def _pyramid_rows(self, N, dirs, mu0, v):
+        """MuJoCo's pyramidal cone: each contact's normal row N and frictional directions (J_j, μ_j)
+        become 2 fdim unilateral rows, the cone's edges J_n ± μ_j J_j, all at the contact's
+        distance, with R = 2 μ₀² (1 + μ₀²) R_n / impratio (μ₀ the sliding friction, R_n the
+        elliptic normal row's regularizer: MuJoCo's, checked against its efc_R in
+        tests/test_pyramidal.py).  The normal force is the edges' sum and friction j is
+        μ_j (f₊ - f₋).  A contact without friction (condim 1) keeps its plain normal row; edges of
+        directions beyond a contact's condim are off."""
+        from . import soft as S
+        k, fd = N.J.shape[0], len(dirs)
+        Jd = jnp.stack([d[0] for d in dirs], 1)                           # (k, fd, nv)
+        mud = jnp.stack([d[1] for d in dirs], 1)                          # (k, fd)
+        Je = jnp.stack([N.J[:, None] + mud[..., None] * Jd, N.J[:, None] - mud[..., None] * Jd], 2)
+        plain = (mu0 <= 0)[:, None] & (jnp.arange(fd) == 0)[None, :]      # a frictionless contact's normal row
+        on = jnp.stack([(mud > 0) | plain, mud > 0], 2).astype(Je.dtype).reshape(-1)
+        rscale = jnp.where(mu0 > 0, 2.0 * mu0 ** 2 * (1.0 + mu0 ** 2) / self.impratio, 1.0)
+        rep = lambda x: jnp.repeat(x, 2 * fd, axis=0)  # noqa: E731
+        Je = Je.reshape(k * fd * 2, -1)
+        return S.NormalRows(Je, rep(N.r), Je @ v, rep(N.solref), rep(N.solimp), rep(N.invweight), rep(rscale), on)
+
+
+def _no_friction_rows(nv, dtype):
+    from . import soft as S
+    return S.FrictionRows(jnp.zeros((0, nv), dtype), *(jnp.zeros(0, dtype),) * 5, np.zeros(0, np.int64),
+                          jnp.zeros(0, dtype), np.zeros(0, np.int64))
 
 
 _CONVEX_PRIMITIVES = {k for k in G._CONVEX if "mesh" not in k}   # the primitive pairs of the generic GJK/EPA
@@ -675,7 +704,10 @@ def _soft_fields(params):
     law = "penalty" if not soft.any() else ("soft" if soft.all() else "mixed")
     condim = np.asarray(params.get("condim", np.full(n, 3)), np.int64)
     fdim = int(max([FRICTION_ROWS[int(c)] for c, s in zip(condim, soft) if s] or [0]))
-    return dict(law=law, rows=int(params.get("rows") or SOFT_ROWS_FLOOR), fdim=fdim, soft=f(soft),
+    cone = params.get("cone", "pyramidal")
+    if cone not in ("pyramidal", "elliptic"):
+        raise ValueError(f"contact cone {cone!r}: expected 'pyramidal' or 'elliptic'")
+    return dict(law=law, rows=int(params.get("rows") or SOFT_ROWS_FLOOR), fdim=fdim, soft=f(soft), cone=cone,
                 solref=f(params.get("solref", np.tile(GEOM_DEFAULTS["solref"], (n, 1)))).reshape(n, 2),
                 solimp=f(params.get("solimp", np.tile(GEOM_DEFAULTS["solimp"], (n, 1)))).reshape(n, 5),
                 invweight=f(params.get("invweight", np.ones(n))), impratio=f(params.get("impratio", 1.0)))
@@ -729,8 +761,16 @@ def _evaluate(el, tree, q, v, tau):
         return out
     from ..dynamics import _free_dynamics, soft_stage
     sol, (_, _, extras) = soft_stage(tree, q, v, _free_dynamics(tree, q, v, tau, None, "aba", "auto"))
-    (n0, k), (t0, kt), c = [(a, b, x) for e, a, b, x in extras if isinstance(e, Contact)][0]
-    fN, fT = sol.fN[n0:n0 + k], sol.fT[t0:t0 + kt].reshape(k, -1)
+    (n0, kn), (t0, kt), c = [(a, b, x) for e, a, b, x in extras if isinstance(e, Contact)][0]
+    k = c["pos"].shape[0]
+    if el.cone == "pyramidal" and el.fdim:
+        fd = el.fdim
+        fe = sol.fN[n0:n0 + kn].reshape(k, fd, 2)
+        mu = el.friction[c["pair"]]
+        mud = jnp.stack([mu[:, 0], mu[:, 0], mu[:, 1], mu[:, 2], mu[:, 2]], 1)[:, :fd]
+        fN, fT = jnp.sum(fe, axis=(1, 2)), mud * (fe[..., 0] - fe[..., 1])
+    else:
+        fN, fT = sol.fN[n0:n0 + kn], sol.fT[t0:t0 + kt].reshape(k, -1)
     frame = jax.vmap(G.contact_frame)(c["normal"])
     fd = fT.shape[1]
     pad = jnp.concatenate([fT, jnp.zeros((k, 5 - fd), fT.dtype)], axis=1)
@@ -888,7 +928,7 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
                        np.stack([g["R"] for g in geoms]), np.stack([g["p"] for g in geoms]),
                        np.stack([g["size"] for g in geoms]), groups,
                        dict({k: np.asarray(v, float) for k, v in rows.items()}, impratio=options.get("impratio", 1.0),
-                            rows=options.get("rows") or default_rows(model.topo)),
+                            cone=options.get("cone", "pyramidal"), rows=options.get("rows") or default_rows(model.topo)),
                        [g.get("vertices") for g in geoms], [g.get("maxhullvert") for g in geoms],
                        hfields=[g.get("hfield") for g in geoms])
     cap = capacities(el, model, options.get("capacity"))

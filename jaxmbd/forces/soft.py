@@ -27,31 +27,29 @@ force scales with the load (the effective mass), not with the depth.  At
 rest (J a = 0) a row is a linear spring: f = K d² r / ((1 - d) Â), MuJoCo's
 resting penetration.
 
-MuJoCo solves the complementarity problem (normal forces ≥ 0, frictional
-forces in their cones, friction loss within ±loss) by convex optimization.
-Here it is solved by a fixed number of block sweeps (:data:`SWEEPS`), each
-smooth, so that the forces are a differentiable function of (q, v) and of
-every parameter:
+MuJoCo's forces minimize ½ fᵀ(A + R) f + fᵀ(a₀ - aref) over the constraint set (normal forces
+≥ 0, frictional forces in their cones, friction loss within ±loss).  Here they are found with a
+fixed amount of work, so that they are a function of (q, v) and of every parameter that
+derivatives go through:
 
-1. normal rows (contacts, limits): f_N = max₀((S A + R)⁻¹ S b) with S the
-   rows' activation (0 while the row is separated, rising over a tenth of
-   its resting depth under 1 g, :func:`onset_width`: MuJoCo switches rows
-   on at r = 0) and max₀ a C¹ ramp; in the
-   next sweep, rows whose force would pull are switched off, so the others
-   carry the load;
-2. frictional rows (contact friction, joint friction loss), with the
-   normal forces applied: the same solve, then each cone scaled smoothly
-   onto its limit (a contact's: Σ (f_j/μ_j)² ≤ f_N²; a joint's friction
-   loss: |f| ≤ loss): f ← f · L / (L⁸ + g⁸)^⅛, g the cone norm of f.
+1. :data:`SWEEPS` block sweeps give a starting point: normal rows (contacts, limits, a pyramidal
+   cone's edges) by :data:`ACTIVE_SET` active-set iterations f_N = max₀((S A + R)⁻¹ S b), S the
+   rows' activation (0 while the row is separated, rising over a tenth of its resting depth under
+   1 g, :func:`onset_width`: MuJoCo switches rows on at r = 0) times whether the row pushes, then
+   :data:`PASSES` Gauss-Seidel passes over them; frictional rows (elliptic cones' friction, joint
+   friction loss) with the normal forces applied, by the same solve, each cone scaled smoothly onto
+   its limit (f ← f · L / (L⁸ + g⁸)^⅛, g the cone norm of f), then Gauss-Seidel passes over the
+   cones (:func:`_cones_gs`);
+2. :data:`NEWTON` Newton iterations on MuJoCo's problem itself (:func:`_newton`, :func:`_force_map`),
+   whose fixed point is MuJoCo's solution.
 
-Where this differs from MuJoCo: the complementarity is approximate (two
-sweeps of a block projection instead of MuJoCo's solver), rows fade in
-over a tenth of their resting depth instead of switching on, friction cones are elliptic
-for every contact (MuJoCo's default pyramidal cone has other regularizers),
-near the cone's edge the smooth scaling gives a little less than the full
-static friction, and the row acceleration J a ignores J̇ v as MuJoCo does.
-The normal forces of :func:`jaxmbd.forces.contact_forces` come from the
-same solve."""
+The forces' derivatives are those of the fixed point (the implicit-function theorem, :func:`_forces`):
+nothing of the sweeps or the iterations is differentiated.
+
+Where this differs from MuJoCo: rows fade in over a tenth of their resting depth instead of
+switching on, and the row acceleration J a ignores J̇ v as MuJoCo does.  Pyramidal cones are rows
+of their own (:meth:`jaxmbd.forces.contact.Contact._pyramid_rows`).  The normal forces of
+:func:`jaxmbd.forces.contact_forces` come from the same solve."""
 
 from __future__ import annotations
 
@@ -64,6 +62,9 @@ import numpy as np
 from .law import ramp
 
 SWEEPS = 2              # block sweeps (normal rows, then frictional rows) per evaluation
+ACTIVE_SET = 4          # active-set iterations of the normal rows in the first sweep (one in the others)
+NEWTON = 4              # Newton iterations on MuJoCo's problem from the sweeps' forces
+PASSES = 3              # Gauss-Seidel passes over the rows (normal) and cones (frictional) in each sweep
 SAT_POWER = 8.0         # the cone scaling's smoothness: f L / (L^p + g^p)^(1/p)
 ONSET_FRACTION = 0.1    # a row fades in over this fraction of its resting depth under ONSET_G
 ONSET_G = 9.81          # m/s² (rad/s²)
@@ -113,13 +114,18 @@ def _unit_step(x):
 
 class NormalRows(NamedTuple):
     """Unilateral rows: J (k, nv), r (k,) signed distance (< 0 violated), vel (k,) = J v, solref (k, 2),
-    solimp (k, 5), invweight (k,) (Â), width (k,) (the activation's)."""
+    solimp (k, 5), invweight (k,) (Â: the row's effective inverse mass, which sets the width of its
+    force's ramp at 0), and optionally rscale (k,) (R = (1 - d)/d · Â · rscale; None: 1) and on (k,)
+    (a factor on the activation; None: 1; a pyramidal cone's edges beyond its contact's condim are
+    off)."""
     J: jax.Array
     r: jax.Array
     vel: jax.Array
     solref: jax.Array
     solimp: jax.Array
     invweight: jax.Array
+    rscale: jax.Array | None = None
+    on: jax.Array | None = None
 
 
 class FrictionRows(NamedTuple):
@@ -153,8 +159,10 @@ def normal_parameters(rows):
     d = impedance(jnp.abs(rows.r), rows.solimp)
     K, B = ref_coefficients(rows.solref, rows.solimp)
     aref = -B * rows.vel - K * d * rows.r
-    R = jnp.maximum((1.0 - d) / d * rows.invweight, MINVAL)
-    return aref, R, activation(delta, onset_width(rows.solref, rows.solimp)), d
+    R = (1.0 - d) / d * rows.invweight
+    R = jnp.maximum(R if rows.rscale is None else R * rows.rscale, MINVAL)
+    s = activation(delta, onset_width(rows.solref, rows.solimp))
+    return aref, R, s if rows.on is None else s * rows.on, d
 
 
 def _solve(A, R, s, b):
@@ -220,6 +228,18 @@ def _lu_solve_jvp(primals, tangents):
     return f, _lu_apply(L, U, dx - dM @ f)
 
 
+def _scale(L, g2):
+    """The smooth factor L / (L^p + g^p)^(1/p) that brings a cone's forces of squared cone norm g2
+    onto its limit L (p = :data:`SAT_POWER`)."""
+    p = SAT_POWER
+    s = L ** p + g2 ** (p / 2)
+    # where both the limit and the forces vanish (s below 1e-200: |f| < 1e-25) the scale is taken as 1;
+    # a root of s near zero has finite first derivatives but infinite second ones (inf x 0 = NaN in
+    # the integrators' Jacobians differentiated again, as a gradient through an implicit step does)
+    live = s > 1e-200
+    return jnp.where(live, L / jnp.where(live, s, 1.0) ** (1.0 / p), 1.0)
+
+
 def _cone_scale(f, rows, fN):
     """Each cone's forces scaled smoothly onto their limit."""
     nc = int(rows.cone.max()) + 1 if len(rows.cone) else 0
@@ -227,13 +247,7 @@ def _cone_scale(f, rows, fN):
     L = jnp.where(jnp.asarray(has_n), fN[np.maximum(rows.normal, 0)] if fN.shape[0] else 0.0, rows.loss)
     mu = jnp.where(rows.mu > 0, rows.mu, 1.0)
     g2 = jax.ops.segment_sum((f / mu) ** 2, jnp.asarray(rows.cone), nc)[rows.cone]
-    p = SAT_POWER
-    s = L ** p + g2 ** (p / 2)
-    # where both the limit and the forces vanish (s below 1e-200: |f| < 1e-25) the scale is taken as 1;
-    # a root of s near zero has finite first derivatives but infinite second ones (inf x 0 = NaN in
-    # the integrators' Jacobians differentiated again, as a gradient through an implicit step does)
-    live = s > 1e-200
-    scale = jnp.where(live, L / jnp.where(live, s, 1.0) ** (1.0 / p), 1.0)
+    scale = _scale(L, g2)
     return jnp.where(rows.mu > 0, f * scale, 0.0)
 
 
@@ -246,33 +260,189 @@ class Solution(NamedTuple):
     tau: jax.Array
 
 
+def _rows_gs(A, R, s, b, eps, f):
+    """:data:`PASSES` projected Gauss-Seidel passes over unilateral rows, from ``f``: row i takes
+    f_i = max₀(s_i (b_i - Σ_{j≠i} A_ij f_j) / (s_i A_ii + R_i)), the system (S A + R) f = S b of
+    :func:`_solve` with each row's force kept from pulling (the C¹ ramp of width ``eps``)."""
+    k = A.shape[0]
+    Rs = jnp.maximum(R, MINVAL)
+
+    def update(t, f):
+        i = t % k
+        raw = s[i] * (b[i] - A[i] @ f + A[i, i] * f[i]) / (s[i] * A[i, i] + Rs[i])
+        return f.at[i].set(ramp(raw, eps[i]))
+    return jax.lax.fori_loop(0, PASSES * k, update, f)
+
+
+def _cones_gs(A, rows, b, fN, f):
+    """:data:`PASSES` block Gauss-Seidel passes over the frictional rows' cones, from ``f``: each cone's
+    block of (S A + R) f = S b solved with the other cones' forces held, then scaled onto its limit
+    as :func:`_cone_scale` does.  A joint solve of all cones followed by the scaling is not the
+    cone-constrained solution where rows are nearly parallel (a box's corners sliding together:
+    the joint solve splits their forces with opposite signs, and the scaling keeps the signs); the
+    passes are."""
+    k = A.shape[0]
+    cone = np.asarray(rows.cone)
+    nc = int(cone.max()) + 1
+    width = int(np.bincount(cone, minlength=nc).max())
+    idx = k + np.tile(np.arange(width), (nc, 1))      # padded with dummy rows k + j (M = 1, b = 0, off):
+    for c in range(nc):                                # one per position, so a padded block stays regular
+        r = np.nonzero(cone == c)[0]
+        idx[c, :len(r)] = r
+    idx = jnp.asarray(idx)
+    dt = A.dtype
+    M = rows.on[:, None] * A + jnp.diag(jnp.maximum(rows.R, MINVAL))
+    M = jnp.eye(k + width, dtype=dt).at[:k, :k].set(M)
+    pad = jnp.zeros(width, dt)
+    b = jnp.concatenate([rows.on * b, pad])
+    has_n = jnp.asarray(rows.normal >= 0)
+    L = jnp.where(has_n, fN[np.maximum(rows.normal, 0)] if fN.shape[0] else 0.0, rows.loss)
+    L = jnp.concatenate([L, pad])
+    live = jnp.concatenate([rows.mu > 0, jnp.zeros(width, bool)])
+    mu = jnp.concatenate([jnp.where(rows.mu > 0, rows.mu, 1.0), jnp.ones(width, dt)])
+
+    def update(t, f):
+        r = idx[t % nc]
+        Mr = M[r]
+        x = _lu_solve(Mr[:, r], b[r] - Mr @ f + Mr[:, r] @ f[r])
+        x = jnp.where(live[r], x, 0.0)
+        return f.at[r].set(x * _scale(L[r[0]], jnp.sum((x / mu[r]) ** 2))).at[k:].set(0.0)
+    f = jnp.concatenate([f, pad])
+    return jax.lax.fori_loop(0, PASSES * nc, update, f)[:k]
+
+
 def solve(N, T, a_free, respond):
     """The accelerations with the rows' forces (module docstring).  N: NormalRows, T: FrictionRows
     (either may have no rows); a_free: the accelerations without them; respond(X) = the acceleration
     response to generalized forces X (nv, m) (H⁻¹ X for a tree)."""
-    dt = a_free.dtype
     J = jnp.concatenate([N.J, T.J], axis=0)
     Y = respond(J.T)                                  # (nv, kN + kT)
     A = J @ Y
     kN = N.J.shape[0]
-    a0 = J @ a_free
     aN, R_N, sN, _ = normal_parameters(N)
     eps = EPS_ACC / jnp.maximum(N.invweight, MINVAL)
-    arefT = -T.B * T.vel
+    aref = jnp.concatenate([aN, -T.B * T.vel])
+    R = jnp.maximum(jnp.concatenate([R_N, T.R]), MINVAL)
+    f = _forces(T.normal, T.cone)(A, J @ a_free, aref, R, sN, T.on, T.mu, T.loss, jax.lax.stop_gradient(eps))
+    return Solution(a_free + Y @ f, f[:kN], f[kN:], J.T @ f)
+
+
+def _forces(normal, cone):
+    """MuJoCo's forces of the rows, f(A, a0, aref, R, sN, on, mu, loss, eps), for frictional rows of the
+    static ``normal`` and ``cone`` indices: the sweeps (a starting point), then Newton iterations on
+    MuJoCo's problem (:func:`_newton`).  Its derivative is the implicit function's at the fixed
+    point f = F(a0 + A f - aref) of the force map (:func:`_force_map`): (I + D A) df = dF, dF the
+    force map's own derivative at the solution (D = -∂F/∂y), so every tangent direction costs a
+    forward and a back substitution with the last Newton step's factors, and nothing of the sweeps
+    or the iterations is differentiated."""
+    def rows_of(R, on, mu, loss, kN):
+        k = R.shape[0] - kN
+        return FrictionRows(jnp.zeros((k, 0), R.dtype), None, None, R[kN:], on, mu, normal, loss, cone)
+
+    @jax.custom_jvp
+    def forces(A, a0, aref, R, sN, on, mu, loss, eps):
+        kN = sN.shape[0]
+        T = rows_of(R, on, mu, loss, kN)
+        f = _sweeps(A, a0, aref, R, sN, T, eps)
+        return _newton(A, a0, aref, R, sN, T, f)
+
+    @forces.defjvp
+    def forces_jvp(primals, tangents):
+        A, a0, aref, R, sN, on, mu, loss, eps = primals
+        dA, da0, daref, dR, dsN, don, dmu, dloss, _ = tangents
+        kN = sN.shape[0]
+        f = forces(*primals)
+        y = a0 + A @ f - aref
+        F = lambda y, R, sN, on, mu, loss: _force_map(y, R, sN, rows_of(R, on, mu, loss, kN), kN)  # noqa: E731
+        dF = jax.jvp(F, (y, R, sN, on, mu, loss), (da0 + dA @ f - daref, dR, dsN, don, dmu, dloss))[1]
+        D = -jax.jacfwd(F)(y, R, sN, on, mu, loss)
+        Lf, Uf = _lu(jnp.eye(A.shape[0], dtype=A.dtype) + D @ A)
+        return f, _lu_apply(Lf, Uf, dF)
+    return forces
+
+
+def _sweeps(A, a0, aref, R, sN, T, eps):
+    """The starting point of the Newton iterations: :data:`SWEEPS` block sweeps (module docstring)."""
+    kN, kT = sN.shape[0], R.shape[0] - sN.shape[0]
+    dt = A.dtype
+    aN, arefT, R_N = aref[:kN], aref[kN:], R[:kN]
     fN = jnp.zeros(kN, dt)
-    fT = jnp.zeros(T.J.shape[0], dt)
+    fT = jnp.zeros(kT, dt)
     onN = sN
     for sweep in range(SWEEPS):
         if kN:
             b = aN - a0[:kN] - A[:kN, kN:] @ fT
-            raw = _solve(A[:kN, :kN], R_N, onN, b)
-            fN = ramp(raw, eps)
-            onN = sN * _unit_step(raw / eps)
-        if T.J.shape[0]:
+            ANN, dA = A[:kN, :kN], jnp.diagonal(A[:kN, :kN])
+            for _ in range(ACTIVE_SET if sweep == 0 else 1):
+                raw = _solve(ANN, R_N, onN, b)
+                local = (b - ANN @ raw + dA * raw) / (dA + R_N)
+                onN = sN * _unit_step(local / eps)
+            fN = _rows_gs(A[:kN, :kN], R_N, sN, b, eps, ramp(raw, eps))
+        if kT:
             b = arefT - a0[kN:] - A[kN:, :kN] @ fN
-            fT = _cone_scale(_solve(A[kN:, kN:], T.R, T.on, b), T, fN)
-    f = jnp.concatenate([fN, fT])
-    return Solution(a_free + Y @ f, fN, fT, J.T @ f)
+            fT = _cones_gs(A[kN:, kN:], T, b, fN, _cone_scale(_solve(A[kN:, kN:], T.R, T.on, b), T, fN))
+    return jnp.concatenate([fN, fT])
+
+
+def _force_map(y, R, sN, T, kN):
+    """MuJoCo's forces at row accelerations J a with residual y = J a - aref: the projection of
+    -R⁻¹ y onto the rows' constraint set in the metric R (Todorov 2014; MuJoCo documentation,
+    Computation: the primal problem): a unilateral row max(0, -y/R); a friction loss row clipped to
+    ±loss; an elliptic cone (a normal row and its frictional rows) by the closed-form projection onto
+    the circular cone ‖x_t‖ ≤ m x_n in the scaled coordinates x = R^½ f, in which MuJoCo's frictional
+    regularizers (R_n / impratio · (μ₀/μ_j)²) make the cone circular, m = μ_j (R_j / R_n)^½.
+    Each row's force is weighted by its activation."""
+    kT = T.J.shape[0]
+    sq = jnp.sqrt(R)
+    fN = sN * jnp.maximum(-y[:kN] / R[:kN], 0.0)
+    if not kT:
+        return fN
+    yT, RT, sqT = y[kN:], R[kN:], sq[kN:]
+    fT = jnp.clip(-yT / RT, -T.loss, T.loss)                        # friction loss rows
+    has_n = np.asarray(T.normal) >= 0
+    if has_n.any():
+        n_of = np.maximum(np.asarray(T.normal), 0)
+        cone = np.asarray(T.cone)
+        nc = int(cone.max()) + 1
+        live = T.mu > 0
+        tn = -y[:kN][n_of] / sq[:kN][n_of]                            # per frictional row, its cone's
+        tt = jnp.where(live, -yT / sqT, 0.0)
+        tau2 = jax.ops.segment_sum(tt * tt, jnp.asarray(cone), nc)[cone]
+        m = jax.ops.segment_max(jnp.where(live, T.mu * sqT / sq[:kN][n_of], 0.0), jnp.asarray(cone), nc)[cone]
+        pos = tau2 > 0
+        tau = jnp.sqrt(jnp.where(pos, tau2, 1.0))
+        inside = jnp.where(pos, tau <= m * tn, tn >= 0)
+        below = jnp.where(pos, m * tau <= -tn, tn < 0)
+        xb = (tn + m * tau) / (1.0 + m * m)
+        xn = jnp.where(inside, tn, jnp.where(below, 0.0, xb))
+        xt = jnp.where(inside, tt, jnp.where(below, 0.0, m * xb * tt / tau))
+        fT = jnp.where(jnp.asarray(has_n), T.on * xt / sqT, fT)
+        first = np.full(kN, -1)
+        for i in np.nonzero(has_n)[0][::-1]:
+            first[n_of[i]] = i
+        with_cone = first >= 0
+        fN = jnp.where(jnp.asarray(with_cone), sN * (xn / sq[:kN][n_of])[np.maximum(first, 0)], fN)
+    else:
+        fT = T.on * fT
+    return jnp.concatenate([fN, fT])
+
+
+def _newton(A, a0, aref, R, sN, T, f):
+    """:data:`NEWTON` Newton iterations on MuJoCo's constrained problem, from the forces ``f``: with
+    row accelerations J a = a0 + A μ, the fixed point μ = F(a0 + A μ - aref) of the force map
+    (:func:`_force_map`), each step μ ← μ - (I + D A)⁻¹ (μ - F), D = -∂F/∂y.  This is MuJoCo's
+    primal Newton step written in the rows' space ((H + Jᵀ D J)⁻¹ Jᵀ = H⁻¹ Jᵀ (I + D A)⁻¹): at its
+    fixed point the forces are those of MuJoCo's solver, its cone's normal force included (a
+    sliding contact's normal row is not at rest in MuJoCo's convex model: its residual balances the
+    cone's friction), which the sweeps' complementarity does not give."""
+    kN = sN.shape[0]
+    eye = jnp.eye(A.shape[0], dtype=A.dtype)
+    F = lambda y: _force_map(y, R, sN, T, kN)  # noqa: E731
+
+    def step(_, f):
+        y = a0 + A @ f - aref
+        return f - _lu_solve(eye + (-jax.jacfwd(F)(y)) @ A, f - F(y))
+    return jax.lax.fori_loop(0, NEWTON, step, f)
 
 
 SOLREF_DEFAULT = (0.02, 1.0)
@@ -329,7 +499,8 @@ def rows(model, q, v, kin_axes=None):
         t0 += T.J.shape[0]
         c0 += int(T.cone.max()) + 1 if len(T.cone) else 0
     cat = lambda xs: jnp.concatenate(xs) if isinstance(xs[0], jax.Array) else np.concatenate(xs)  # noqa: E731
-    N = NormalRows(*(cat([getattr(n, f) for n in Ns]) for f in NormalRows._fields))
+    ones = lambda n, f: jnp.ones(n.r.shape, n.r.dtype) if getattr(n, f) is None else getattr(n, f)  # noqa: E731
+    N = NormalRows(*(cat([ones(n, f) for n in Ns]) for f in NormalRows._fields))
     T = FrictionRows(*(cat([getattr(t, f) for t in Ts]) for f in FrictionRows._fields))
     return N, T, extras
 

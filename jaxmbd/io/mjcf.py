@@ -33,8 +33,9 @@ hinge or slide joint (``limited``, or ``range`` with ``autolimits``) gets
 :class:`jaxmbd.forces.JointLimit` with ``solreflimit``/``solimplimit``, a
 joint with ``frictionloss`` gets :class:`jaxmbd.forces.FrictionLoss` with
 ``solreffriction``/``solimpfriction``, both with the DoF's ``dof_invweight0``
-at qpos0; ``<option impratio>`` scales the contacts' frictional rows (MuJoCo's
-``refsafe`` rule applied: a time constant below twice the timestep is raised
+at qpos0; ``<option cone>`` picks the contacts' friction cones (pyramidal unless
+the file says elliptic, as in MuJoCo) and ``<option impratio>`` scales their
+frictional rows' regularizer (MuJoCo's ``refsafe`` rule applied: a time constant below twice the timestep is raised
 to it; ``<flag limit="disable">``, ``frictionloss="disable"`` and
 ``constraint="disable"`` turn them off).  Ball-joint limits and limit
 margins are not modelled.
@@ -68,8 +69,7 @@ Not modelled (listed once in a warning, never dropped silently):
 tendons, sensors, ball-joint limits, fluid forces,
 gravity compensation, mocap bodies, and equality constraints other
 than ``connect``/``weld`` (returned in ``MJCFImport.equality``); options and flags that change
-MuJoCo's contacts or dynamics but not jaxmbd's (``cone="pyramidal"`` given explicitly: jaxmbd's
-cones are elliptic; ``noslip_iterations``, ``<flag override>`` with its ``o_*`` values, pair
+MuJoCo's contacts or dynamics but not jaxmbd's (``noslip_iterations``, ``<flag override>`` with its ``o_*`` values, pair
 ``solreffriction``, ``<flag spring/damper/equality="disable">``, ``<flag
 sleep/speculative/ipc="enable">``).  ``connect``
 and ``weld`` between bodies or sites become loop constraints (``point`` and
@@ -826,6 +826,9 @@ class _Compiler:
             raise MJCFError(f"<option integrator={self.integrator!r}>: expected one of "
                             f"{', '.join(MUJOCO_INTEGRATORS)} (MuJoCo refuses it too)")
         self.impratio = C.number(opt.get("impratio", "1"), "<option impratio>")
+        self.cone = opt.get("cone", "pyramidal")
+        if self.cone not in ("pyramidal", "elliptic"):
+            raise MJCFError(f"<option cone={self.cone!r}>: expected pyramidal or elliptic")
         if not self.impratio > 0:
             raise MJCFError(f"<option impratio> must be positive, got {self.impratio}")
         self.collision_geoms = 0
@@ -1018,7 +1021,7 @@ class _Compiler:
                                          body_alias=self.chain_alias,
                                          timestep=self.timestep if self.refsafe else None,
                                          capacity=self.contact_capacity, impratio=self.impratio,
-                                         law=self.law, rows=self.contact_rows)
+                                         law=self.law, rows=self.contact_rows, cone=self.cone)
         if skipped:
             self.unsupported.append("contacts of " + ", ".join(f"{k} geoms ({n})" for k, n in sorted(skipped.items())))
         if gaps:
@@ -1098,11 +1101,6 @@ class _Compiler:
         opt, out = self.opt, []
         if not (getattr(self.builder, "_geoms", None) or getattr(self.builder, "_pairs", None)):
             return out
-        if "cone" in opt:
-            if opt["cone"] not in ("pyramidal", "elliptic"):
-                raise MJCFError(f"<option cone={opt['cone']!r}>: expected pyramidal or elliptic")
-            if opt["cone"] == "pyramidal":
-                out.append("<option cone='pyramidal'> (jaxmbd's friction cones are elliptic)")
         if self.override:
             given = [f"{k}={opt[k]!r}" for k in ("o_margin", "o_solref", "o_solimp", "o_friction") if k in opt]
             out.append("<flag override='enable'> (contact parameter override"
