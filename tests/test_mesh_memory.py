@@ -166,8 +166,9 @@ def test_the_bounded_path_s_deepest_equals_mujoco(t1):
 def test_a_prism_rests_level_on_the_bounded_path():
     """A 32-sided prism (64 vertices: the bounded path) standing on a box
     table, level and 1 mm deep: its bottom face has more vertices than a face
-    contact takes (FACE_VERTS), so the hulls' vertices are the candidates:
-    FACE_POINTS (4) rim vertices, spread over the face, carry it, all 1 mm deep, and the normal forces' resultant passes
+    contact takes (FACE_VERTS), so the hulls' vertices are the candidates
+    (none of the table's corners); FACE_POINTS (4) rim vertices spread over
+    the face carry it, all 1 mm deep, and the normal forces' resultant passes
     through the centre of the face (its moment about the centre is zero:
     the prism stays level); the contact energy's gradient is finite."""
     ang = 2 * np.pi * np.arange(32) / 32
