@@ -66,13 +66,14 @@ def pytest_collection_modifyitems(config, items):
             base = item.nodeid.split("[", 1)[0]
             if base not in cheapest or table[item.nodeid] < table[cheapest[base]]:
                 cheapest[base] = item.nodeid
+    cheapest = set(cheapest.values())
     for item in items:
         t = table.get(item.nodeid)
         if t is None:
             continue
         if t >= SLOW_S:
             item.add_marker(pytest.mark.slow)
-        if t >= LONG_S and item.nodeid not in cheapest.values():
+        if t >= LONG_S and item.nodeid not in cheapest:
             item.add_marker(pytest.mark.long)
 
 
