@@ -26,6 +26,57 @@ settings.register_profile("jaxmbd", max_examples=8, deadline=None, derandomize=T
 settings.load_profile("jaxmbd")
 
 
+# --- which checks run when, from their measured durations.  tests/durations.tsv holds each test's
+# call time, measured as its header says; a test measured at LONG_S seconds or more is marked long
+# (not in the default run; .ci/run runs it after it), one at SLOW_S or more slow (not in CI: before
+# a release, pytest -m slow).  JAXMBD_TEST_DURATIONS=<file> appends each test's call time to <file>
+# (the table's format).  The cheapest case of a parametrized test is not marked long by the
+# table, so each test keeps a case in the default run.  Marks written on a test hold as well; a
+# test missing from the table keeps only those.
+LONG_S = 13.0
+SLOW_S = 60.0
+
+
+def _durations():
+    path = os.path.join(os.path.dirname(__file__), "durations.tsv")
+    table = {}
+    with open(path) as f:
+        for line in f:
+            if line.strip() and not line.startswith("#"):
+                seconds, nodeid = line.rstrip("\n").split("\t")
+                table[nodeid] = float(seconds)
+    return table
+
+
+_RECORD = os.environ.get("JAXMBD_TEST_DURATIONS")   # a path: append each test's call time there
+
+
+def pytest_runtest_logreport(report):
+    if _RECORD and report.when == "call" and not os.environ.get("PYTEST_XDIST_WORKER"):
+        with open(_RECORD, "a") as f:
+            f.write(f"{report.duration:.1f}\t{report.nodeid}\n")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    table = _durations()
+    cheapest = {}
+    for item in items:
+        if item.nodeid in table and "[" in item.nodeid:
+            base = item.nodeid.split("[", 1)[0]
+            if base not in cheapest or table[item.nodeid] < table[cheapest[base]]:
+                cheapest[base] = item.nodeid
+    cheapest = set(cheapest.values())
+    for item in items:
+        t = table.get(item.nodeid)
+        if t is None:
+            continue
+        if t >= SLOW_S:
+            item.add_marker(pytest.mark.slow)
+        if t >= LONG_S and item.nodeid not in cheapest:
+            item.add_marker(pytest.mark.long)
+
+
 @pytest.fixture(autouse=True)
 def _own_working_directory(tmp_path, monkeypatch):
     """Every test runs in its own empty directory (its tmp_path), so none reads or writes the

@@ -165,8 +165,10 @@ def test_the_bounded_path_s_deepest_equals_mujoco(t1):
 @pytest.mark.long
 def test_a_prism_rests_level_on_the_bounded_path():
     """A 32-sided prism (64 vertices: the bounded path) standing on a box
-    table, level and 1 mm deep: SUPPORT_DIRS (8) rim vertices of its bottom
-    face carry it, all 1 mm deep, and the normal forces' resultant passes
+    table, level and 1 mm deep: its bottom face has more vertices than a face
+    contact takes (FACE_VERTS), so the hulls' vertices are the candidates
+    (none of the table's corners); FACE_POINTS (4) rim vertices spread over
+    the face carry it, all 1 mm deep, and the normal forces' resultant passes
     through the centre of the face (its moment about the centre is zero:
     the prism stays level); the contact energy's gradient is finite."""
     ang = 2 * np.pi * np.arange(32) / 32
@@ -183,7 +185,7 @@ def test_a_prism_rests_level_on_the_bounded_path():
     f = contact_forces(model, jnp.array([0.02, -0.01, 0.05 - 1e-3, 1, 0, 0, 0]), jnp.zeros(6))
     dist, fn, pos = (np.asarray(f[k]) for k in ("dist", "normal_force", "pos"))
     on = dist[:-1] < 0
-    assert on.sum() == G.SUPPORT_DIRS
+    assert on.sum() == G.FACE_POINTS
     np.testing.assert_allclose(dist[:-1][on], -1e-3, atol=1e-12)
     assert abs(dist[-1]) < 1e-12                               # the GJK/EPA residual: nothing left
     r = pos[:-1][on][:, :2] - [0.02, -0.01]

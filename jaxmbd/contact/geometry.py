@@ -728,7 +728,8 @@ def _face(h, f, tol_on):
     """The face f of the hull h: its normal and offset, its vertices and edges (indices, padded to
     at most FACE_VERTS each, and which are real) and its edges' side planes: unit outward normals
     S (k, 3) perpendicular to the face and offsets O (k,) (S.x <= O inside the prism over the
-    face).  Members are the vertices and edges within tol_on of the face's plane."""
+    face), and whether all its members fit in FACE_VERTS.  Members are the vertices and edges
+    within tol_on of the face's plane."""
     n, d = h.N[f], h.D[f]
     onv = h.valid & (jnp.abs(h.V @ n - d) <= tol_on)
     one = h.evalid & jnp.all(jnp.abs(h.E @ n - d) <= tol_on, axis=1)
@@ -740,7 +741,8 @@ def _face(h, f, tol_on):
     E = h.E[ie]
     S, _ = _normalize(jnp.cross(E[:, 1] - E[:, 0], n[None]), jnp.zeros_like(E[:, 0]))
     S = S * jnp.where(jnp.sum(S * (E[:, 0] - centre[None]), -1) >= 0, 1.0, -1.0)[:, None]
-    return n, d, h.V[iv], mv, E, me, S, jnp.sum(S * E[:, 0], -1)
+    fits = (onv.sum() <= kv) & (one.sum() <= ke)
+    return n, d, h.V[iv], mv, E, me, S, jnp.sum(S * E[:, 0], -1), fits
 
 
 def _outside(X, S, O, m):
@@ -762,9 +764,10 @@ def _face_clip(ref, fr, inc, fi, tol, tol_on):
     incident face's edges with the reference face's side planes strictly inside its other sides
     (at their height).  A crossing reaches an edge's end exactly where the incident vertex enters
     the prism, so the candidates hand over continuously.  Returns dist (2 k + k^2,) (_FAR where
-    there is no point) and pos (middle of the two surfaces)."""
-    nr, dr, VR, mvr, _, mer, SR, OR = _face(ref, fr, tol_on)
-    ni, di, VI, mvi, EI, mei, SI, OI = _face(inc, fi, tol_on)
+    there is no point), pos (middle of the two surfaces) and whether both faces fit in FACE_VERTS
+    (a face with more vertices, a cylinder's cap of many sides, is clipped wrongly: not used)."""
+    nr, dr, VR, mvr, _, mer, SR, OR, fits_r = _face(ref, fr, tol_on)
+    ni, di, VI, mvi, EI, mei, SI, OI, fits_i = _face(inc, fi, tol_on)
     # (a) incident vertices in the reference prism
     ha = VI @ nr - dr
     ok_a = mvi & (_outside(VI, SR, OR, mer) <= tol)
@@ -787,7 +790,7 @@ def _face_clip(ref, fr, inc, fi, tol, tol_on):
     dist = jnp.concatenate([jnp.where(ok_a, ha, _FAR), jnp.where(ok_b, t, _FAR), jnp.where(ok_c, hc, _FAR).ravel()])
     pos = jnp.concatenate([VI - 0.5 * ha[:, None] * nr[None], VR + 0.5 * t[:, None] * nr[None],
                            (X - 0.5 * hc[..., None] * nr[None, None]).reshape(-1, 3)])
-    return dist, pos
+    return dist, pos, fits_r & fits_i
 
 
 def _face_contact(h1, h2, n, tol, tol_on):
@@ -796,7 +799,7 @@ def _face_contact(h1, h2, n, tol, tol_on):
     against it, the one with the larger gap (the separation of the hulls along its normal; hull
     1's on a tie) is the reference face, the other hull's face most opposed to it the incident
     face.  Returns (dist, pos, normal (3,) from hull 1 to hull 2: the reference face's, gap along
-    it)."""
+    it, whether both faces fit in FACE_VERTS)."""
     n = jax.lax.stop_gradient(n)
     f1, f2 = jnp.argmax(h1.N @ n), jnp.argmax(-(h2.N @ n))
     g1 = jnp.min(jnp.where(h2.valid, h2.V @ h1.N[f1], _FAR)) - h1.D[f1]
@@ -808,8 +811,8 @@ def _face_contact(h1, h2, n, tol, tol_on):
     inc = jax.tree.map(lambda x, y: jnp.where(one, y, x), H1, H2)
     fr = jnp.where(one, f1, f2)
     fi = jnp.argmin(inc.N @ jax.lax.stop_gradient(ref.N[fr]))
-    dist, pos = _face_clip(ref, fr, inc, fi, tol, tol_on)
-    return dist, pos, jnp.where(one, h1.N[f1], -h2.N[f2]), jnp.maximum(g1, g2)
+    dist, pos, fits = _face_clip(ref, fr, inc, fi, tol, tol_on)
+    return dist, pos, jnp.where(one, h1.N[f1], -h2.N[f2]), jnp.maximum(g1, g2), fits
 
 
 def _spread(dist, pos, m, size):
@@ -841,16 +844,17 @@ def _polytopes(h1, h2, deep, d_v, pos_v, n_v):
     pair (:func:`_polytope_pair`).  Face contact, where the gap along the best-aligned face's
     normal (:func:`_face_contact`) is within FACE_PREFERENCE of the deepest pair's (a face resting
     on a face, or on an edge or a vertex, and nearly so): the support polygon of the two contact
-    faces, along the reference face's normal; elsewhere (edge-edge contact) the point candidates
+    faces, along the reference face's normal, where both faces have at most FACE_VERTS vertices
+    and edges; elsewhere (edge-edge contact, larger faces) the point candidates
     d_v, pos_v, n_v (each polytope's vertices against the other).  Of these FACE_POINTS are kept,
     spread over the patch (:func:`_spread`), as MuJoCo keeps at most four of a polygon's."""
     tol_rel, on_rel = _tols(h1.V)
     size = _extent(h1.V, h2.V)
     size = jax.lax.stop_gradient(size)
     tol, tol_on = tol_rel * size, on_rel * size
-    d_f, p_f, n_f, g_f = _face_contact(h1, h2, deep[2][0], tol, tol_on)
+    d_f, p_f, n_f, g_f, fits = _face_contact(h1, h2, deep[2][0], tol, tol_on)
     dg = jax.lax.stop_gradient(deep[0][0])
-    face = jax.lax.stop_gradient(g_f) >= dg - FACE_PREFERENCE[0] * jnp.abs(dg) - FACE_PREFERENCE[1] * size - tol
+    face = fits & (jax.lax.stop_gradient(g_f) >= dg - FACE_PREFERENCE[0] * jnp.abs(dg) - FACE_PREFERENCE[1] * size - tol)
     d = jnp.concatenate([jnp.where(face, d_f, _FAR), jnp.where(face, _FAR, d_v)])
     pos = jnp.concatenate([p_f, pos_v])
     nrm = jnp.concatenate([jnp.broadcast_to(n_f[None], p_f.shape), n_v])
