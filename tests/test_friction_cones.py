@@ -94,6 +94,57 @@ def test_pyramidal_rows_and_accelerations_are_mujocos(condim, mu, impratio, mass
     np.testing.assert_allclose(np.asarray(a), d.qacc, rtol=1e-6, atol=1e-6 * np.abs(d.qacc).max())
 
 
+LEGS = """<mujoco><option cone="pyramidal"/>
+  <worldbody><geom name="floor" type="plane" size="5 5 0.1" euler="7 -4 0"/>
+    <body name="leg" pos="0 0 0.3" euler="0 0 35"><freejoint/>
+      <geom type="capsule" fromto="-0.2 0 0 0.2 0 0" size="0.05" mass="1" friction="0.8"/></body>
+    <body name="ball" pos="1 0 0.3"><freejoint/><geom type="sphere" size="0.05" mass="1" friction="0.8"/></body>
+    <body name="brick" pos="-1 0 0.3" euler="0 0 20"><freejoint/>
+      <geom type="box" size="0.1 0.05 0.05" mass="1" friction="0.8"/></body>
+  </worldbody></mujoco>"""
+
+
+def test_pyramidal_edges_follow_mujocos_contact_frames():
+    """MuJoCo's pyramid has its edges along its contact frame's tangents, so the frame decides how
+    much friction a direction gets (a pyramid's diagonal gets 1/√2 of what a direction along an
+    edge gets).  A capsule lying at 35° on a floor tilted about two axes (its contacts' first
+    tangent is the capsule's axis, as MuJoCo's plane-capsule contacts have it), a sphere and a box
+    (the default tangent: the world y axis made orthogonal to the normal), settled in MuJoCo, each
+    pushed along the capsule's axis, across it or diagonally, at rest and moving, sticking and
+    sliding: qacc equals MuJoCo's, and the candidates' tangents are MuJoCo's contact frames'."""
+    m = mujoco.MjModel.from_xml_string(LEGS)
+    d = mujoco.MjData(m)
+    for _ in range(300):
+        mujoco.mj_step(m, d)
+    qpos, qvel = d.qpos.copy(), d.qvel.copy()
+    n = d.geom_xmat[0].reshape(3, 3)[:, 2]
+    model = jaxmbd.load_mjcf(LEGS)
+    rng = np.random.default_rng(0)
+    for push, v in ((0.6, 0.0), (0.9, 0.0), (1.2, 0.0), (0.3, 0.05)):
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mujoco.mj_forward(m, d)
+        axis = d.geom_xmat[1].reshape(3, 3)[:, 0]
+        axis = axis - n * (n @ axis)
+        axis /= np.linalg.norm(axis)
+        across = np.cross(n, axis)
+        f = np.zeros(m.nv)
+        for i, u in enumerate((axis, across, (axis + across) / np.sqrt(2))):
+            f[6 * i:6 * i + 3] = push * 0.8 * 9.81 * u       # a multiple of μ m g along the direction
+            d.qvel[6 * i:6 * i + 3] += v * u
+        d.qvel[:] += 0.01 * rng.normal(size=m.nv) * (v > 0)
+        d.qfrc_applied[:] = f
+        mujoco.mj_forward(m, d)
+        assert d.ncon >= 6
+        a = jaxmbd.forward_dynamics(model, jnp.asarray(d.qpos), jnp.asarray(d.qvel), jnp.asarray(f))
+        np.testing.assert_allclose(np.asarray(a), d.qacc, rtol=1e-6, atol=1e-6 * np.abs(d.qacc).max())
+    c = jaxmbd.forces.contact_forces(model, jnp.asarray(d.qpos), jnp.asarray(d.qvel))
+    pos = np.stack([d.contact[i].pos for i in range(d.ncon)])
+    for x, t, dist in zip(np.asarray(c["pos"]), np.asarray(c["tangent"]), np.asarray(c["dist"])):
+        if dist < 0:
+            i = np.argmin(np.abs(pos - x).sum(-1))
+            np.testing.assert_allclose(t, d.contact[i].frame[3:6], atol=1e-9)
+
+
 MIXED = """<mujoco><option cone="elliptic" impratio="10"/>
   <worldbody><geom name="floor" type="plane" size="5 5 0.1"/>
     <body name="a" pos="0 0 0.099"><freejoint/><geom type="sphere" size="0.1" mass="1" condim="3" friction="0.5"/></body>

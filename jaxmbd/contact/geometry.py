@@ -19,7 +19,7 @@ Conventions (MuJoCo's, so that results compare with ``mujoco.MjData.contact``):
   signed distance ``dist`` (negative: penetration depth), a position ``pos``
   midway between the two surfaces, and a frame (3, 3) whose rows are the
   normal, pointing from geom1 to geom2, and two tangents with
-  ``t2 = n x t1`` (right-handed; a function of the normal only, see
+  ``t2 = n x t1`` (right-handed; MuJoCo's choice of tangents, see
   :func:`contact_frame`).  Candidates with ``dist > 0`` are kept: a smooth
   force law gives zero force there.  MuJoCo reports only contacts with
   ``dist < margin`` (and at most 4 for plane-box); compare only those.
@@ -117,12 +117,35 @@ def _normalize(v, fallback):
     return jnp.where(ok, v / norm, fallback), jnp.where(ok, norm, 0.0)[..., 0]
 
 
-def contact_frame(n):
-    """(3, 3) frame with rows (n, t1, t2), right-handed (t2 = n x t1), from a
-    unit normal n (3,): Duff et al., "Building an orthonormal basis,
-    revisited" (JCGT 2017).  Smooth in n except across n_z = 0, where the
-    tangent pair turns about n (the normal is unaffected); a force law that
-    is isotropic in the tangent plane does not see the turn."""
+def contact_frame(n, tangent=None):
+    """(..., 3, 3) frame with rows (n, t1, t2), right-handed (t2 = n x t1), from a unit normal
+    n (..., 3) as MuJoCo builds ``contact.frame`` (``mju_makeFrame``): t1 is the hint ``tangent``
+    (a narrow phase's choice: MuJoCo's plane-capsule contact gives the capsule's axis) made
+    orthogonal to n, or where there is none (or it is shorter than ½), the world y axis made
+    orthogonal to n while |n_y| < ½ and the world z axis otherwise.  An isotropic friction law
+    does not see the choice; MuJoCo's pyramidal cone, whose edges lie along ±t1 and ±t2, does.
+    A hint within 1e-6 of the normal's direction falls back to the default (MuJoCo normalizes
+    what round-off leaves of it)."""
+    n = jnp.asarray(n)
+    ey = jnp.zeros_like(n).at[..., 1].set(1.0)
+    ez = jnp.zeros_like(n).at[..., 2].set(1.0)
+    default = jnp.where((jnp.abs(n[..., 1]) < 0.5)[..., None], ey, ez)
+
+    def orthogonal(t):
+        return t - n * jnp.sum(n * t, -1, keepdims=True)
+    t = orthogonal(default)
+    if tangent is not None:
+        hint = jnp.broadcast_to(jnp.asarray(tangent, n.dtype), n.shape)
+        th = orthogonal(hint)
+        ok = (jnp.sum(hint * hint, -1) >= 0.25) & (jnp.sum(th * th, -1) > 1e-12)
+        t = jnp.where(ok[..., None], th, t)
+    t1 = t / jnp.linalg.norm(t, axis=-1, keepdims=True)
+    return jnp.stack([n, t1, jnp.cross(n, t1)], axis=-2)
+
+
+def _basis(n):
+    """(3, 3) rows (n, t1, t2), right-handed, from a unit normal n (3,): Duff et al., "Building an
+    orthonormal basis, revisited" (JCGT 2017), smooth in n except across n_z = 0."""
     x, y, z = n[..., 0], n[..., 1], n[..., 2]
     s = jnp.where(z >= 0, 1.0, -1.0).astype(n.dtype)
     a = -1.0 / (s + z)
@@ -885,7 +908,7 @@ def _support_points(V, d):
     O(n) work and memory; d is held constant (the choice is piecewise
     constant)."""
     d = jax.lax.stop_gradient(d)
-    fr = contact_frame(d)
+    fr = _basis(d)
     ang = 2 * jnp.pi * jnp.arange(SUPPORT_DIRS) / SUPPORT_DIRS
     tilted = d[None] + SUPPORT_TILT * (jnp.cos(ang)[:, None] * fr[1][None] + jnp.sin(ang)[:, None] * fr[2][None])
     dirs = jnp.concatenate([d[None], tilted.astype(d.dtype)])
@@ -1086,7 +1109,9 @@ def collide(type1, type2, pose1, size1, pose2, size2):
     dist, pos, n = fn(*args)
     if swap:
         n = -n
-    return Contacts(dist, pos, contact_frame(n))
+    # MuJoCo's plane-capsule contacts take the capsule's axis as their first tangent
+    hint = args[3][..., :, 2] if key == ("plane", "capsule") else None
+    return Contacts(dist, pos, contact_frame(n, hint))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))

@@ -295,7 +295,8 @@ class Contact(JointElement):
 
     def candidates(self, model, q):
         """The candidate contacts at q of the pairs the broad phase keeps: dict of dist (nc,), pos
-        (nc, 3), normal (nc, 3), pair (nc,) (index into the per-pair arrays), body1, body2 (nc,)
+        (nc, 3), normal (nc, 3), tangent (nc, 3) (the first tangent of MuJoCo's contact frame,
+        :func:`jaxmbd.contact.contact_frame`), pair (nc,) (index into the per-pair arrays), body1, body2 (nc,)
         host indices (-1 the world).  A culled group none of whose pairs is within reach
         (:meth:`pair_bounds`) skips its narrow phase: its candidates report dist 1e9 (never in
         contact; their force is zero either way)."""
@@ -328,7 +329,7 @@ class Contact(JointElement):
             reach = None if any(r is None for r in reaches) else jnp.any(jnp.stack(reaches))
             args = (k1, Rg[g1], pg[g1], self.geom_size[g1], k2, Rg[g2], pg[g2], self.geom_size[g2])
             units.append((_convex_batch, args, g1, g2, pidx, reach))
-        dist, pos, nrm, pair, b1, b2 = [], [], [], [], [], []
+        dist, pos, nrm, tan, pair, b1, b2 = [], [], [], [], [], [], []
         for narrow, args, g1, g2, pidx, reach in units:
             if reach is None:
                 c = narrow(args)
@@ -338,13 +339,14 @@ class Contact(JointElement):
             dist.append(c.dist.reshape(-1))
             pos.append(c.pos.reshape(-1, 3))
             nrm.append(c.frame[..., 0, :].reshape(-1, 3))
+            tan.append(c.frame[..., 1, :].reshape(-1, 3))
             rep = lambda x: xp.repeat(xp.asarray(x), k)  # noqa: E731
             pair.append(rep(pidx))
             b1.append(rep(xp.asarray(hosts)[g1]))
             b2.append(rep(xp.asarray(hosts)[g2]))
         cat = xp.concatenate
         return dict(dist=jnp.concatenate(dist), pos=jnp.concatenate(pos), normal=jnp.concatenate(nrm),
-                    pair=cat(pair), body1=cat(b1), body2=cat(b2))
+                    tangent=jnp.concatenate(tan), pair=cat(pair), body1=cat(b1), body2=cat(b2))
 
     # -- forces -----------------------------------------------------------------------------------
     def evaluate(self, model, q, v):
@@ -464,8 +466,8 @@ class Contact(JointElement):
         fd = self.fdim
         if fd == 0:
             return N, _no_friction_rows(model.nv, Jn.dtype), c
-        frame = jax.vmap(G.contact_frame)(n)
-        t1, t2 = frame[:, 1], frame[:, 2]
+        t1 = c["tangent"]                                  # MuJoCo's contact frame (G.contact_frame)
+        t2 = jnp.cross(n, t1)
         mu = self.friction[pr]
         dirs = [(lin(t1), mu[:, 0]), (lin(t2), mu[:, 0]), (ang(n), mu[:, 1]), (ang(t1), mu[:, 2]),
                 (ang(t2), mu[:, 2])][:fd]
@@ -771,7 +773,7 @@ def _evaluate(el, tree, q, v, tau):
         fN, fT = jnp.sum(fe, axis=(1, 2)), mud * (fe[..., 0] - fe[..., 1])
     else:
         fN, fT = sol.fN[n0:n0 + kn], sol.fT[t0:t0 + kt].reshape(k, -1)
-    frame = jax.vmap(G.contact_frame)(c["normal"])
+    frame = jnp.stack([c["normal"], c["tangent"], jnp.cross(c["normal"], c["tangent"])], 1)
     fd = fT.shape[1]
     pad = jnp.concatenate([fT, jnp.zeros((k, 5 - fd), fT.dtype)], axis=1)
     F = pad[:, :1] * frame[:, 1] + pad[:, 1:2] * frame[:, 2]
