@@ -486,13 +486,12 @@ class Contact(JointElement):
                            jnp.zeros(k * fd, JT.dtype), np.repeat(np.arange(k), fd))
         return N, T, c
 
-
     def _pyramid_rows(self, N, dirs, mu0, v):
         """MuJoCo's pyramidal cone: each contact's normal row N and frictional directions (J_j, μ_j)
         become 2 fdim unilateral rows, the cone's edges J_n ± μ_j J_j, all at the contact's
         distance, with R = 2 μ₀² (1 + μ₀²) R_n / impratio (μ₀ the sliding friction, R_n the
         elliptic normal row's regularizer: MuJoCo's, checked against its efc_R in
-        tests/test_pyramidal.py).  The normal force is the edges' sum and friction j is
+        tests/test_friction_cones.py).  The normal force is the edges' sum and friction j is
         μ_j (f₊ - f₋).  A contact without friction (condim 1) keeps its plain normal row; edges of
         directions beyond a contact's condim are off."""
         from . import soft as S
