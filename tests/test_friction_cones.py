@@ -219,16 +219,9 @@ def test_a_quadruped_on_pyramidal_cones_with_impratio_100_stands_as_mujocos(tmp_
     ts = np.linspace(0.0, 1.0, 11)
 
     def mj_heights(cone):
+        from test_robots_on_floors import _mj_run
         (tmp_path / "quadruped.xml").write_text(robot.replace('cone="elliptic"', f'cone="{cone}"'))
-        mj = mujoco.MjModel.from_xml_path(str(scene))
-        d = mujoco.MjData(mj)
-        mujoco.mj_resetDataKeyframe(mj, d, 0)
-        out = []
-        for t in ts:
-            while d.time < t - 1e-9:
-                mujoco.mj_step(mj, d)
-            out.append(d.qpos.copy())
-        return np.array(out)
+        return _mj_run(mujoco.MjModel.from_xml_path(str(scene)), ts)
     ref = mj_heights("pyramidal")
     m = jaxmbd.load_mjcf(str(scene), warn=False)
     key = m.keyframes[list(m.keyframes)[0]]
