@@ -40,8 +40,9 @@ derivatives go through:
    friction loss) with the normal forces applied, by the same solve, each cone scaled smoothly onto
    its limit (f ← f · L / (L⁸ + g⁸)^⅛, g the cone norm of f), then Gauss-Seidel passes over the
    cones (:func:`_cones_gs`);
-2. :data:`NEWTON` Newton iterations on MuJoCo's problem itself (:func:`_newton`, :func:`_force_map`),
-   whose fixed point is MuJoCo's solution.
+2. Newton iterations on MuJoCo's problem itself (:func:`_newton`, :func:`_force_map`), whose
+   fixed point is MuJoCo's solution: at least :data:`NEWTON`, then until the forces are the fixed
+   point to :data:`NEWTON_RTOL` of their scale, at most :data:`NEWTON_MAX`.
 
 The forces' derivatives are those of the fixed point (the implicit-function theorem, :func:`_forces`):
 nothing of the sweeps or the iterations is differentiated.
@@ -63,7 +64,9 @@ from .law import ramp
 
 SWEEPS = 2              # block sweeps (normal rows, then frictional rows) per evaluation
 ACTIVE_SET = 4          # active-set iterations of the normal rows in the first sweep (one in the others)
-NEWTON = 4              # Newton iterations on MuJoCo's problem from the sweeps' forces
+NEWTON = 4              # Newton iterations on MuJoCo's problem from the sweeps' forces, at least,
+NEWTON_MAX = 16         # and at most, stopping in between when |f - F| ≤ NEWTON_RTOL max(|f|, |F|)
+NEWTON_RTOL = 1e-12     # (64 ulp where the dtype's precision is coarser)
 PASSES = 3              # Gauss-Seidel passes over the rows (normal) and cones (frictional) in each sweep
 SAT_POWER = 8.0         # the cone scaling's smoothness: f L / (L^p + g^p)^(1/p)
 ONSET_FRACTION = 0.1    # a row fades in over this fraction of its resting depth under ONSET_G
@@ -428,7 +431,9 @@ def _force_map(y, R, sN, T, kN):
 
 
 def _newton(A, a0, aref, R, sN, T, f):
-    """:data:`NEWTON` Newton iterations on MuJoCo's constrained problem, from the forces ``f``: with
+    """Newton iterations on MuJoCo's constrained problem, from the forces ``f`` (at least :data:`NEWTON`,
+    then until |f - F| ≤ :data:`NEWTON_RTOL` max(|f|, |F|), at most :data:`NEWTON_MAX`; under ``vmap``
+    a member that has converged keeps its forces while the others iterate): with
     row accelerations J a = a0 + A μ, the fixed point μ = F(a0 + A μ - aref) of the force map
     (:func:`_force_map`), each step μ ← μ - (I + D A)⁻¹ (μ - F), D = -∂F/∂y.  This is MuJoCo's
     primal Newton step written in the rows' space ((H + Jᵀ D J)⁻¹ Jᵀ = H⁻¹ Jᵀ (I + D A)⁻¹): at its
@@ -439,10 +444,22 @@ def _newton(A, a0, aref, R, sN, T, f):
     eye = jnp.eye(A.shape[0], dtype=A.dtype)
     F = lambda y: _force_map(y, R, sN, T, kN)  # noqa: E731
 
-    def step(_, f):
+    rtol = max(NEWTON_RTOL, 64 * float(jnp.finfo(A.dtype).eps))
+
+    def residual(f):
+        g = F(a0 + A @ f - aref)
+        return jnp.max(jnp.abs(f - g)) - rtol * jnp.maximum(jnp.max(jnp.abs(f)), jnp.max(jnp.abs(g)))
+
+    def step(carry):
+        i, f, _ = carry
         y = a0 + A @ f - aref
-        return f - _lu_solve(eye + (-jax.jacfwd(F)(y)) @ A, f - F(y))
-    return jax.lax.fori_loop(0, NEWTON, step, f)
+        f = f - _lu_solve(eye + (-jax.jacfwd(F)(y)) @ A, f - F(y))
+        return i + 1, f, residual(f)
+
+    def more(carry):
+        i, _, r = carry
+        return (i < NEWTON_MAX) & ((i < NEWTON) | (r > 0))
+    return jax.lax.while_loop(more, step, (jnp.asarray(0), f, residual(f)))[1]
 
 
 SOLREF_DEFAULT = (0.02, 1.0)
