@@ -72,6 +72,7 @@ SAT_POWER = 8.0         # the cone scaling's smoothness: f L / (L^p + g^p)^(1/p)
 ONSET_FRACTION = 0.1    # a row fades in over this fraction of its resting depth under ONSET_G
 ONSET_G = 9.81          # m/s² (rad/s²)
 EPS_ACC = 1e-3          # m/s² (rad/s²): the width of a normal force's ramp at 0, times the row's mass
+JOINT_SPACE = True      # where the rows outnumber the joints, factorize in joint space (_woodbury)
 MINIMP, MAXIMP = 1e-4, 0.9999     # MuJoCo's clamp of dmin and dmax
 MINVAL = 1e-15                      # MuJoCo's mjMINVAL
 
@@ -231,6 +232,46 @@ def _lu_solve_jvp(primals, tangents):
     return f, _lu_apply(L, U, dx - dM @ f)
 
 
+def _plu(M):
+    """(L, U, perm) with M[perm] = L U, by Gaussian elimination with partial pivoting in plain array
+    operations (L's strictly lower part returned).  For the joint-space systems I + Y U of
+    :func:`_woodbury`, whose leading minors, unlike those of I + D A, need not be positive."""
+    n = M.shape[0]
+    idx = jnp.arange(n)
+
+    def eliminate(j, carry):
+        U, L, perm = carry
+        p = jnp.argmax(jnp.where(idx >= j, jnp.abs(U[:, j]), -1.0))
+        swap = jnp.where(idx == j, p, jnp.where(idx == p, j, idx))
+        U, L, perm = U[swap], L[swap], perm[swap]
+        lj = jnp.where(idx > j, U[:, j] / U[j, j], 0.0)
+        return U - lj[:, None] * U[j][None, :], L.at[:, j].set(lj), perm
+    U, L, perm = jax.lax.fori_loop(0, n, eliminate, (M, jnp.zeros_like(M), idx))
+    return L, U, perm
+
+
+def _woodbury(U, Y):
+    """The factors of (I + U Y)⁻¹ for U (k, n), Y (n, k) with n < k: (I + U Y)⁻¹ x = x - U (I + Y U)⁻¹ Y x
+    (Woodbury), an n × n factorization instead of a k × k one.  With Y = H⁻¹ Jᵀ this is the
+    joint-space form of a system in the rows' space, as MuJoCo's Newton solver factorizes
+    H + Jᵀ D J rather than a matrix of the rows."""
+    L, Uf, perm = _plu(jnp.eye(U.shape[1], dtype=U.dtype) + Y @ U)
+    return U, Y, L, Uf, perm
+
+
+def _woodbury_apply(W, x):
+    """(I + U Y)⁻¹ x for the factors W of :func:`_woodbury` (x: (k,) or (k, m))."""
+    U, Y, L, Uf, perm = W
+    return x - U @ _lu_apply(L, Uf, (Y @ x)[perm])
+
+
+def _solve_joint(J, Y, R, s, b):
+    """f = (S A + R)⁻¹ S b for A = J Y (:func:`_solve`) in joint space: with z = R⁻¹ S b and U = R⁻¹ S J,
+    f = (I + U Y)⁻¹ z (:func:`_woodbury`)."""
+    w = s / jnp.maximum(R, MINVAL)
+    return _woodbury_apply(_woodbury(w[:, None] * J, Y), w * b)
+
+
 def _scale(L, g2):
     """The smooth factor L / (L^p + g^p)^(1/p) that brings a cone's forces of squared cone norm g2
     onto its limit L (p = :data:`SAT_POWER`)."""
@@ -326,46 +367,55 @@ def solve(N, T, a_free, respond):
     eps = EPS_ACC / jnp.maximum(N.invweight, MINVAL)
     aref = jnp.concatenate([aN, -T.B * T.vel])
     R = jnp.maximum(jnp.concatenate([R_N, T.R]), MINVAL)
-    f = _forces(T.normal, T.cone)(A, J @ a_free, aref, R, sN, T.on, T.mu, T.loss, jax.lax.stop_gradient(eps))
+    joint = JOINT_SPACE and J.shape[0] > J.shape[1]
+    f = _forces(T.normal, T.cone, joint)(A, J @ a_free, aref, R, sN, T.on, T.mu, T.loss,
+                                         jax.lax.stop_gradient(eps), J, Y)
     return Solution(a_free + Y @ f, f[:kN], f[kN:], J.T @ f)
 
 
-def _forces(normal, cone):
-    """MuJoCo's forces of the rows, f(A, a0, aref, R, sN, on, mu, loss, eps), for frictional rows of the
-    static ``normal`` and ``cone`` indices: the sweeps (a starting point), then Newton iterations on
-    MuJoCo's problem (:func:`_newton`).  Its derivative is the implicit function's at the fixed
+def _forces(normal, cone, joint=False):
+    """MuJoCo's forces of the rows, f(A, a0, aref, R, sN, on, mu, loss, eps, J, Y), for frictional rows of
+    the static ``normal`` and ``cone`` indices: the sweeps (a starting point), then Newton iterations
+    on MuJoCo's problem (:func:`_newton`).  Its derivative is the implicit function's at the fixed
     point f = F(a0 + A f - aref) of the force map (:func:`_force_map`): (I + D A) df = dF, dF the
     force map's own derivative at the solution (D = -∂F/∂y), so every tangent direction costs a
-    forward and a back substitution with the last Newton step's factors, and nothing of the sweeps
-    or the iterations is differentiated."""
+    forward and a back substitution with one factorization, and nothing of the sweeps or the
+    iterations is differentiated.  ``joint`` (static): A = J Y with Y = H⁻¹ Jᵀ has fewer joints than
+    rows, and every system of the rows' space is solved in joint space (:func:`_woodbury`), so the
+    solve's factorizations cost the cube of the joints, not of the rows; J and Y enter only there
+    (the derivative is A's)."""
     def rows_of(R, on, mu, loss, kN):
         k = R.shape[0] - kN
         return FrictionRows(jnp.zeros((k, 0), R.dtype), None, None, R[kN:], on, mu, normal, loss, cone)
 
     @jax.custom_jvp
-    def forces(A, a0, aref, R, sN, on, mu, loss, eps):
+    def forces(A, a0, aref, R, sN, on, mu, loss, eps, J, Y):
         kN = sN.shape[0]
         T = rows_of(R, on, mu, loss, kN)
-        f = _sweeps(A, a0, aref, R, sN, T, eps)
-        return _newton(A, a0, aref, R, sN, T, f)
+        JY = (J, Y) if joint else None
+        f = _sweeps(A, a0, aref, R, sN, T, eps, JY)
+        return _newton(A, a0, aref, R, sN, T, f, JY)
 
     @forces.defjvp
     def forces_jvp(primals, tangents):
-        A, a0, aref, R, sN, on, mu, loss, eps = primals
-        dA, da0, daref, dR, dsN, don, dmu, dloss, _ = tangents
+        A, a0, aref, R, sN, on, mu, loss, eps, J, Y = primals
+        dA, da0, daref, dR, dsN, don, dmu, dloss = tangents[:8]
         kN = sN.shape[0]
         f = forces(*primals)
         y = a0 + A @ f - aref
         F = lambda y, R, sN, on, mu, loss: _force_map(y, R, sN, rows_of(R, on, mu, loss, kN), kN)  # noqa: E731
         dF = jax.jvp(F, (y, R, sN, on, mu, loss), (da0 + dA @ f - daref, dR, dsN, don, dmu, dloss))[1]
         D = -jax.jacfwd(F)(y, R, sN, on, mu, loss)
+        if joint:
+            return f, _woodbury_apply(_woodbury(D @ J, Y), dF)
         Lf, Uf = _lu(jnp.eye(A.shape[0], dtype=A.dtype) + D @ A)
         return f, _lu_apply(Lf, Uf, dF)
     return forces
 
 
-def _sweeps(A, a0, aref, R, sN, T, eps):
-    """The starting point of the Newton iterations: :data:`SWEEPS` block sweeps (module docstring)."""
+def _sweeps(A, a0, aref, R, sN, T, eps, JY=None):
+    """The starting point of the Newton iterations: :data:`SWEEPS` block sweeps (module docstring);
+    ``JY`` = (J, Y): their joint solves in joint space (:func:`_solve_joint`)."""
     kN, kT = sN.shape[0], R.shape[0] - sN.shape[0]
     dt = A.dtype
     aN, arefT, R_N = aref[:kN], aref[kN:], R[:kN]
@@ -377,13 +427,14 @@ def _sweeps(A, a0, aref, R, sN, T, eps):
             b = aN - a0[:kN] - A[:kN, kN:] @ fT
             ANN, dA = A[:kN, :kN], jnp.diagonal(A[:kN, :kN])
             for _ in range(ACTIVE_SET if sweep == 0 else 1):
-                raw = _solve(ANN, R_N, onN, b)
+                raw = _solve(ANN, R_N, onN, b) if JY is None else _solve_joint(JY[0][:kN], JY[1][:, :kN], R_N, onN, b)
                 local = (b - ANN @ raw + dA * raw) / (dA + R_N)
                 onN = sN * _unit_step(local / eps)
             fN = _rows_gs(A[:kN, :kN], R_N, sN, b, eps, ramp(raw, eps))
         if kT:
             b = arefT - a0[kN:] - A[kN:, :kN] @ fN
-            fT = _cones_gs(A[kN:, kN:], T, b, fN, _cone_scale(_solve(A[kN:, kN:], T.R, T.on, b), T, fN))
+            raw = _solve(A[kN:, kN:], T.R, T.on, b) if JY is None else _solve_joint(JY[0][kN:], JY[1][:, kN:], T.R, T.on, b)
+            fT = _cones_gs(A[kN:, kN:], T, b, fN, _cone_scale(raw, T, fN))
     return jnp.concatenate([fN, fT])
 
 
@@ -430,7 +481,7 @@ def _force_map(y, R, sN, T, kN):
     return jnp.concatenate([fN, fT])
 
 
-def _newton(A, a0, aref, R, sN, T, f):
+def _newton(A, a0, aref, R, sN, T, f, JY=None):
     """Newton iterations on MuJoCo's constrained problem, from the forces ``f`` (at least :data:`NEWTON`,
     then until |f - F| ≤ :data:`NEWTON_RTOL` max(|f|, |F|), at most :data:`NEWTON_MAX`; under ``vmap``
     a member that has converged keeps its forces while the others iterate): with
@@ -439,7 +490,8 @@ def _newton(A, a0, aref, R, sN, T, f):
     primal Newton step written in the rows' space ((H + Jᵀ D J)⁻¹ Jᵀ = H⁻¹ Jᵀ (I + D A)⁻¹): at its
     fixed point the forces are those of MuJoCo's solver, its cone's normal force included (a
     sliding contact's normal row is not at rest in MuJoCo's convex model: its residual balances the
-    cone's friction), which the sweeps' complementarity does not give."""
+    cone's friction), which the sweeps' complementarity does not give.  ``JY`` = (J, Y): each step
+    factorizes in joint space (:func:`_woodbury`)."""
     kN = sN.shape[0]
     eye = jnp.eye(A.shape[0], dtype=A.dtype)
     F = lambda y: _force_map(y, R, sN, T, kN)  # noqa: E731
@@ -453,7 +505,11 @@ def _newton(A, a0, aref, R, sN, T, f):
     def step(carry):
         i, f, _ = carry
         y = a0 + A @ f - aref
-        f = f - _lu_solve(eye + (-jax.jacfwd(F)(y)) @ A, f - F(y))
+        D = -jax.jacfwd(F)(y)
+        if JY is None:
+            f = f - _lu_solve(eye + D @ A, f - F(y))
+        else:
+            f = f - _woodbury_apply(_woodbury(D @ JY[0], JY[1]), f - F(y))
         return i + 1, f, residual(f)
 
     def more(carry):
