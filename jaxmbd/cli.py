@@ -944,8 +944,9 @@ def _parser():
                         "the constant inputs unless --ctrl is given; the run starts at t = 0 whatever its time); "
                         "--init-scale then defaults to 0")
     s.add_argument("--contact-rows", type=int, default=None, metavar="N",
-                   help="candidate contacts (the deepest) in the soft contact solve (default: 8 per free-floating "
-                        "body, at least 8); more within their margin at once stops a member with CONTACT_OVERFLOW")
+                   help="candidate contacts (the deepest) in the soft contact solve (default: from the model's pairs, "
+                        "jaxmbd.forces.contact.default_rows); more within their margin at once stops a member "
+                        "with CONTACT_OVERFLOW")
     s.add_argument("--contact-capacity", default=None, metavar="N|all",
                    help="geom pairs per group of two geom types that the contact broad phase keeps (default: "
                         "a rule from the model's pairs at q0; all: every pair)")

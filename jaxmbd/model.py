@@ -589,7 +589,7 @@ class ModelBuilder:
         broad phase; an int for every group; a dict {(type1, type2): int}); impratio (default 1):
         MuJoCo's ratio of frictional to normal impedance (the soft law's frictional rows have the
         normal row's regularizer divided by it); rows: how many candidate contacts (the deepest)
-        enter the soft law's solve (default :func:`jaxmbd.forces.contact.default_rows`: 8 per free-floating body, at least 8;
+        enter the soft law's solve (default :func:`jaxmbd.forces.contact.default_rows`: from the model's pairs, per tree the contacts its geoms can make with the world's at once, at least 8;
         more within their margin at once stops a run with ``CONTACT_OVERFLOW``); law: "soft" (the
         default: pairs given by solref/solimp are MuJoCo's soft constraints, :mod:`jaxmbd.forces.soft`)
         or "penalty" (every pair by the penalty law, solref/solimp mapped by

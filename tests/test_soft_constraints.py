@@ -291,9 +291,10 @@ STACK = """<mujoco><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
 
 @pytest.mark.long
 def test_the_default_contact_rows_follow_the_model():
-    """Unless given, the soft solve takes 8 contacts per free-floating body, at least 8: a stack of
-    three boxes (MuJoCo: 12 contacts at rest) gets 24, within which its forces are those of every
-    candidate, while 8 rows would overflow; a quadruped (one floating base) gets 8; a fixed-base arm 8."""
+    """Unless given, the soft solve's rows follow the model's pairs (default_rows): a stack of three
+    boxes (MuJoCo: 12 contacts at rest) gets 3 x 4 on the floor + 3 x 8 / 2 between them = 24, within
+    which its forces are those of every candidate, while 8 rows would overflow; the go2-class
+    quadruped (W + S = 71 > 24) gets half, 36; an arm on a floor the floor of 8."""
     from jaxmbd import models
     from jaxmbd.forces.contact import contact_overflow
     stack = jaxmbd.load_mjcf(STACK, warn=False)
@@ -308,7 +309,7 @@ def test_the_default_contact_rows_follow_the_model():
                                np.asarray(jaxmbd.forward_dynamics(every, every.q0, z, z)), rtol=1e-12, atol=1e-12)
     eight = jaxmbd.load_mjcf(STACK, warn=False, contact_rows=8)
     assert bool(contact_overflow(eight, eight.q0))
-    assert _contact(models.load_quadruped_scene()).rows == 8
+    assert _contact(models.load_quadruped_scene()).rows == 36
     arm = jaxmbd.load_mjcf(ARM_ON_FLOOR.replace("<freejoint/>", ""), warn=False)
     assert arm.topo.jtype.count("free") == 0 and _contact(arm).rows == 8
 

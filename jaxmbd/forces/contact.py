@@ -680,19 +680,105 @@ def _hfield_tables(types, hfields, groups, rbound):
                 hfield_size=jnp.asarray(np.asarray([s for _, s in fields], np.float64).reshape(-1, 4)))
 
 
-SOFT_ROWS_FLOOR = 8        # the soft law's candidate contacts in the solve (the deepest), at least,
-SOFT_ROWS_PER_FREE_BODY = 8    # and this many per free-floating body, by default (default_rows)
+SOFT_ROWS_FLOOR = 8       # the soft law's rows (candidate contacts in the solve, the deepest): at least this many
+TREE_ROWS = 24            # a tree's share of the default rows: its contacts, up to this many; half of a larger count
+SELF_ROWS = 4             # a tree's contacts between its own geoms (a limb across another), at most, by default
+BETWEEN_ROWS = 8          # a tree's contacts with another tree (a box on a box), at most, by default
+FACE_DEPTH = 0.01         # m: a mesh's vertices this close to a supporting plane count as touching it (default_rows)
+PLANE_CONTACTS = {"sphere": 1, "capsule": 2, "ellipsoid": 1, "cylinder": 3, "box": 4}   # against a plane, at once
+PAIR_CONTACTS = {("box", "box"): 8, ("capsule", "box"): 2}   # other pairs of primitives: 1 (the others' narrow phase)
+MAXCONPAIR = 50           # MuJoCo's most contacts of one geom pair (mjMAXCONPAIR): a height-field pair's bound
 
 
-def default_rows(topo):
-    """How many candidate contacts (the deepest) enter the soft law's solve unless the model says:
-    8 per free-floating body (a box resting on a face touches at 4 points, a box on a box at 4 more;
-    a quadruped stands on 4 feet), at least 8.  The solve's cost grows with the cube of its rows, so
-    the count follows what the model's bodies need rather than its candidates; more candidates
-    within their margin at once than the rows stop a run with ``CONTACT_OVERFLOW`` (raise them with
+def pair_contacts(el, t1, t2, g1, g2):
+    """The most of the pair's candidate contacts that are within their margin at once, as the
+    default rows count them (:func:`default_rows`): against a plane a sphere or an ellipsoid 1, a
+    capsule 2 (lying down), a cylinder 3 (on a cap: three rim points, as MuJoCo's), a box 4 (a face
+    down, MuJoCo's count), a mesh the hull vertices within :data:`FACE_DEPTH` of the plane in its worst
+    pose, over the hull's face normals (:func:`face_vertices`; MuJoCo keeps 4 of them, here every
+    vertex is a candidate); box-box 8 (the face-face polygon's vertices, MuJoCo's 8), capsule-box 2
+    (lying on a face, MuJoCo's 2); box-mesh and mesh-mesh the two faces' vertices (a box face 4); a
+    height field the cells under the geom, at most :data:`MAXCONPAIR` (MuJoCo's limit per pair); the
+    other pairs 1 (one closest-point candidate).  Never more than the pair's candidates
+    (:func:`jaxmbd.contact.geometry.num_contacts`).  tests/test_contact_rows.py checks the table
+    against MuJoCo's ``ncon`` of each pair in its worst pose and against the narrow phase."""
+    cap = _per_pair(el, t1, t2, (g1, g2))
+    if t1 == "hfield":
+        return min(cap, MAXCONPAIR)
+    faces = [4 if t == "box" else face_vertices(el, g) if t == "mesh" else 0 for t, g in ((t1, g1), (t2, g2))]
+    if t1 == "plane":
+        n = faces[1] if t2 == "mesh" else PLANE_CONTACTS[t2]
+    elif "mesh" in (t1, t2) and t1 in ("box", "mesh"):
+        n = faces[0] + faces[1]
+    else:
+        n = PAIR_CONTACTS.get((t1, t2), 1)
+    return min(n, cap)
+
+
+def face_vertices(el, g, depth=FACE_DEPTH):
+    """The most hull vertices of mesh geom g within ``depth`` of a plane the hull rests on, over its
+    face normals (a face of n vertices resting on a floor: n candidates within the margin)."""
+    mesh = el.mesh_of(np.array([g]))
+    verts = np.asarray(mesh.verts)[0][np.asarray(mesh.valid)[0]]
+    planes = np.asarray(mesh.planes)[0]
+    h = verts @ planes[:, :3].T                                  # (V, F): heights along each face normal
+    return int(np.max(np.sum(h >= h.max(0, keepdims=True) - depth, 0)))
+
+
+def default_rows(el, topo):
+    """How many candidate contacts (the deepest) enter the soft law's solve unless the model says,
+    from the model's pairs.  Per tree T (a body whose parent is the world, with its descendants; a
+    free body, a robot): W the contacts its geoms can make at once with the world's geoms (a floor),
+    summed over its pairs with them (:func:`pair_contacts`: a sphere 1, a capsule 2, a box 4 on a
+    plane), plus S those between its own geoms (at most :data:`SELF_ROWS`); the tree's share is
+    W + S while that is at most :data:`TREE_ROWS` (a free box: 4, a small humanoid lying on its
+    back touches with nearly every geom), else the larger of TREE_ROWS and half of W + S (a tree
+    lying on a floor touches it with the geoms of one side).  Between trees: each tree's largest
+    count with another tree (at most :data:`BETWEEN_ROWS`: a box resting on a box), summed and
+    halved (a contact is two trees'). The rows: the shares and that term summed, at least
+    :data:`SOFT_ROWS_FLOOR` and at most the soft candidates.  Only pairs that follow the soft law
+    count; pairs through a world-welded body count as the world's.
+
+    The built-in quadruped scene (25 geoms that touch the floor: W = 67, S = 4; its falls from
+    random poses and controls make at most about 20 contacts) gets 36, a free box 8, the humanoid of
+    tests/test_robots_on_floors.py (W = 23) 24.  The solve's cost
+    grows with the cube of its rows (docs/contact.md); more candidates within their margin at
+    once than the rows stop a run with ``CONTACT_OVERFLOW`` (set them with
     ``load_mjcf(..., contact_rows=...)`` or ``set_contact_options(rows=...)``)."""
-    free = int(sum(1 for t in topo.jtype if t == "free"))
-    return max(SOFT_ROWS_FLOOR, SOFT_ROWS_PER_FREE_BODY * free)
+    parent = topo.parent
+
+    def tree(h):               # the root body of host h's tree; -1 the world
+        while h >= 0 and parent[h] >= 0:
+            h = parent[h]
+        return h
+    hosts = el.geom_body
+    soft = np.asarray(el.soft) > 0
+    world, own, between = {}, {}, {}
+    i = 0
+    for t1, t2, rows in el.groups:
+        for a, b in rows:
+            if soft[i]:
+                ta, tb = tree(hosts[a]), tree(hosts[b])
+                n = pair_contacts(el, t1, t2, a, b)
+                if ta < 0 or tb < 0:
+                    if ta != tb:
+                        world[max(ta, tb)] = world.get(max(ta, tb), 0) + n
+                elif ta == tb:
+                    own[ta] = own.get(ta, 0) + n
+                else:
+                    key = (min(ta, tb), max(ta, tb))
+                    between[key] = between.get(key, 0) + n
+            i += 1
+    total = 0
+    for t in set(world) | set(own):
+        c = world.get(t, 0) + min(own.get(t, 0), SELF_ROWS)
+        total += c if c <= TREE_ROWS else max(TREE_ROWS, -(-c // 2))
+    most = {}
+    for (ta, tb), n in between.items():
+        for t in (ta, tb):
+            most[t] = max(most.get(t, 0), min(n, BETWEEN_ROWS))
+    total += -(-sum(most.values()) // 2)
+    return max(SOFT_ROWS_FLOOR, min(total, el.n_candidates))
 
 
 def _soft_fields(params):
@@ -929,13 +1015,16 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
                        np.stack([g["R"] for g in geoms]), np.stack([g["p"] for g in geoms]),
                        np.stack([g["size"] for g in geoms]), groups,
                        dict({k: np.asarray(v, float) for k, v in rows.items()}, impratio=options.get("impratio", 1.0),
-                            cone=options.get("cone", "pyramidal"), rows=options.get("rows") or default_rows(model.topo)),
+                            cone=options.get("cone", "pyramidal"), rows=options.get("rows") or SOFT_ROWS_FLOOR),
                        [g.get("vertices") for g in geoms], [g.get("maxhullvert") for g in geoms],
                        hfields=[g.get("hfield") for g in geoms])
     cap = capacities(el, model, options.get("capacity"))
-    if cap == el.capacity:
+    if cap != el.capacity:
+        el = make(Contact, **dict({f.name: getattr(el, f.name) for f in dataclasses.fields(Contact)}, capacity=cap))
+    if options.get("rows") or not el.has_soft:
         return el
-    return make(Contact, **dict({f.name: getattr(el, f.name) for f in dataclasses.fields(Contact)}, capacity=cap))
+    return make(Contact, **dict({f.name: getattr(el, f.name) for f in dataclasses.fields(Contact)},
+                                rows=default_rows(el, model.topo)))
 
 
 CAPACITY_FLOOR = {True: 16, False: 8}   # groups against a plane (closed-form narrow phase), the others
