@@ -113,6 +113,26 @@ def test_the_plane_counts_bound_mujocos_and_the_narrow_phases(case):
     assert max(max(theirs), max(ours)) == rule, (theirs, ours)
 
 
+def test_a_box_on_a_box_counts_eight():
+    """A cube resting 1 mm deep on another, turned 45 and 17 degrees about the vertical: MuJoCo makes
+    8 contacts (the octagon of the two faces' overlap), the narrow phase has 8 candidates within the
+    margin, and the rule counts a box-box pair 8."""
+    xml = ('<mujoco><worldbody><geom type="box" size=".1 .1 .1"/><body><freejoint/>'
+           '<geom type="box" size=".1 .1 .1"/></body></worldbody></mujoco>')
+    mj = mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(mj)
+    el = _contact(jaxmbd.load_mjcf(xml, warn=False))
+    (t1, t2, ((g1, g2),)), = el.groups
+    assert pair_contacts(el, t1, t2, g1, g2) == 8
+    size = np.full(3, 0.1)
+    for ang in (np.pi / 4, 0.3):
+        d.qpos[:3], d.qpos[3:7] = (0, 0, 0.199), (np.cos(ang / 2), 0, 0, np.sin(ang / 2))
+        mujoco.mj_forward(mj, d)
+        c = G.collide("box", "box", (np.eye(3), np.zeros(3)), size, (_rot((0, 0, 1), ang), np.array([0, 0, 0.199])),
+                      size)
+        assert d.ncon == 8 and int(jnp.sum(c.dist < 1e-12)) == 8, (ang, d.ncon, np.asarray(c.dist))
+
+
 def test_face_vertices_of_a_mesh():
     """A mesh's count on a plane: the most hull vertices within 1 cm of a plane it rests on, over its
     face normals (a cube 4, the 16-gon prism 16 on a cap, an 8 mm thin slab all 8)."""

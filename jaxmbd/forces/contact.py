@@ -731,9 +731,10 @@ def default_rows(el, topo):
     free body, a robot): W the contacts its geoms can make at once with the world's geoms (a floor),
     summed over its pairs with them (:func:`pair_contacts`: a sphere 1, a capsule 2, a box 4 on a
     plane), plus S those between its own geoms (at most :data:`SELF_ROWS`); the tree's share is
-    W + S while that is at most :data:`TREE_ROWS` (a free box: 4, a small humanoid lying on its
-    back touches with nearly every geom), else the larger of TREE_ROWS and half of W + S (a tree
-    lying on a floor touches it with the geoms of one side).  Between trees: each tree's largest
+    W + S while that is at most :data:`TREE_ROWS` (a free box: 4; a small humanoid that fell over
+    touches with most of its geoms), else the larger of TREE_ROWS and half of W + S (a tree lying
+    on a floor touches it with the geoms of one side; docs/contact.md has the falls it is
+    calibrated on).  Between trees: each tree's largest
     count with another tree (at most :data:`BETWEEN_ROWS`: a box resting on a box), summed and
     halved (a contact is two trees'). The rows: the shares and that term summed, at least
     :data:`SOFT_ROWS_FLOOR` and at most the soft candidates.  Only pairs that follow the soft law
