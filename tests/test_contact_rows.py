@@ -156,7 +156,6 @@ def _rows(xml, **kw):
     return _contact(jaxmbd.load_mjcf(xml, warn=False, **kw)).rows
 
 
-@pytest.mark.long
 def test_the_default_rows_closed_form():
     """Per tree W (its contacts with the world's geoms) + S (between its own, at most 4): its share is
     W + S up to 24, else max(24, ceil((W + S) / 2)); between trees, each tree's largest count with
@@ -187,7 +186,6 @@ def test_the_default_rows_closed_form():
     assert _contact(jaxmbd.load_mjcf(scene(many), warn=False, law="penalty")).rows == SOFT_ROWS_FLOOR
 
 
-@pytest.mark.long
 def test_the_rows_of_a_tree_follow_its_pairs():
     """A hinged chain of 8 boxes on a floor (one tree): W = 32, S (the non-adjacent boxes' box-box
     pairs) capped at 4, so 36 > 24: max(24, 18) = 24; a chain of 14: W = 56, so 30."""
