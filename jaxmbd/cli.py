@@ -373,7 +373,7 @@ def _overflow_advice(model):
     out = []
     if el is not None and el.has_soft and el.n_candidates > el.rows:
         out.append(f"raise --contact-rows (now {el.rows}: how many of the {el.n_candidates} candidate contacts, "
-                   "the deepest, enter the soft solve; its cost grows with their cube)")
+                   "the deepest, enter the soft solve; its cost grows with them)")
     if el is not None and el.culled:
         caps = ", ".join(f"{t1}-{t2} {k} of {len(rows)}" for (t1, t2, rows), k in zip(el.groups, el.capacity)
                          if k < len(rows))

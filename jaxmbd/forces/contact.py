@@ -743,7 +743,7 @@ def default_rows(el, topo):
     The built-in quadruped scene (25 geoms that touch the floor: W = 67, S = 4; its falls from
     random poses and controls make at most about 20 contacts) gets 36, a free box 8, the humanoid of
     tests/test_robots_on_floors.py (W = 23) 24.  The solve's cost
-    grows with the cube of its rows (docs/contact.md); more candidates within their margin at
+    grows with its rows (docs/contact.md, "What the rows cost"); more candidates within their margin at
     once than the rows stop a run with ``CONTACT_OVERFLOW`` (set them with
     ``load_mjcf(..., contact_rows=...)`` or ``set_contact_options(rows=...)``)."""
     parent = topo.parent

@@ -41,8 +41,14 @@ derivatives go through:
    its limit (f ← f · L / (L⁸ + g⁸)^⅛, g the cone norm of f), then Gauss-Seidel passes over the
    cones (:func:`_cones_gs`);
 2. Newton iterations on MuJoCo's problem itself (:func:`_newton`, :func:`_force_map`), whose
-   fixed point is MuJoCo's solution: at least :data:`NEWTON`, then until the forces are the fixed
-   point to :data:`NEWTON_RTOL` of their scale, at most :data:`NEWTON_MAX`.
+   fixed point is MuJoCo's solution, each with an exact line search along its direction for
+   MuJoCo's cost (:func:`_line_search`): at least :data:`NEWTON`, then until the forces are the
+   fixed point to :data:`NEWTON_RTOL` of their scale, at most :data:`NEWTON_MAX`.
+
+Where the rows outnumber the joints, the linear systems of the rows' space are solved in joint
+space (:func:`_woodbury`, :data:`JOINT_SPACE`), and the force map's Jacobian, block-diagonal, is
+formed one cone position at a time (:func:`_map_jacobian`), so the solve's work grows with the
+rows times the joints rather than with the cube of the rows (the Gauss-Seidel passes aside).
 
 The forces' derivatives are those of the fixed point (the implicit-function theorem, :func:`_forces`):
 nothing of the sweeps or the iterations is differentiated.

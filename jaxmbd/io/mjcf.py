@@ -191,7 +191,7 @@ def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = Tru
     sparse iteration matrix and the descriptor form need; friction loss is then not modelled).
     ``contact_rows``: how many candidate contacts (the deepest) enter the soft law's solve
     (``ModelBuilder.set_contact_options(rows=...)``; None: derived from the model's pairs, what its
-    trees' geoms can touch at once, :func:`jaxmbd.forces.contact.default_rows`).  The solve's cost grows with the cube of its rows.
+    trees' geoms can touch at once, :func:`jaxmbd.forces.contact.default_rows`).  The solve's cost grows with its rows (docs/contact.md).
     """
     if law not in ("soft", "penalty"):
         raise ValueError(f"law {law!r}: expected 'soft' or 'penalty'")
