@@ -368,35 +368,36 @@ def solve(N, T, a_free, respond):
     response to generalized forces X (nv, m) (H⁻¹ X for a tree)."""
     J = jnp.concatenate([N.J, T.J], axis=0)
     Y = respond(J.T)                                  # (nv, kN + kT)
-    A = J @ Y
     kN = N.J.shape[0]
     aN, R_N, sN, _ = normal_parameters(N)
     eps = EPS_ACC / jnp.maximum(N.invweight, MINVAL)
     aref = jnp.concatenate([aN, -T.B * T.vel])
     R = jnp.maximum(jnp.concatenate([R_N, T.R]), MINVAL)
     joint = JOINT_SPACE and J.shape[0] > J.shape[1]
-    f = _forces(T.normal, T.cone, joint)(A, J @ a_free, aref, R, sN, T.on, T.mu, T.loss,
-                                         jax.lax.stop_gradient(eps), J, Y)
+    f = _forces(T.normal, T.cone, joint)(J, Y, J @ a_free, aref, R, sN, T.on, T.mu, T.loss,
+                                         jax.lax.stop_gradient(eps))
     return Solution(a_free + Y @ f, f[:kN], f[kN:], J.T @ f)
 
 
 def _forces(normal, cone, joint=False):
-    """MuJoCo's forces of the rows, f(A, a0, aref, R, sN, on, mu, loss, eps, J, Y), for frictional rows of
-    the static ``normal`` and ``cone`` indices: the sweeps (a starting point), then Newton iterations
-    on MuJoCo's problem (:func:`_newton`).  Its derivative is the implicit function's at the fixed
-    point f = F(a0 + A f - aref) of the force map (:func:`_force_map`): (I + D A) df = dF, dF the
-    force map's own derivative at the solution (D = -∂F/∂y), so every tangent direction costs a
-    forward and a back substitution with one factorization, and nothing of the sweeps or the
-    iterations is differentiated.  ``joint`` (static): A = J Y with Y = H⁻¹ Jᵀ has fewer joints than
-    rows, and every system of the rows' space is solved in joint space (:func:`_woodbury`), so the
-    solve's factorizations cost the cube of the joints, not of the rows; J and Y enter only there
-    (the derivative is A's)."""
+    """MuJoCo's forces of the rows, f(J, Y, a0, aref, R, sN, on, mu, loss, eps) with A = J Y (Y = H⁻¹ Jᵀ),
+    for frictional rows of the static ``normal`` and ``cone`` indices: the sweeps (a starting
+    point), then Newton iterations on MuJoCo's problem (:func:`_newton`).  Its derivative is the
+    implicit function's at the fixed point f = F(a0 + A f - aref) of the force map
+    (:func:`_force_map`): (I + D A) df = dF, dF the force map's own derivative at the solution
+    (D = -∂F/∂y) in the tangents of a0 - aref + A f (dA f = dJ (Y f) + J (dY f): A's tangent is never
+    formed) and of R and the activations, so every tangent direction costs a forward and a back
+    substitution with one factorization, and nothing of the sweeps or the iterations is
+    differentiated.  ``joint`` (static): Y has fewer rows (joints) than J, and every system of the
+    rows' space is solved in joint space (:func:`_woodbury`), so the solve's factorizations cost the
+    cube of the joints, not of the rows."""
     def rows_of(R, on, mu, loss, kN):
         k = R.shape[0] - kN
         return FrictionRows(jnp.zeros((k, 0), R.dtype), None, None, R[kN:], on, mu, normal, loss, cone)
 
     @jax.custom_jvp
-    def forces(A, a0, aref, R, sN, on, mu, loss, eps, J, Y):
+    def forces(J, Y, a0, aref, R, sN, on, mu, loss, eps):
+        A = J @ Y
         kN = sN.shape[0]
         T = rows_of(R, on, mu, loss, kN)
         JY = (J, Y) if joint else None
@@ -405,18 +406,20 @@ def _forces(normal, cone, joint=False):
 
     @forces.defjvp
     def forces_jvp(primals, tangents):
-        A, a0, aref, R, sN, on, mu, loss, eps, J, Y = primals
-        dA, da0, daref, dR, dsN, don, dmu, dloss = tangents[:8]
+        J, Y, a0, aref, R, sN, on, mu, loss, eps = primals
+        dJ, dY, da0, daref, dR, dsN, don, dmu, dloss, _ = tangents
         kN = sN.shape[0]
         f = forces(*primals)
-        y = a0 + A @ f - aref
+        Yf = Y @ f
+        y = a0 + J @ Yf - aref
         F = lambda y, R, sN, on, mu, loss: _force_map(y, R, sN, rows_of(R, on, mu, loss, kN), kN)  # noqa: E731
-        dF = jax.jvp(F, (y, R, sN, on, mu, loss), (da0 + dA @ f - daref, dR, dsN, don, dmu, dloss))[1]
+        dy = da0 + dJ @ Yf + J @ (dY @ f) - daref
+        dF = jax.jvp(F, (y, R, sN, on, mu, loss), (dy, dR, dsN, don, dmu, dloss))[1]
         blocks = _blocks(normal, cone, kN)
         D = _map_jacobian(lambda y: F(y, R, sN, on, mu, loss), y, blocks)
         if joint:
             return f, _woodbury_apply(_woodbury(_apply_map_jacobian(D, blocks, J), Y), dF)
-        Lf, Uf = _lu(jnp.eye(A.shape[0], dtype=A.dtype) + _apply_map_jacobian(D, blocks, A))
+        Lf, Uf = _lu(jnp.eye(J.shape[0], dtype=J.dtype) + _apply_map_jacobian(D, blocks, J @ Y))
         return f, _lu_apply(Lf, Uf, dF)
     return forces
 
