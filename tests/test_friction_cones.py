@@ -314,6 +314,25 @@ def test_a_box_on_an_incline_at_and_past_the_cones_edge_is_mujocos(cone):
             assert abs(along(q)) < abs(along(ref)) + 2e-4, (along(q), along(ref))
 
 
+def _perturbed_contact_states(mj, d, t1, every):
+    """MuJoCo's run from d to t1, every ``every`` steps its state with the velocities perturbed
+    (standard deviations 0.1, 0.5 and 2 per DoF), kept where every contact is at least 0.1 mm deep:
+    (qpos, qvel, qacc) lists, qacc from MuJoCo's solver run to a tolerance of 1e-14."""
+    mj.opt.tolerance, mj.opt.iterations = 1e-14, 1000
+    probe = mujoco.MjData(mj)
+    rng = np.random.default_rng(0)
+    Q, V, ref = [], [], []
+    while d.time < t1:
+        for _ in range(every):
+            mujoco.mj_step(mj, d)
+        for s in (0.1, 0.5, 2.0):
+            probe.qpos[:], probe.qvel[:], probe.ctrl[:] = d.qpos, d.qvel + s * rng.normal(size=mj.nv), d.ctrl
+            mujoco.mj_forward(mj, probe)
+            if probe.ncon and all(c.dist - c.includemargin < -1e-4 for c in probe.contact[:probe.ncon]):
+                Q.append(probe.qpos.copy()), V.append(probe.qvel.copy()), ref.append(probe.qacc.copy())
+    return Q, V, ref
+
+
 @pytest.mark.parametrize("cone", ["elliptic", "pyramidal"])
 def test_the_solve_converges_to_mujocos_forces_away_from_rest(cone):
     """The gymnasium ant landing (MuJoCo's run, every 10 ms with a contact), each state with its
@@ -326,18 +345,7 @@ def test_the_solve_converges_to_mujocos_forces_away_from_rest(cone):
     src = open(gym_asset("ant.xml")).read().replace(
         '<option integrator="RK4" timestep="0.01"/>', f'<option integrator="RK4" timestep="0.0005" cone="{cone}"/>')
     mj = mujoco.MjModel.from_xml_string(src)
-    mj.opt.tolerance, mj.opt.iterations = 1e-14, 1000
-    d, probe = mujoco.MjData(mj), mujoco.MjData(mj)
-    rng = np.random.default_rng(0)
-    Q, V, ref = [], [], []
-    while d.time < 1.5:
-        for _ in range(20):
-            mujoco.mj_step(mj, d)
-        for s in (0.1, 0.5, 2.0):
-            probe.qpos[:], probe.qvel[:] = d.qpos, d.qvel + s * rng.normal(size=mj.nv)
-            mujoco.mj_forward(mj, probe)
-            if probe.ncon and all(c.dist - c.includemargin < -1e-4 for c in probe.contact[:probe.ncon]):
-                Q.append(probe.qpos.copy()), V.append(probe.qvel.copy()), ref.append(probe.qacc.copy())
+    Q, V, ref = _perturbed_contact_states(mj, mujoco.MjData(mj), 1.5, 20)
     assert len(Q) > 100
     m = jaxmbd.load_mjcf(src, warn=False)
     a = jax.jit(jax.vmap(lambda q, v: jaxmbd.forward_dynamics(m, q, v, jnp.zeros(m.nv))))(
@@ -358,27 +366,17 @@ def test_the_solve_converges_to_mujocos_forces_on_landing_condim6_feet():
     of these 123 states were off, by up to 7 times their scale, after 16 iterations."""
     path = str(jaxmbd.models.quadruped_scene_path())
     mj = mujoco.MjModel.from_xml_path(path)
-    mj.opt.tolerance, mj.opt.iterations = 1e-14, 1000
-    d, probe = mujoco.MjData(mj), mujoco.MjData(mj)
+    d = mujoco.MjData(mj)
     mujoco.mj_resetDataKeyframe(mj, d, 0)
     d.qpos[2] += 0.2
-    rng = np.random.default_rng(0)
-    Q, V, ref = [], [], []
-    while d.time < 1.0:
-        for _ in range(10):
-            mujoco.mj_step(mj, d)
-        for s in (0.1, 0.5, 2.0):
-            probe.qpos[:], probe.qvel[:], probe.ctrl[:] = d.qpos, d.qvel + s * rng.normal(size=mj.nv), d.ctrl
-            mujoco.mj_forward(mj, probe)
-            if probe.ncon and all(c.dist - c.includemargin < -1e-4 for c in probe.contact[:probe.ncon]):
-                Q.append(probe.qpos.copy()), V.append(probe.qvel.copy()), ref.append(probe.qacc.copy())
+    Q, V, ref = _perturbed_contact_states(mj, d, 1.0, 10)
     assert len(Q) > 100
     m = jaxmbd.load_mjcf(path, warn=False)
     el = next(e for e in m.forces if isinstance(e, Contact))
     assert el.rows == 36 and el.rows * (1 + el.fdim) > m.nv
     ctrl = jnp.asarray(d.ctrl)
-    a = jax.jit(jax.vmap(lambda q, v: jaxmbd.forward_dynamics(m, q, v, m.actuators.generalized_force(m.nv, q, v, ctrl))))(
-        jnp.asarray(np.array(Q)), jnp.asarray(np.array(V)))
+    fd = lambda q, v: jaxmbd.forward_dynamics(m, q, v, m.actuators.generalized_force(m.nv, q, v, ctrl))  # noqa: E731
+    a = jax.jit(jax.vmap(fd))(jnp.asarray(np.array(Q)), jnp.asarray(np.array(V)))
     ref = np.array(ref)
     err = np.abs(np.asarray(a) - ref).max(1) / np.abs(ref).max(1)
     assert err.max() < 1e-6, (int((err > 1e-6).sum()), err.max())

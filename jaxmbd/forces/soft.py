@@ -438,13 +438,19 @@ def _sweeps(A, a0, aref, R, sN, T, eps, JY=None):
             b = aN - a0[:kN] - A[:kN, kN:] @ fT
             ANN, dA = A[:kN, :kN], jnp.diagonal(A[:kN, :kN])
             for _ in range(ACTIVE_SET if sweep == 0 else 1):
-                raw = _solve(ANN, R_N, onN, b) if JY is None else _solve_joint(JY[0][:kN], JY[1][:, :kN], R_N, onN, b)
+                if JY is None:
+                    raw = _solve(ANN, R_N, onN, b)
+                else:
+                    raw = _solve_joint(JY[0][:kN], JY[1][:, :kN], R_N, onN, b)
                 local = (b - ANN @ raw + dA * raw) / (dA + R_N)
                 onN = sN * _unit_step(local / eps)
             fN = _rows_gs(A[:kN, :kN], R_N, sN, b, eps, ramp(raw, eps))
         if kT:
             b = arefT - a0[kN:] - A[kN:, :kN] @ fN
-            raw = _solve(A[kN:, kN:], T.R, T.on, b) if JY is None else _solve_joint(JY[0][kN:], JY[1][:, kN:], T.R, T.on, b)
+            if JY is None:
+                raw = _solve(A[kN:, kN:], T.R, T.on, b)
+            else:
+                raw = _solve_joint(JY[0][kN:], JY[1][:, kN:], T.R, T.on, b)
             fT = _cones_gs(A[kN:, kN:], T, b, fN, _cone_scale(raw, T, fN))
     return jnp.concatenate([fN, fT])
 
@@ -508,11 +514,9 @@ def _blocks(normal, cone, kN):
         color[kN + rows] = 1 + np.arange(len(rows))
         block[kN + rows] = normal[rows[0]]
     nc = int(color.max()) + 1
-    member = np.full((k, nc), -1, np.int64)
-    for i in range(k):
-        for j in np.nonzero(block == block[i])[0]:
-            member[i, color[j]] = j
-    return color, member
+    rep = np.full((k, nc), -1, np.int64)               # per representative row, its block's rows by color
+    rep[block, color] = np.arange(k)
+    return color, rep[block]
 
 
 def _map_jacobian(F, y, blocks):
