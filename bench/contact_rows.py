@@ -13,7 +13,6 @@ Writes bench/results/contact_rows_<backend>.md (or prints with --no-write)."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import time
@@ -29,21 +28,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 import jaxmbd  # noqa: E402
 from jaxmbd.forces import soft  # noqa: E402
-from jaxmbd.forces.base import elements, make  # noqa: E402
-from jaxmbd.forces.contact import Contact  # noqa: E402
+from jaxmbd.forces.base import elements  # noqa: E402
+from jaxmbd.forces.contact import Contact, with_contact_options  # noqa: E402
 from jaxmbd.odes import ChartODE  # noqa: E402
 from common import machine, per_call, write_result  # noqa: E402
 
 
 def contact(m):
     return next(e for e in elements(m) if isinstance(e, Contact))
-
-
-def with_rows(m, k):
-    import equinox as eqx
-    el = contact(m)
-    new = make(Contact, **dict({f.name: getattr(el, f.name) for f in dataclasses.fields(Contact)}, rows=int(k)))
-    return eqx.tree_at(lambda t: t.forces, m, tuple(new if e is el else e for e in m.forces))
 
 
 def models():
@@ -74,7 +66,7 @@ def main():
         q, v = states(m0, a.batch)
         for spec, joint in [(s, j) for s in a.rows.split(",") for j in ((True, False) if a.row_space else (True,))]:
             k = el.rows if spec == "default" else int(spec)
-            m = with_rows(m0, k)
+            m = with_contact_options(m0, rows=k)
             soft.JOINT_SPACE = joint
             jax.clear_caches()
             g = jax.jit(jax.vmap(lambda q, v, m=m: ChartODE(m, q).g(0.0, jnp.zeros(m.nv), v)))

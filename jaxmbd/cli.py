@@ -345,26 +345,11 @@ def _divergence_advice(a, n):
 
 def _with_contact_options(model, label, rows=None, capacity=None):
     """The model with its contact element's soft-solve ``rows`` and broad-phase ``capacity``
-    replaced (what ``ModelBuilder.set_contact_options(rows=..., capacity=...)`` sets when a model is
-    built; capacity: an int per group or "all", :func:`jaxmbd.forces.contact.capacities`)."""
-    import dataclasses
-
-    import equinox as eqx
-
-    from jaxmbd.forces.base import make
-    from jaxmbd.forces.contact import Contact, capacities
-    el = _contact_element(model)
-    if el is None:
+    replaced (:func:`jaxmbd.forces.contact.with_contact_options`)."""
+    from jaxmbd.forces.contact import with_contact_options
+    if _contact_element(model) is None:
         raise UsageError(f"--contact-rows/--contact-capacity: {label} has no contacts")
-    tree = getattr(model, "tree", model)
-    fields = {f.name: getattr(el, f.name) for f in dataclasses.fields(Contact)}
-    if rows is not None:
-        fields["rows"] = int(rows)
-    if capacity is not None:
-        fields["capacity"] = capacities(el, tree, capacity)
-    new = make(Contact, **fields)
-    tree = eqx.tree_at(lambda m: m.forces, tree, tuple(new if e is el else e for e in tree.forces))
-    return tree if getattr(model, "tree", None) is None else eqx.tree_at(lambda m: m.tree, model, tree)
+    return with_contact_options(model, rows, capacity)
 
 
 def _overflow_advice(model):

@@ -4,8 +4,6 @@ falling over for 2 s with the defaults: never CONTACT_OVERFLOW, and the forces o
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import mujoco
@@ -15,24 +13,17 @@ import pytest
 import jaxmbd
 from jaxmbd import Inputs, Save, Start, Steps
 from jaxmbd.contact import geometry as G
-from jaxmbd.forces.base import elements, make
+from jaxmbd.forces.base import elements
 from jaxmbd.forces.contact import (BETWEEN_ROWS, PLANE_CONTACTS, SOFT_ROWS_FLOOR, TREE_ROWS, Contact,
-                                   face_vertices, pair_contacts)
+                                   face_vertices, pair_contacts, with_contact_options)
 from jaxmbd.integrators import RK4
+from test_robots_on_floors import HUMANOID as LEGS
 
 jax.config.update("jax_enable_x64", True)
 
 
 def _contact(m):
     return next(e for e in elements(getattr(m, "tree", m)) if isinstance(e, Contact))
-
-
-def _with_rows(m, k):
-    """The model with its soft solve taking k rows."""
-    import equinox as eqx
-    el = _contact(m)
-    new = make(Contact, **dict({f.name: getattr(el, f.name) for f in dataclasses.fields(Contact)}, rows=int(k)))
-    return eqx.tree_at(lambda t: t.forces, m, tuple(new if e is el else e for e in m.forces))
 
 
 # --- the per-pair counts --------------------------------------------------------------------------
@@ -203,121 +194,51 @@ def test_the_rows_of_a_tree_follow_its_pairs():
 
 # --- robots landing and falling over ------------------------------------------------------------------
 
-HUMANOID = """<mujoco model="humanoid with arms">
-  <compiler angle="radian" autolimits="true"/>
-  <option timestep="0.002" cone="elliptic" impratio="10"/>
-  <default>
-    <default class="hum">
-      <joint damping="0.5" armature="0.02" frictionloss="0.2"/>
-      <position kp="300" dampratio="1" forcerange="-150 150" inheritrange="1"/>
-      <default class="visual"><geom group="2" contype="0" conaffinity="0" density="0"/></default>
-      <default class="collision">
-        <geom group="3" condim="3" friction="0.8 0.02 0.01"/>
-        <default class="foot"><geom type="box" size="0.09 0.045 0.015" priority="1" friction="1.0 0.02 0.01"/></default>
-      </default>
-      <default class="arm"><position kp="100" forcerange="-40 40"/></default>
-      <default class="hip_x"><joint axis="1 0 0" range="-0.4 0.4"/></default>
-      <default class="hip_y"><joint axis="0 1 0" range="-1.6 0.6"/></default>
-      <default class="knee"><joint axis="0 1 0" range="0 2.4"/></default>
-      <default class="ankle"><joint axis="0 1 0" range="-0.9 0.9"/></default>
-      <default class="shoulder_y"><joint axis="0 1 0" range="-2.5 1.5"/></default>
-      <default class="shoulder_x"><joint axis="1 0 0" range="-0.3 1.5"/></default>
-      <default class="elbow"><joint axis="0 1 0" range="-2.2 0"/></default>
-    </default>
-  </default>
-  <worldbody>
-    <geom name="floor" type="plane" size="0 0 0.05"/>
-    <body name="pelvis" pos="0 0 0.75" childclass="hum">
-      <freejoint name="root"/>
-      <geom name="pelvis" class="collision" type="box" size="0.08 0.12 0.06" mass="4"/>
-      <geom class="visual" type="box" size="0.08 0.12 0.06"/>
-      <body name="torso" pos="0 0 0.08">
-        <joint name="waist" axis="0 0 1" range="-0.6 0.6"/>
-        <geom name="torso" class="collision" type="capsule" fromto="0 0 0.02 0 0 0.25" size="0.09" mass="8"/>
-        <geom name="head" class="collision" type="sphere" pos="0 0 0.42" size="0.09" mass="2"/>
-        <geom class="visual" type="capsule" fromto="0 0 0.02 0 0 0.25" size="0.09"/>
-        <body name="l_upper_arm" pos="0 0.2 0.22">
-          <joint name="l_shoulder_y" class="shoulder_y"/>
-          <joint name="l_shoulder_x" class="shoulder_x"/>
-          <geom name="l_upper_arm" class="collision" type="capsule" fromto="0 0 0 0 0 -0.22" size="0.035" mass="1.2"/>
+def _arm(side, y, shoulder_x=""):
+    """An arm of the humanoid below (upper arm, forearm and hand, collision classes)."""
+    return f"""
+        <body name="{side}_upper_arm" pos="0 {y} 0.22">
+          <joint name="{side}_shoulder_y" class="shoulder_y"/>
+          <joint name="{side}_shoulder_x" class="shoulder_x"{shoulder_x}/>
+          <geom name="{side}_upper_arm" class="collision" type="capsule" fromto="0 0 0 0 0 -0.22" size="0.035" mass="1.2"/>
           <geom class="visual" type="capsule" fromto="0 0 0 0 0 -0.22" size="0.035"/>
-          <body name="l_forearm" pos="0 0 -0.25">
-            <joint name="l_elbow" class="elbow"/>
-            <geom name="l_forearm" class="collision" type="capsule" fromto="0 0 0 0 0 -0.2" size="0.03" mass="0.8"/>
-            <geom name="l_hand" class="collision" type="sphere" pos="0 0 -0.24" size="0.04" mass="0.3"/>
+          <body name="{side}_forearm" pos="0 0 -0.25">
+            <joint name="{side}_elbow" class="elbow"/>
+            <geom name="{side}_forearm" class="collision" type="capsule" fromto="0 0 0 0 0 -0.2" size="0.03" mass="0.8"/>
+            <geom name="{side}_hand" class="collision" type="sphere" pos="0 0 -0.24" size="0.04" mass="0.3"/>
             <geom class="visual" type="capsule" fromto="0 0 0 0 0 -0.2" size="0.03"/>
           </body>
-        </body>
-        <body name="r_upper_arm" pos="0 -0.2 0.22">
-          <joint name="r_shoulder_y" class="shoulder_y"/>
-          <joint name="r_shoulder_x" class="shoulder_x" range="-1.5 0.3"/>
-          <geom name="r_upper_arm" class="collision" type="capsule" fromto="0 0 0 0 0 -0.22" size="0.035" mass="1.2"/>
-          <geom class="visual" type="capsule" fromto="0 0 0 0 0 -0.22" size="0.035"/>
-          <body name="r_forearm" pos="0 0 -0.25">
-            <joint name="r_elbow" class="elbow"/>
-            <geom name="r_forearm" class="collision" type="capsule" fromto="0 0 0 0 0 -0.2" size="0.03" mass="0.8"/>
-            <geom name="r_hand" class="collision" type="sphere" pos="0 0 -0.24" size="0.04" mass="0.3"/>
-            <geom class="visual" type="capsule" fromto="0 0 0 0 0 -0.2" size="0.03"/>
-          </body>
-        </body>
-      </body>
-      <body name="l_thigh" pos="0 0.09 -0.07">
-        <joint name="l_hip_x" class="hip_x"/>
-        <joint name="l_hip_y" class="hip_y"/>
-        <geom name="l_thigh" class="collision" type="capsule" fromto="0 0 -0.03 0 0 -0.27" size="0.05" mass="2.5"/>
-        <geom class="visual" type="capsule" fromto="0 0 -0.03 0 0 -0.27" size="0.05"/>
-        <body name="l_shin" pos="0 0 -0.3">
-          <joint name="l_knee" class="knee"/>
-          <geom name="l_shin" class="collision" type="capsule" fromto="0 0 -0.03 0 0 -0.26" size="0.04" mass="1.5"/>
-          <geom class="visual" type="capsule" fromto="0 0 -0.03 0 0 -0.26" size="0.04"/>
-          <body name="l_foot" pos="0 0 -0.3">
-            <joint name="l_ankle" class="ankle"/>
-            <geom name="l_foot" class="foot" pos="0.03 0 -0.02" mass="0.6"/>
-            <geom class="visual" type="box" size="0.09 0.045 0.015" pos="0.03 0 -0.02"/>
-          </body>
-        </body>
-      </body>
-      <body name="r_thigh" pos="0 -0.09 -0.07">
-        <joint name="r_hip_x" class="hip_x"/>
-        <joint name="r_hip_y" class="hip_y"/>
-        <geom name="r_thigh" class="collision" type="capsule" fromto="0 0 -0.03 0 0 -0.27" size="0.05" mass="2.5"/>
-        <geom class="visual" type="capsule" fromto="0 0 -0.03 0 0 -0.27" size="0.05"/>
-        <body name="r_shin" pos="0 0 -0.3">
-          <joint name="r_knee" class="knee"/>
-          <geom name="r_shin" class="collision" type="capsule" fromto="0 0 -0.03 0 0 -0.26" size="0.04" mass="1.5"/>
-          <geom class="visual" type="capsule" fromto="0 0 -0.03 0 0 -0.26" size="0.04"/>
-          <body name="r_foot" pos="0 0 -0.3">
-            <joint name="r_ankle" class="ankle"/>
-            <geom name="r_foot" class="foot" pos="0.03 0 -0.02" mass="0.6"/>
-            <geom class="visual" type="box" size="0.09 0.045 0.015" pos="0.03 0 -0.02"/>
-          </body>
-        </body>
-      </body>
-    </body>
-  </worldbody>
-  <actuator>
-    <position class="hum" name="waist" joint="waist"/>
-    <position class="arm" name="l_shoulder_y" joint="l_shoulder_y"/>
-    <position class="arm" name="l_shoulder_x" joint="l_shoulder_x"/>
-    <position class="arm" name="l_elbow" joint="l_elbow"/>
-    <position class="arm" name="r_shoulder_y" joint="r_shoulder_y"/>
-    <position class="arm" name="r_shoulder_x" joint="r_shoulder_x"/>
-    <position class="arm" name="r_elbow" joint="r_elbow"/>
-    <position class="hum" name="l_hip_x" joint="l_hip_x"/>
-    <position class="hum" name="l_hip_y" joint="l_hip_y"/>
-    <position class="hum" name="l_knee" joint="l_knee"/>
-    <position class="hum" name="l_ankle" joint="l_ankle"/>
-    <position class="hum" name="r_hip_x" joint="r_hip_x"/>
-    <position class="hum" name="r_hip_y" joint="r_hip_y"/>
-    <position class="hum" name="r_knee" joint="r_knee"/>
-    <position class="hum" name="r_ankle" joint="r_ankle"/>
-  </actuator>
-  <keyframe>
-    <key name="stand" qpos="0 0 0.6682 1 0 0 0  0  0 0 -0.3  0 0 -0.3  0 -0.3 0.6 -0.3  0 -0.3 0.6 -0.3"
-         ctrl="0  0 0 -0.3  0 0 -0.3  0 -0.3 0.6 -0.3  0 -0.3 0.6 -0.3"/>
-  </keyframe>
-</mujoco>
-"""
+        </body>"""
+
+
+def _with_arms(legs):
+    """The small humanoid of tests/test_robots_on_floors.py with two arms on its torso, their position
+    servos, and its keyframe with the arms hanging."""
+    out = legs
+    for old, new in [
+        ('<mujoco model="small humanoid">', '<mujoco model="humanoid with arms">'),
+        ('      <default class="ankle"><joint axis="0 1 0" range="-0.9 0.9"/></default>\n',
+         '      <default class="ankle"><joint axis="0 1 0" range="-0.9 0.9"/></default>\n'
+         '      <default class="arm"><position kp="100" forcerange="-40 40"/></default>\n'
+         '      <default class="shoulder_y"><joint axis="0 1 0" range="-2.5 1.5"/></default>\n'
+         '      <default class="shoulder_x"><joint axis="1 0 0" range="-0.3 1.5"/></default>\n'
+         '      <default class="elbow"><joint axis="0 1 0" range="-2.2 0"/></default>\n'),
+        ('        <geom class="visual" type="capsule" fromto="0 0 0.02 0 0 0.25" size="0.09"/>',
+         '        <geom class="visual" type="capsule" fromto="0 0 0.02 0 0 0.25" size="0.09"/>'
+         + _arm("l", 0.2) + _arm("r", -0.2, ' range="-1.5 0.3"')),
+        ('    <position class="hum" name="waist" joint="waist"/>\n',
+         '    <position class="hum" name="waist" joint="waist"/>\n' + "".join(
+             f'    <position class="arm" name="{s}_{j}" joint="{s}_{j}"/>\n'
+             for s in "lr" for j in ("shoulder_y", "shoulder_x", "elbow"))),
+        ('qpos="0 0 0.6682 1 0 0 0  0  0 -0.3 0.6 -0.3  0 -0.3 0.6 -0.3"',
+         'qpos="0 0 0.6682 1 0 0 0  0  0 0 -0.3  0 0 -0.3  0 -0.3 0.6 -0.3  0 -0.3 0.6 -0.3"'),
+        ('ctrl="0  0 -0.3 0.6 -0.3  0 -0.3 0.6 -0.3"', 'ctrl="0  0 0 -0.3  0 0 -0.3  0 -0.3 0.6 -0.3  0 -0.3 0.6 -0.3"')]:
+        assert out.count(old) == 1, old
+        out = out.replace(old, new)
+    return out
+
+
+HUMANOID = _with_arms(LEGS)
 
 
 def _within(model, q):
@@ -340,7 +261,7 @@ def _run(model, q0, v0, ctrl):
 def _same_forces(model, sol, counts, ctrl, n=4):
     """At the n saved states with the most contacts: contact_forces with the default rows equal those
     with every candidate as a row."""
-    every = _with_rows(model, _contact(model).n_candidates)
+    every = with_contact_options(model, rows=_contact(model).n_candidates)
     for i in np.argsort(-counts, kind="stable")[:n]:
         q, v = sol.qs[i], sol.vs[i]
         a = jaxmbd.forces.contact_forces(model, q, v, ctrl=jnp.asarray(ctrl))

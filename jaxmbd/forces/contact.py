@@ -1021,11 +1021,32 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
                        hfields=[g.get("hfield") for g in geoms])
     cap = capacities(el, model, options.get("capacity"))
     if cap != el.capacity:
-        el = make(Contact, **dict({f.name: getattr(el, f.name) for f in dataclasses.fields(Contact)}, capacity=cap))
+        el = _replace(el, capacity=cap)
     if options.get("rows") or not el.has_soft:
         return el
-    return make(Contact, **dict({f.name: getattr(el, f.name) for f in dataclasses.fields(Contact)},
-                                rows=default_rows(el, model.topo)))
+    return _replace(el, rows=default_rows(el, model.topo))
+
+
+def _replace(el, **fields):
+    """The Contact element el with ``fields`` replaced."""
+    return make(Contact, **dict({f.name: getattr(el, f.name) for f in dataclasses.fields(Contact)}, **fields))
+
+
+def with_contact_options(model, rows=None, capacity=None):
+    """The model (a tree or a Mechanism) with its contact element's soft-solve ``rows`` and broad-phase
+    ``capacity`` replaced, as ``ModelBuilder.set_contact_options(rows=..., capacity=...)`` sets them
+    when a model is built (capacity: an int per group or "all", :func:`capacities`; None keeps
+    either).  A ValueError if the model has no contacts."""
+    from .base import elements
+    tree = getattr(model, "tree", model)
+    found = [e for e in elements(tree) if isinstance(e, Contact)] if getattr(tree, "forces", None) else []
+    if not found:
+        raise ValueError("the model has no contacts")
+    el = found[0]
+    new = _replace(el, **({} if rows is None else {"rows": int(rows)}),
+                   **({} if capacity is None else {"capacity": capacities(el, tree, capacity)}))
+    tree = eqx.tree_at(lambda m: m.forces, tree, tuple(new if e is el else e for e in tree.forces))
+    return tree if getattr(model, "tree", None) is None else eqx.tree_at(lambda m: m.tree, model, tree)
 
 
 CAPACITY_FLOOR = {True: 16, False: 8}   # groups against a plane (closed-form narrow phase), the others
