@@ -156,16 +156,24 @@ class Solver(eqx.Module):
     adjoint: "checkpoint" (default) or "none".  Both are a while loop that
       runs as many steps as the run needs.  "checkpoint" is reverse-mode
       differentiable (``jax.grad``) with bounded memory: the reverse pass
-      keeps ``checkpoints`` copies of the loop state and recomputes the steps
-      between them (online binomial checkpointing, Stumm and Walther 2010;
-      ``equinox.internal.while_loop``), so a gradient costs a few forward
-      runs.  "none" is forward-mode differentiable only (``jax.jvp``,
+      replays the run's accepted steps, keeps ``checkpoints`` copies of the
+      loop state and recomputes the steps between them (online binomial
+      checkpointing, Stumm and Walther 2010; ``equinox.internal.while_loop``),
+      so a gradient costs a few forward runs.  "none" is forward-mode differentiable only (``jax.jvp``,
       ``jax.jacfwd``; ``jax.grad`` raises).
-    checkpoints: the loop states the reverse pass keeps (default 100)."""
+    checkpoints: the loop states the reverse pass keeps (default 100).
+    replay_steps: the most accepted steps a reverse pass can replay (default
+      100,000, as ``Steps.max_steps``).  The forward run of a gradient records
+      every accepted step's size (8 bytes each in float64, this many per
+      batch member), and the reverse pass differentiates those steps replayed,
+      so that its recomputed segments follow the run exactly; a run with more
+      accepted steps gets a NaN gradient.  Runs that are not differentiated
+      record nothing."""
     dynamics: str = eqx.field(default="aba", static=True)
     constraints: str = eqx.field(default="schur", static=True)
     adjoint: str = eqx.field(default="checkpoint", static=True)
     checkpoints: int = eqx.field(default=DEFAULT_CHECKPOINTS, static=True)
+    replay_steps: int = eqx.field(default=MAX_STEPS_DEFAULT, static=True)
 
     def __check_init__(self):
         if self.dynamics not in DYNAMICS:
@@ -176,3 +184,5 @@ class Solver(eqx.Module):
             raise ValueError(f"unknown adjoint {self.adjoint!r}; expected 'checkpoint' or 'none'")
         if isinstance(self.checkpoints, bool) or int(self.checkpoints) < 1:
             raise ValueError(f"checkpoints must be >= 1, got {self.checkpoints!r}")
+        if isinstance(self.replay_steps, bool) or int(self.replay_steps) < 1:
+            raise ValueError(f"replay_steps must be >= 1, got {self.replay_steps!r}")

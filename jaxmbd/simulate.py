@@ -156,6 +156,9 @@ def simulate(model, start=None, t1=1.0, *, integrator: AbstractIntegrator, input
     true sensitivities as the tolerance tightens.  The controller's own
     sensitivity to the error estimate, large and meaningless where a contact
     starts, would otherwise swamp them.  With ``Solver(adjoint="checkpoint")``
+    the run records its accepted steps' sizes and the reverse pass replays
+    them (:func:`_adjoint_run`), so the gradient is that of the run the call
+    returned at any tolerance (``Solver.replay_steps`` bounds the record), and
     the implicit methods' Jacobians take a cheaper pullback: the cotangent of
     the n x 2n Jacobian of g is paired with it by n directional derivatives
     instead of transposing the 2n of the forward Jacobian, and by 5 for
@@ -216,10 +219,12 @@ class LoopState(eqx.Module):
     row k, the rows saved, done / status, attempts n, whether the last attempt
     was rejected, the counters, the integrator's cache, the system's
     partition state and its own state (:mod:`jaxmbd.systems`), the
-    step-size history (None unless ``Save.step_history``), and the
+    step-size history (None unless ``Save.step_history``), the
     divergence check's running work: dict(W, X, P) (the work and exchanged
     work of the applied forces, their power at the state; None without the
-    check or without anything applied)."""
+    check or without anything applied), and the accepted steps' sizes, negated
+    where the step reached a save time (None unless the run is recorded for its
+    reverse pass: :func:`_adjoint_run`)."""
     t: jax.Array
     q: jax.Array
     v: jax.Array
@@ -236,6 +241,7 @@ class LoopState(eqx.Module):
     own: object
     hist: dict | None
     work: dict | None
+    steps_taken: jax.Array | None = None
 
 
 class Tried(NamedTuple):
@@ -266,17 +272,80 @@ def _simulate(model, start, t1, integrator, inputs, steps, save, solver) -> Solu
     """The traced body of :func:`simulate` (arguments converted)."""
     if not isinstance(integrator, AbstractIntegrator):
         raise TypeError(f"integrator must be a jaxmbd.integrators method, got {type(integrator).__name__}")
-    run = _Run(model, start, t1, integrator, inputs, steps, save, solver)
-    s0 = run.initial()
-    # the buffers are written once per row, never read in the loop (decided by structure, not by the leaves)
-    _buffers = (lambda s: (s.saved, s.hist)) if save.step_history else (lambda s: s.saved)  # noqa: E731
     if solver.adjoint == "none":
-        s = eqxi.while_loop(run.cond, run.step, s0, buffers=_buffers, kind="lax")
-    else:
-        # the bound is the loop's own condition (max_steps may be traced); the reverse pass keeps the checkpoints
-        s = eqxi.while_loop(run.cond, run.step, s0, max_steps=None, buffers=_buffers, kind="checkpointed",
-                            checkpoints=solver.checkpoints)
-    return run.solution(s)
+        return _run((model, start, t1, integrator, inputs, steps, save), solver)
+    inputs, save = _closure_converted(model, start, inputs, save)
+    return _adjoint_run((model, start, t1, integrator, inputs, steps, save), solver, solver.replay_steps)
+
+
+def _closure_converted(model, start, inputs, save):
+    """The user's functions (``Inputs.tau``, ``Inputs.ctrl``, ``Save.observe``) with the traced values
+    they close over made leaves of their own (``equinox.filter_closure_convert``), so that the
+    reverse pass of :func:`_adjoint_run` reaches them as it reaches its arguments."""
+    q0 = jnp.asarray(model.q0 if start.q is None else start.q)
+    v0 = jnp.asarray(model.v0 if start.v is None else start.v)
+    dt = jnp.result_type(q0, v0, float)
+    t, q, v = jnp.zeros((), dt), jnp.zeros(q0.shape, dt), jnp.zeros(v0.shape, dt)
+    convert = lambda f, *a: eqx.filter_closure_convert(f, *a) if callable(f) else f  # noqa: E731
+    inputs = Inputs(convert(inputs.tau, t, q, v, inputs.params), convert(inputs.ctrl, t, q, v, inputs.params),
+                    inputs.params)
+    return inputs, eqx.tree_at(lambda s: s.observe, save, convert(save.observe, model, q, v),
+                               is_leaf=lambda x: x is None)
+
+
+def _buffers(save, record):
+    """The loop state's parts that are written once per row and never read in the loop (decided by
+    structure, not by the leaves): the saved rows, the step history, the record of the steps taken."""
+    return lambda s: (s.saved,) + ((s.hist,) if save.step_history else ()) + ((s.steps_taken,) if record else ())
+
+
+def _run(args, solver, record=0):
+    """The adaptive loop; with ``record`` > 0 it keeps the sizes of its first ``record`` accepted steps.
+    Returns (Solution, final LoopState)."""
+    run = _Run(*args, solver)
+    s = eqxi.while_loop(run.cond, run.step, run.initial(record), buffers=_buffers(run.save, record), kind="lax")
+    return run.solution(s) if not record else (run.solution(s), s)
+
+
+@eqx.filter_custom_vjp
+def _adjoint_run(args, solver, record):
+    """The adaptive loop, differentiated in reverse mode by replaying its accepted steps.
+
+    The step-size controller's decisions (each step's size, its acceptance) are functions of error
+    estimates that cancel to a few digits at tight tolerances, so a reverse pass that recomputes the
+    loop between checkpoints can take other decisions than the run it differentiates (round-off
+    differs between compiled programs) and pull cotangents back along a path whose segments no
+    longer meet at the checkpoints: at rtol = atol = 1e-10 a tumbling box's gradient was off by its
+    own size.  Here the run records the size of every accepted step; the reverse pass replays those
+    steps alone (no error estimate, no rejection) in equinox's checkpointed loop and differentiates
+    the replay, whose recomputed segments meet exactly: the gradient is that of the discrete
+    solution with the run's accepted step sizes held fixed."""
+    return _run(args, solver)
+
+
+@_adjoint_run.def_fwd
+def _adjoint_run_fwd(perturbed, args, solver, record):
+    sol, s = _run(args, solver, record)
+    return sol, (s.steps_taken, s.stats["accepted"])
+
+
+@_adjoint_run.def_bwd
+def _adjoint_run_bwd(res, g, perturbed, args, solver, record):
+    taken, n = res
+
+    def replay(args):
+        run = _Run(*args, solver)
+        s0 = run.initial()
+        s = eqxi.while_loop(lambda s: s.n < n, lambda s: run.replay_step(s, taken, n), s0, max_steps=None,
+                            buffers=_buffers(run.save, 0), kind="checkpointed", checkpoints=solver.checkpoints)
+        return run.solution(s)
+    out, pullback = eqx.filter_vjp(replay, args)
+    g = jax.tree_util.tree_map(lambda o, c: (jnp.zeros_like(o) if c is None else c) if eqx.is_inexact_array(o)
+                               else None, out, g)
+    # a run with more accepted steps than the record holds (Solver.replay_steps) has no replay: its
+    # gradient is NaN, not a wrong number
+    short = n > taken.shape[0]
+    return jax.tree_util.tree_map(lambda x: jnp.where(short, jnp.nan, x), pullback(g)[0])
 
 
 class _Run:
@@ -321,7 +390,7 @@ class _Run:
         ode.reverse_only = self.reverse_only
         return ode
 
-    def initial(self) -> LoopState:
+    def initial(self, record=0) -> LoopState:
         system, integrator, ts, dt = self.system, self.integrator, self.ts, self.dtype
         q0, v0, part0, bad_start = system.start(self.q0, self.v0, self.assemble)
         self.part0 = part0
@@ -353,7 +422,8 @@ class _Run:
         stats0 = {k: zero for k in STAT_KEYS + system.extra_stats}
         n_hist = self.save.step_history
         hist = None if not n_hist else dict(t=jnp.full((n_hist,), jnp.nan, dt), h=jnp.full((n_hist,), jnp.nan, dt))
-        return LoopState(t=self.t0, q=q0, v=v0, h=h0, k=k0, saved=saved0,
+        taken = jnp.zeros((record,), dt) if record else None
+        return LoopState(t=self.t0, q=q0, v=v0, h=h0, k=k0, saved=saved0, steps_taken=taken,
                          done=(k0 >= self.n_save) | (status0 != SUCCESS), n=zero, status=status0.astype(jnp.int32),
                          after_reject=jnp.array(False), stats=stats0,
                          cache=integrator.init_cache(ode0, self.t0, self.ind(part0, v0)), part=part0,
@@ -391,8 +461,32 @@ class _Run:
         # the start state's contacts (one traced check in the loop covers the initial state and every
         # accepted one)
         verdict = self.judge(s, tried, t_new, contact_overflow(self.system.tree, s.q))
+        return self._advance(s, ode, tried, h, t_new, verdict.accept & clipped, verdict)
+
+    def replay_step(self, s: LoopState, taken, n) -> LoopState:
+        """Step s.n of the recorded run's accepted steps ``taken`` (their sizes, negated where the step
+        reached a save time; ``n`` of them): the same step without error estimate or rejection; a
+        step that reached its save time lands on it (h = target - t, as the run's)."""
+        part = s.part
+        ode = self.ode_at(s.q, part)
+        active = s.n < n
+        size = taken[jnp.clip(s.n, 0, jnp.maximum(n - 1, 0))]
+        target = self.ts[jnp.minimum(s.k, self.n_save - 1)]
+        reached = (size < 0) & active
+        # past the record (a masked member under vmap) the last size again, never h = 0 (module note in step)
+        h = jnp.where(reached, target - s.t, jnp.abs(size))
+        att = self.integrator.attempt(ode, s.t, self.ind(part, s.v), h, self.scales(ode, s.q, s.v, part), s.cache)
+        q1, v1 = ode.finish(att.y, att.yd)
+        tried = Tried(att, q1, v1, jnp.array(True), active, jnp.array(False), h)
+        t_new = jnp.where(reached, target, s.t + h)
+        work = self.judge(s, tried, t_new).work
+        return self._advance(s, ode, tried, h, t_new, reached, Verdict(active, jnp.array(False), SUCCESS, work))
+
+    def _advance(self, s, ode, tried, h, t_new, reached, verdict) -> LoopState:
+        """The loop state after an attempt of size h ending at t_new: ``verdict`` says whether it is
+        accepted (and the run's failure), ``reached`` whether it reached its save time."""
+        part, att, q1, v1 = s.part, tried.att, tried.q1, tried.v1
         accept = verdict.accept
-        reached = accept & clipped
         # write row k only (kept as it was unless this step reached its save time)
         rec = self.record(q1, v1)
         saved = jax.tree_util.tree_map(lambda x, b: eqxi.buffer_at_set(b, s.k, x, pred=reached), rec, s.saved)
@@ -415,11 +509,17 @@ class _Run:
             i, keep = jnp.minimum(st["accepted"], n_hist - 1), accept & (st["accepted"] < n_hist)
             hist = dict(t=eqxi.buffer_at_set(hist["t"], i, t_new, pred=keep),
                         h=eqxi.buffer_at_set(hist["h"], i, h, pred=keep))
+        taken = s.steps_taken
+        if taken is not None:
+            n_rec = taken.shape[0]
+            size = jax.lax.stop_gradient(jnp.where(reached, -h, h))
+            taken = eqxi.buffer_at_set(taken, jnp.minimum(st["accepted"], n_rec - 1), size,
+                                       pred=accept & (st["accepted"] < n_rec))
         return LoopState(t=jnp.where(accept, t_new, s.t), q=q_new, v=jnp.where(accept, v1, s.v), h=tried.h_new, k=k_new,
                          saved=saved, done=finished | failed, n=s.n + 1,
                          status=jnp.where(failed, fail_status, SUCCESS).astype(jnp.int32), after_reject=~accept,
                          stats={k_: v.astype(jnp.int32) for k_, v in stats.items()}, cache=after.cache,
-                         part=after.part, own=after.own, hist=hist,
+                         part=after.part, own=after.own, hist=hist, steps_taken=taken,
                          work=None if s.work is None else jax.tree_util.tree_map(
                              lambda a, b: jnp.where(accept, a, b), verdict.work, s.work))
 
