@@ -300,8 +300,8 @@ def _buffers(save, record):
 
 
 def _run(args, solver, record=0):
-    """The adaptive loop; with ``record`` > 0 it keeps the sizes of its first ``record`` accepted steps.
-    Returns (Solution, final LoopState)."""
+    """The adaptive loop's Solution; with ``record`` > 0, (Solution, final LoopState), the state keeping
+    the sizes of the first ``record`` accepted steps (``steps_taken``)."""
     run = _Run(*args, solver)
     s = eqxi.while_loop(run.cond, run.step, run.initial(record), buffers=_buffers(run.save, record), kind="lax")
     return run.solution(s) if not record else (run.solution(s), s)
@@ -473,7 +473,7 @@ class _Run:
         size = taken[jnp.clip(s.n, 0, jnp.maximum(n - 1, 0))]
         target = self.ts[jnp.minimum(s.k, self.n_save - 1)]
         reached = (size < 0) & active
-        # past the record (a masked member under vmap) the last size again, never h = 0 (module note in step)
+        # past the record (a masked member under vmap) the last size again, never h = 0 (as in step)
         h = jnp.where(reached, target - s.t, jnp.abs(size))
         att = self.integrator.attempt(ode, s.t, self.ind(part, s.v), h, self.scales(ode, s.q, s.v, part), s.cache)
         q1, v1 = ode.finish(att.y, att.yd)
