@@ -8,6 +8,9 @@ discrete solution the run computed, at any tolerance and any number of checkpoin
 - a tumbling throw at 1e-10, whose steps' error estimates cancel to a few digits: the gradient with
   100 checkpoints equals forward-mode differentiation of the same run (a reverse pass that
   recomputed the steps' decisions between checkpoints was off by 5 times the derivative);
+- the go2-class quadruped landing from 10 cm (soft contacts): the gradient with respect to a link
+  mass and the contacts' friction equals central differences within 1e-3 at the same three
+  tolerances (slow);
 - a run with more accepted steps than ``Solver(replay_steps=)`` gets a NaN gradient; bad values are
   refused at construction."""
 
@@ -89,3 +92,37 @@ def test_a_run_longer_than_the_replay_record_has_a_nan_gradient():
     assert np.isnan(jax.grad(z)(0.3, Solver(replay_steps=39)))
     with pytest.raises(ValueError, match="replay_steps"):
         Solver(replay_steps=0)
+
+
+@pytest.mark.slow
+def test_the_gradient_of_a_quadruped_landing_converges_as_the_tolerance_tightens():
+    """The built-in go2-class quadruped (soft contacts, 36 rows, position servos at its home keyframe)
+    dropped from 10 cm above the keyframe: the gradient of its base's final x + z at 0.3 s with
+    respect to the trunk's mass and to the contacts' friction (both as scale factors: 8.939e-4 and
+    6.768e-3) equals the central differences of 1e-10 runs within 1e-3 relative at rtol = atol =
+    1e-6, 1e-8 and 1e-10.  The mass's difference takes h = 1e-2: at h = 1e-4 it is 1.8e-7, within
+    a few times the runs' own error, and 0.4% off; the friction's takes h = 1e-4."""
+    import equinox as eqx
+    from jaxmbd import Inputs
+    from jaxmbd.forces.contact import Contact
+    m = jaxmbd.load_mjcf(str(jaxmbd.models.quadruped_scene_path()), warn=False)
+    ci = next(i for i, f in enumerate(m.forces) if isinstance(f, Contact))
+    key = m.keyframes["home"]
+    q0 = jnp.asarray(key.qpos).at[2].add(0.1)
+
+    def loss(p, tol, solver=Solver()):
+        scaled = eqx.tree_at(lambda m: (m.mass, m.forces[ci].friction), m,
+                             (m.mass.at[1].multiply(p[0]), m.forces[ci].friction * p[1]))
+        sol = simulate(scaled, Start(q0, jnp.zeros(m.nv)), 0.3, integrator=RosenbrockNystrom4(),
+                       inputs=Inputs(ctrl=jnp.asarray(key.ctrl)), steps=Steps(rtol=tol, atol=tol), solver=solver)
+        return sol.qs[-1, 0] + sol.qs[-1, 2], sol.status
+    p0 = jnp.ones(2)
+    f = jax.jit(lambda p: loss(p, 1e-10, Solver(adjoint="none")))
+    steps = np.array([1e-2, 1e-4])
+    runs = [[f(p0 + e), f(p0 - e)] for e in steps[:, None] * np.eye(2)]
+    assert all(int(status) == 0 for pair in runs for _, status in pair)
+    ref = np.array([float(plus[0] - minus[0]) for plus, minus in runs]) / (2 * steps)
+    grad = jax.jit(jax.grad(lambda p, tol: loss(p, tol)[0]))
+    for tol in (1e-6, 1e-8, 1e-10):
+        g = np.asarray(grad(p0, tol))
+        assert np.all(np.abs(g - ref) < 1e-3 * np.abs(ref)), (tol, g, ref)
