@@ -159,8 +159,8 @@ class Solver(eqx.Module):
       replays the run's accepted steps, keeps ``checkpoints`` copies of the
       loop state and recomputes the steps between them (online binomial
       checkpointing, Stumm and Walther 2010; ``equinox.internal.while_loop``),
-      so a gradient costs a few forward runs.  "none" is forward-mode differentiable only (``jax.jvp``,
-      ``jax.jacfwd``; ``jax.grad`` raises).
+      so a gradient costs a few forward runs.  "none" is forward-mode
+      differentiable only (``jax.jvp``, ``jax.jacfwd``; ``jax.grad`` raises).
     checkpoints: the loop states the reverse pass keeps (default 100).
     replay_steps: the most accepted steps a reverse pass can replay (default
       100,000, as ``Steps.max_steps``).  The forward run of a gradient records
