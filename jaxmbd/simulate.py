@@ -273,7 +273,7 @@ def _simulate(model, start, t1, integrator, inputs, steps, save, solver) -> Solu
     if not isinstance(integrator, AbstractIntegrator):
         raise TypeError(f"integrator must be a jaxmbd.integrators method, got {type(integrator).__name__}")
     if solver.adjoint == "none":
-        return _run((model, start, t1, integrator, inputs, steps, save), solver)
+        return _run((model, start, t1, integrator, inputs, steps, save), solver)[0]
     inputs, save = _closure_converted(model, start, inputs, save)
     return _adjoint_run((model, start, t1, integrator, inputs, steps, save), solver, solver.replay_steps)
 
@@ -300,11 +300,11 @@ def _buffers(save, record):
 
 
 def _run(args, solver, record=0):
-    """The adaptive loop's Solution; with ``record`` > 0, (Solution, final LoopState), the state keeping
-    the sizes of the first ``record`` accepted steps (``steps_taken``)."""
+    """The adaptive loop's (Solution, final LoopState); with ``record`` > 0 the state keeps the sizes of
+    the first ``record`` accepted steps (``steps_taken``)."""
     run = _Run(*args, solver)
     s = eqxi.while_loop(run.cond, run.step, run.initial(record), buffers=_buffers(run.save, record), kind="lax")
-    return run.solution(s) if not record else (run.solution(s), s)
+    return run.solution(s), s
 
 
 @eqx.filter_custom_vjp
@@ -320,7 +320,7 @@ def _adjoint_run(args, solver, record):
     steps alone (no error estimate, no rejection) in equinox's checkpointed loop and differentiates
     the replay, whose recomputed segments meet exactly: the gradient is that of the discrete
     solution with the run's accepted step sizes held fixed."""
-    return _run(args, solver)
+    return _run(args, solver)[0]
 
 
 @_adjoint_run.def_fwd
