@@ -4,13 +4,16 @@ force and the factorization rule, are in :mod:`jaxmbd.dynamics`)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jax.scipy.linalg as jsl
 
-from . import spatial
 from .kinematics import joint_state, node_inertias
-from .rnea import node_forces, rnea
+from . import rnea_partials, spatial
+from .rnea import _is_zero, jvp_of_nonzero, node_forces, partials_tangent, rnea
 from .topology import tree_backward, tree_forward
 
 
@@ -22,12 +25,12 @@ def aba(model, q, v, tau, f_ext=None):
     R(θ, q, v, qdd) = RNEA(θ, q, v, qdd, f_ext) + armature qdd - tau = 0, so
     (implicit-function theorem, as in Carpentier and Mansard's analytical
     derivatives of the ABA) qdd' = H⁻¹ (tau' - ∂R/∂(θ, q, v, f_ext) · (θ', q', v', f_ext')):
-    one forward-mode pass of the RNEA at the solution, and H⁻¹ from the
-    articulated inertias the primal passes computed (the last two passes at
-    zero velocity and gravity, without recomputing the joint transforms or
-    the articulated inertias).  Reverse mode transposes that: the RNEA's
-    pullback and the two passes' transpose, in place of the pullback of the
-    three ABA passes (larger to compile and slower to run)."""
+    the RNEA's partials at the solution (:mod:`jaxmbd.rnea_partials`: ∂τ/∂q, ∂τ/∂v and H
+    from one evaluation, whatever the number of directions), and H⁻¹ by a dense Cholesky
+    factor of that H for trees of up to ``DENSE_HINV_MAX_NV`` DoFs, above by the ABA's last
+    two passes at zero velocity and gravity on the articulated inertias the primal passes
+    computed.  Reverse mode transposes that, in place of the pullback of the three ABA
+    passes (larger to compile and slower to run)."""
     return _aba(model, q, v, tau, f_ext)
 
 
@@ -36,16 +39,24 @@ def _aba(model, q, v, tau, f_ext):
     return _aba_passes(model, q, v, tau, f_ext)[0]
 
 
-@_aba.defjvp
+# Up to this many DoFs the ABA's rule solves with H from the RNEA's partials by a dense Cholesky
+# factor, one for every direction (jax.jacfwd); above, by the ABA's own passes per direction.
+DENSE_HINV_MAX_NV = 64
+
+
+@partial(_aba.defjvp, symbolic_zeros=True)
 def _aba_jvp(primals, tangents):
     model, q, v, tau, f_ext = primals
     dmodel, dq, dv, dtau, df = tangents
     qdd, fac = _aba_passes(model, q, v, tau, f_ext)
-
-    def residual(model, q, v, f_ext):
-        return rnea(model, q, v, qdd, f_ext) + model.armature * qdd
-    _, dr = jax.jvp(residual, (model, q, v, f_ext), (dmodel, dq, dv, df))
-    return qdd, _hinv(model, q, dtau - dr, fac)
+    P = rnea_partials.partials(model, q, v, qdd, f_ext)
+    dr = partials_tangent(P, (model, q, v, qdd, f_ext), (dmodel, dq, dv, None, df),
+                          model_part=lambda m: rnea(m, q, v, qdd, f_ext) + m.armature * qdd)
+    if not _is_zero(dtau):
+        dr = dr - dtau
+    if model.nv <= DENSE_HINV_MAX_NV:
+        return qdd, -jsl.cho_solve(jsl.cho_factor(P.H + jnp.diag(model.armature)), dr)
+    return qdd, _hinv(model, q, -dr, fac)
 
 
 @jax.custom_jvp
@@ -57,7 +68,7 @@ def _hinv(model, q, x, fac):
     return _aba_solve(model.topo, fac, x)
 
 
-@_hinv.defjvp
+@partial(_hinv.defjvp, symbolic_zeros=True)
 def _hinv_jvp(primals, tangents):
     # d(H⁻¹x) = H⁻¹ (dx - dH H⁻¹x): dH y is the (model, q)-derivative of the
     # RNEA at zero velocity and gravity with accelerations y.  fac is a
@@ -72,8 +83,10 @@ def _hinv_jvp(primals, tangents):
     def hy(model, q):
         still = eqx.tree_at(lambda m: m.gravity, model, jnp.zeros_like(model.gravity))
         return rnea(still, q, jnp.zeros_like(y), y) + model.armature * y
-    _, dh = jax.jvp(hy, (model, q), (dmodel, dq))
-    return y, _hinv(model, q, dx - dh, fac)
+    dh = jvp_of_nonzero(hy, (model, q), (dmodel, dq), y)
+    if not _is_zero(dx):
+        dh = dh - dx
+    return y, _hinv(model, q, -dh, fac)
 
 
 def _aba_solve(topo, fac, x):

@@ -4,12 +4,14 @@ world coordinates from the kinematics at hand (:func:`rnea_at`)."""
 from __future__ import annotations
 
 import functools
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_derivatives import SymbolicZero
 
-from . import crba, spatial
+from . import crba, rnea_partials, spatial
 from .crba import _tree_roots
 from .kinematics import _check, body_inertias, joint_state, kinematics_and_axes, node_inertias
 from .topology import tree_backward, tree_forward
@@ -27,9 +29,78 @@ def rnea(model, q, v, a, f_ext=None):
 
     f_ext: optional (n, 6) external spatial forces on each body, in body
     coordinates, moment about the body origin ([n; f]).
+
+    Its forward-mode rule is the RNEA's own derivatives (:mod:`jaxmbd.rnea_partials`):
+    ∂τ/∂q, ∂τ/∂v and H from one evaluation, whatever the number of directions
+    (``jax.jacfwd`` and ``vmap`` reuse them; reverse mode transposes the products).
+    Derivatives in the model's parameters are plain forward mode of the passes.
     """
     q, v, a = jnp.asarray(q), jnp.asarray(v), jnp.asarray(a)
     _check(model, q, v)
+    return _rnea(model, q, v, a, f_ext)
+
+
+def _is_zero(t):
+    return all(isinstance(x, SymbolicZero) for x in jax.tree_util.tree_leaves(
+        t, is_leaf=lambda x: isinstance(x, SymbolicZero)))
+
+
+def _instantiate(t):
+    return jax.tree_util.tree_map(
+        lambda x: jnp.zeros(x.shape, x.dtype) if isinstance(x, SymbolicZero) else x, t,
+        is_leaf=lambda x: isinstance(x, SymbolicZero))
+
+
+def jvp_of_nonzero(fn, primals, tangents, like):
+    """The tangent of fn(*primals) from the arguments whose tangents are not symbolic zeros
+    (``custom_jvp(..., symbolic_zeros=True)``): the others are closed over, so no rule below
+    sees instantiated zeros.  ``like``: an array of the output's shape for an all-zero result."""
+    live = [i for i, t in enumerate(tangents) if primals[i] is not None and not _is_zero(t)]
+    if not live:
+        return jnp.zeros_like(like)
+
+    def at(*xs):
+        args = list(primals)
+        for i, x in zip(live, xs):
+            args[i] = x
+        return fn(*args)
+    return jax.jvp(at, tuple(primals[i] for i in live), tuple(_instantiate(tangents[i]) for i in live))[1]
+
+
+@jax.custom_jvp
+def _rnea(model, q, v, a, f_ext):
+    return _rnea_passes(model, q, v, a, f_ext)
+
+
+@partial(_rnea.defjvp, symbolic_zeros=True)
+def _rnea_jvp(primals, tangents):
+    model, q, v, a, f_ext = primals
+    P = rnea_partials.partials(model, q, v, a, f_ext)
+    return P.tau, partials_tangent(P, primals, tangents)
+
+
+def partials_tangent(P, primals, tangents, model_part=None):
+    """dτ of the RNEA at ``primals`` = (model, q, v, a, f_ext) for ``tangents`` (symbolic zeros
+    skipped) from its partials ``P``; the model's tangent by plain forward mode of
+    ``model_part(model)`` (default: the passes)."""
+    model, q, v, a, f_ext = primals
+    dmodel, dq, dv, da, df = tangents
+    out = jnp.zeros_like(P.tau)
+    if not _is_zero(dq):
+        out = out + P.dq @ rnea_partials.tangent(model, q, dq)
+    if not _is_zero(dv):
+        out = out + P.dv @ dv
+    if not _is_zero(da):
+        out = out + P.H @ da
+    if f_ext is not None and not _is_zero(df):
+        out = out + P.external(model, df)
+    if not _is_zero(dmodel):
+        part = model_part or (lambda m: _rnea_passes(m, q, v, a, f_ext))
+        out = out + jax.jvp(part, (model,), (_instantiate(dmodel),))[1]
+    return out
+
+
+def _rnea_passes(model, q, v, a, f_ext):
     js = joint_state(model, q, v)
     aJ = js.s * a[:, None] + js.cJ
 
