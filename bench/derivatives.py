@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import jaxmbd  # noqa: E402
 from jaxmbd.aba import _aba_passes  # noqa: E402
+from jaxmbd.inputs import Inputs  # noqa: E402
 from jaxmbd.dynamics import forward_dynamics  # noqa: E402
 from jaxmbd.odes import ChartODE  # noqa: E402
 from jaxmbd.rnea import _rnea_passes, rnea  # noqa: E402
@@ -93,6 +94,9 @@ def main():
     rn = lambda q, v, t: rnea(m, q, v, t)                                      # noqa: E731
     rn_plain = lambda q, v, t: _rnea_passes(m, q, v, t, None)                 # noqa: E731
 
+    rhs = lambda q, v, t: ChartODE(m, q, Inputs(tau=t)).g(0.0, jnp.zeros(m.nv), v)  # noqa: E731
+    rhs_jac = lambda q, v, t: ChartODE(m, q, Inputs(tau=t)).g_and_jac(0.0, jnp.zeros(m.nv), v)  # noqa: E731
+
     def with_tau(jacf, f):
         return lambda q, v, t: jacf(m, lambda q, v: f(q, v, t))(q, v)
 
@@ -103,6 +107,8 @@ def main():
              ("its Jacobian, 2 nv tangent directions (the integrators' path)", with_tau(tangent_jac, aba), "ABA"),
              ("the same by forward mode of the passes, no rules", with_tau(tangent_jac, aba_plain), "ABA"),
              ("a user's jax.jacfwd of forward_dynamics in (q, v)", user_jac(aba), "ABA"),
+             ("the implicit integrators' right-hand side g (ChartODE.g)", rhs, "g"),
+             ("its value and Jacobians (ChartODE.g_and_jac)", rhs_jac, "g"),
              ("RNEA", rn, "RNEA"),
              ("its Jacobian, 2 nv tangent directions", with_tau(tangent_jac, rn), "RNEA"),
              ("the same by forward mode of the passes, no rules", with_tau(tangent_jac, rn_plain), "RNEA")]

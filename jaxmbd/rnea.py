@@ -156,11 +156,31 @@ def rnea_at(model, q, v, a, kin_axes=None):
     forces of the bodies k moves).  The sums are products with the tree's 0/1 ancestor and support
     patterns: no pass over the levels.  Every vector is taken about its tree's root body (as
     ``crba.mass_matrix_compact_from``), which keeps the products as accurate far from the origin as
-    near it.  Under ``jax.jvp`` in the configuration the kinematics' tangents are the caller's."""
+    near it.  Its forward-mode rule is :func:`rnea`'s (the RNEA's partials): ``kin_axes`` must be
+    ``kinematics_and_axes(model, q)``, and their own tangents are not read."""
     topo = model.topo
     if not world_form(topo):
         return rnea(model, q, v, a)
-    kin, axes = kinematics_and_axes(model, q) if kin_axes is None else kin_axes
+    return _rnea_world(model, q, v, a, kinematics_and_axes(model, q) if kin_axes is None else kin_axes)
+
+
+@jax.custom_jvp
+def _rnea_world(model, q, v, a, kin_axes):
+    return _rnea_world_passes(model, q, v, a, kin_axes)
+
+
+@partial(_rnea_world.defjvp, symbolic_zeros=True)
+def _rnea_world_jvp(primals, tangents):
+    model, q, v, a, _ = primals
+    dmodel, dq, dv, da, _ = tangents
+    P = rnea_partials.partials(model, q, v, a)
+    return P.tau, partials_tangent(P, (model, q, v, a, None), (dmodel, dq, dv, da, None),
+                                   model_part=lambda m: _rnea_world_passes(m, q, v, a, kinematics_and_axes(m, q)))
+
+
+def _rnea_world_passes(model, q, v, a, kin_axes):
+    topo = model.topo
+    kin, axes = kin_axes
     cJ = joint_state(model, q, v).cJ
     b = topo.dof_body
     o = kin.pos[_tree_roots(topo)]

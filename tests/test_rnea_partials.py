@@ -14,7 +14,8 @@ import jaxmbd
 from jaxmbd import joints, models, rnea_partials
 from jaxmbd.integrators import RosenbrockNystrom4
 from jaxmbd.aba import _aba_passes, aba
-from jaxmbd.rnea import _rnea_passes, rnea
+from jaxmbd.kinematics import kinematics_and_axes
+from jaxmbd.rnea import _rnea_passes, _rnea_world_passes, rnea, rnea_at, world_form
 
 import trees
 
@@ -90,6 +91,23 @@ def test_jacfwd_jacrev_and_vmap_of_rnea_and_aba_use_the_rule_and_agree_with_plai
     ref = jax.vmap(lambda q, v, a, d: jax.jvp(lambda q: _rnea_passes(model, q, v, a, None), (q,), (d,))[1])(
         qs, vs, as_, dq)
     assert rel(tan, ref) < TOL
+
+
+@pytest.mark.parametrize("k", [0, 4])
+def test_the_world_coordinate_rnea_takes_the_same_rule(k):
+    """rnea_at (the soft stage's and the integrators' inverse dynamics on held kinematics)."""
+    model = TREES[k]
+    assert world_form(model.topo)
+    q, v, a = random_state(model, k + 30)
+    ruled = lambda q, v, a: rnea_at(model, q, v, a, kinematics_and_axes(model, q))            # noqa: E731
+    plain = lambda q, v, a: _rnea_world_passes(model, q, v, a, kinematics_and_axes(model, q))  # noqa: E731
+    ref = jax.jacfwd(plain, argnums=(0, 1, 2))(q, v, a)
+    for jac in (jax.jacfwd, jax.jacrev):
+        assert max(rel(r, p) for r, p in zip(jac(ruled, argnums=(0, 1, 2))(q, v, a), ref)) < TOL
+    grad = jax.grad(lambda m: jnp.sum(rnea_at(m, q, v, a) ** 2))(model)
+    gref = jax.grad(lambda m: jnp.sum(_rnea_world_passes(m, q, v, a, kinematics_and_axes(m, q)) ** 2))(model)
+    for name in ("mass", "inertia", "tree_pos", "axis"):
+        assert rel(getattr(grad, name), getattr(gref, name)) < TOL, name
 
 
 def test_gradients_in_the_model_parameters_pass_through_the_rule():
