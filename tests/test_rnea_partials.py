@@ -1,7 +1,7 @@
 """The RNEA's own derivatives (jaxmbd.rnea_partials) as the forward-mode rule of
 inverse dynamics, and through it of the ABA: equal to plain forward-mode autodiff of
 the passes (no rule) at random states of random trees with every joint type, floating
-bases and external forces, by jvp, jacfwd, jacrev (the rule's transpose) and under vmap;
+bases, external forces and a mechanism's spanning tree, by jvp, jacfwd, jacrev (the rule's transpose) and under vmap;
 a rule with one term wrong fails the same comparison; a gradient through a Rosenbrock
 run whose steps use the rule equals central differences."""
 
@@ -12,6 +12,7 @@ import pytest
 
 import jaxmbd
 from jaxmbd import joints, models, rnea_partials
+from jaxmbd.models import mechanisms
 from jaxmbd.integrators import RosenbrockNystrom4
 from jaxmbd.aba import _aba_passes, aba
 from jaxmbd.kinematics import kinematics_and_axes
@@ -40,6 +41,7 @@ def _trees():
     out = [trees.perturb(trees.base_tree(s), s + 10) for s in trees.TOPOLOGIES]
     out.append(models.random_tree(3, 7, joint_types=("universal", "revolute", "spherical", "helical"),
                                   root_joint="free"))
+    out.append(mechanisms.andrews_squeezer().tree)      # a mechanism's spanning tree
     return out
 
 
