@@ -11,9 +11,9 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
-from .kinematics import joint_state, node_inertias
 from . import rnea_partials, spatial
-from .rnea import _is_zero, jvp_of_nonzero, node_forces, partials_tangent, rnea
+from .kinematics import joint_state, node_inertias
+from .rnea import _is_zero, _rnea_passes, jvp_of_nonzero, node_forces, partials_tangent, rnea
 from .topology import tree_backward, tree_forward
 
 
@@ -51,7 +51,7 @@ def _aba_jvp(primals, tangents):
     qdd, fac = _aba_passes(model, q, v, tau, f_ext)
     P = rnea_partials.partials(model, q, v, qdd, f_ext)
     dr = partials_tangent(P, (model, q, v, qdd, f_ext), (dmodel, dq, dv, None, df),
-                          model_part=lambda m: rnea(m, q, v, qdd, f_ext) + m.armature * qdd)
+                          model_part=lambda m: _rnea_passes(m, q, v, qdd, f_ext) + m.armature * qdd)
     if not _is_zero(dtau):
         dr = dr - dtau
     if model.nv <= DENSE_HINV_MAX_NV:
