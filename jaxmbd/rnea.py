@@ -76,7 +76,10 @@ def _rnea(model, q, v, a, f_ext):
 def _rnea_jvp(primals, tangents):
     model, q, v, a, f_ext = primals
     P = rnea_partials.partials(model, q, v, a, f_ext)
-    return P.tau, partials_tangent(P, primals, tangents)
+    # the primal by the passes, not P.tau (the same value to round-off): a program differentiated in
+    # forward mode then computes the very numbers the plain program does, so an adaptive run takes
+    # the same steps with and without jvp
+    return _rnea_passes(model, q, v, a, f_ext), partials_tangent(P, primals, tangents)
 
 
 def partials_tangent(P, primals, tangents, model_part=None):
@@ -171,10 +174,11 @@ def _rnea_world(model, q, v, a, kin_axes):
 
 @partial(_rnea_world.defjvp, symbolic_zeros=True)
 def _rnea_world_jvp(primals, tangents):
-    model, q, v, a, _ = primals
+    model, q, v, a, kin_axes = primals
     dmodel, dq, dv, da, _ = tangents
     P = rnea_partials.partials(model, q, v, a)
-    return P.tau, partials_tangent(P, (model, q, v, a, None), (dmodel, dq, dv, da, None),
+    # the primal by the passes (as _rnea_jvp's)
+    return _rnea_world_passes(model, q, v, a, kin_axes), partials_tangent(P, (model, q, v, a, None), (dmodel, dq, dv, da, None),
                                    model_part=lambda m: _rnea_world_passes(m, q, v, a, kinematics_and_axes(m, q)))
 
 

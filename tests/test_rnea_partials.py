@@ -121,6 +121,33 @@ def test_gradients_in_the_model_parameters_pass_through_the_rule():
         assert rel(getattr(grad, name), getattr(ref, name)) < TOL, name
 
 
+@pytest.mark.parametrize("k", [0, 4])
+def test_under_jvp_the_value_is_the_plain_programs_to_the_bit(k):
+    """The rules return the passes' own value as the primal (not the partials' τ, equal to round-off):
+    an adaptive run differentiated in forward mode must take the very steps of the plain run, or at
+    tight tolerances its controller decides otherwise and the derivative is that of another run."""
+    model = TREES[k]
+    q, v, a = random_state(model, k + 40)
+    dq, dv, da = (jnp.ones_like(x) for x in (q, v, a))
+    kin_axes = kinematics_and_axes(model, q)
+    for f in (lambda q, v, a: rnea(model, q, v, a), lambda q, v, a: aba(model, q, v, a),
+              lambda q, v, a: rnea_at(model, q, v, a, kin_axes)):
+        assert np.array_equal(jax.jvp(f, (q, v, a), (dq, dv, da))[0], f(q, v, a))
+
+
+def test_second_derivatives_through_the_rules_equal_plain_forward_mode():
+    """The integrators' gradients differentiate the Jacobians once more (jvp and vjp of the rule's
+    own computation): jacfwd and jacrev of jacfwd equal plain forward mode twice."""
+    model = TREES[4]                       # free base, universal, ball and helical joints
+    q, v, a = random_state(model, 50)
+    for ruled, plain in ((lambda q, v: rnea(model, q, v, a), lambda q, v: _rnea_passes(model, q, v, a, None)),
+                         (lambda q, v: aba(model, q, v, a), lambda q, v: _aba_passes(model, q, v, a, None)[0])):
+        ref = jax.jacfwd(jax.jacfwd(plain, argnums=(0, 1)), argnums=(0, 1))(q, v)
+        for outer in (jax.jacfwd, jax.jacrev):
+            got = outer(jax.jacfwd(ruled, argnums=(0, 1)), argnums=(0, 1))(q, v)
+            assert max(rel(got[i][j], ref[i][j]) for i in range(2) for j in range(2)) < TOL
+
+
 def _drop_joint_terms(model, q, v, a, fe):
     """A wrong rule: the joints' own axis derivatives (D, ∂cJ) left out."""
     orig = rnea_partials._joint_locals
