@@ -29,29 +29,28 @@ resting penetration.
 
 MuJoCo's forces minimize ½ fᵀ(A + R) f + fᵀ(a₀ - aref) over the constraint set (normal forces
 ≥ 0, frictional forces in their cones, friction loss within ±loss).  Here they are found with a
-fixed amount of work, so that they are a function of (q, v) and of every parameter that
+bounded amount of work, so that they are a function of (q, v) and of every parameter that
 derivatives go through:
 
-1. :data:`SWEEPS` block sweeps give a starting point: normal rows (contacts, limits, a pyramidal
-   cone's edges) by :data:`ACTIVE_SET` active-set iterations f_N = max₀((S A + R)⁻¹ S b), S the
-   rows' activation (0 while the row is separated, rising over a tenth of its resting depth under
-   1 g, :func:`onset_width`: MuJoCo switches rows on at r = 0) times whether the row pushes, then
-   :data:`PASSES` Gauss-Seidel passes over them; frictional rows (elliptic cones' friction, joint
-   friction loss) with the normal forces applied, by the same solve, each cone scaled smoothly onto
-   its limit (f ← f · L / (L⁸ + g⁸)^⅛, g the cone norm of f), then Gauss-Seidel passes over the
-   cones (:func:`_cones_gs`);
+1. a starting point (:func:`_start`): the normal rows (contacts, limits, a pyramidal cone's edges)
+   by one solve f_N = max₀((S A + R)⁻¹ S b), S the rows' activation (0 while the row is separated,
+   rising over a tenth of its resting depth under 1 g, :func:`onset_width`: MuJoCo switches rows on
+   at r = 0), then the frictional rows (elliptic cones' friction, joint friction loss) by the same
+   solve with the normal forces applied, each cone scaled smoothly onto its limit
+   (f ← f · L / (L⁸ + g⁸)^⅛, g the cone norm of f);
 2. Newton iterations on MuJoCo's problem itself (:func:`_newton`, :func:`_force_map`), whose
    fixed point is MuJoCo's solution, each with an exact line search along its direction for
-   MuJoCo's cost (:func:`_line_search`): at least :data:`NEWTON`, then until the forces are the
-   fixed point to :data:`NEWTON_RTOL` of their scale, at most :data:`NEWTON_MAX`.
+   MuJoCo's cost (:func:`_line_search`), until the forces are the fixed point to
+   :data:`NEWTON_RTOL` of their scale (at least :data:`NEWTON`, at most :data:`NEWTON_MAX`).
+   The iterations, not the start, decide the forces: a better start saves iterations only.
 
 Where the rows outnumber the joints, the linear systems of the rows' space are solved in joint
 space (:func:`_woodbury`, :data:`JOINT_SPACE`), and the force map's Jacobian, block-diagonal, is
 formed one cone position at a time (:func:`_map_jacobian`), so the solve's work grows with the
-rows times the joints rather than with the cube of the rows (the Gauss-Seidel passes aside).
+rows times the joints rather than with the cube of the rows.
 
 The forces' derivatives are those of the fixed point (the implicit-function theorem, :func:`_forces`):
-nothing of the sweeps or the iterations is differentiated.
+nothing of the start or the iterations is differentiated.
 
 Where this differs from MuJoCo: rows fade in over a tenth of their resting depth instead of
 switching on, and the row acceleration J a ignores J̇ v as MuJoCo does.  Pyramidal cones are rows
@@ -68,13 +67,10 @@ import numpy as np
 
 from .law import ramp
 
-SWEEPS = 2              # block sweeps (normal rows, then frictional rows) per evaluation
-ACTIVE_SET = 4          # active-set iterations of the normal rows in the first sweep (one in the others)
-NEWTON = 4              # Newton iterations on MuJoCo's problem from the sweeps' forces, at least,
+NEWTON = 1              # Newton iterations on MuJoCo's problem from the starting forces, at least,
 NEWTON_MAX = 16         # and at most, stopping in between when |f - F| ≤ NEWTON_RTOL max(|f|, |F|)
 NEWTON_RTOL = 1e-12     # (64 ulp where the dtype's precision is coarser)
 LINE_SEARCH = 8         # safeguarded Newton steps of each Newton iteration's exact line search
-PASSES = 3              # Gauss-Seidel passes over the rows (normal) and cones (frictional) in each sweep
 SAT_POWER = 8.0         # the cone scaling's smoothness: f L / (L^p + g^p)^(1/p)
 ONSET_FRACTION = 0.1    # a row fades in over this fraction of its resting depth under ONSET_G
 ONSET_G = 9.81          # m/s² (rad/s²)
@@ -116,11 +112,6 @@ def activation(delta, width):
     u = jnp.clip(delta / w, 0.0, 1.0)
     smooth = u * u * (3.0 - 2.0 * u)
     return jnp.where(width > 0, smooth, (delta > 0).astype(delta.dtype))
-
-
-def _unit_step(x):
-    u = jnp.clip(x, 0.0, 1.0)
-    return u * u * (3.0 - 2.0 * u)
 
 
 class NormalRows(NamedTuple):
@@ -311,57 +302,6 @@ class Solution(NamedTuple):
     tau: jax.Array
 
 
-def _rows_gs(A, R, s, b, eps, f):
-    """:data:`PASSES` projected Gauss-Seidel passes over unilateral rows, from ``f``: row i takes
-    f_i = max₀(s_i (b_i - Σ_{j≠i} A_ij f_j) / (s_i A_ii + R_i)), the system (S A + R) f = S b of
-    :func:`_solve` with each row's force kept from pulling (the C¹ ramp of width ``eps``)."""
-    k = A.shape[0]
-    Rs = jnp.maximum(R, MINVAL)
-
-    def update(t, f):
-        i = t % k
-        raw = s[i] * (b[i] - A[i] @ f + A[i, i] * f[i]) / (s[i] * A[i, i] + Rs[i])
-        return f.at[i].set(ramp(raw, eps[i]))
-    return jax.lax.fori_loop(0, PASSES * k, update, f)
-
-
-def _cones_gs(A, rows, b, fN, f):
-    """:data:`PASSES` block Gauss-Seidel passes over the frictional rows' cones, from ``f``: each cone's
-    block of (S A + R) f = S b solved with the other cones' forces held, then scaled onto its limit
-    as :func:`_cone_scale` does.  A joint solve of all cones followed by the scaling is not the
-    cone-constrained solution where rows are nearly parallel (a box's corners sliding together:
-    the joint solve splits their forces with opposite signs, and the scaling keeps the signs); the
-    passes are."""
-    k = A.shape[0]
-    cone = np.asarray(rows.cone)
-    nc = int(cone.max()) + 1
-    width = int(np.bincount(cone, minlength=nc).max())
-    idx = k + np.tile(np.arange(width), (nc, 1))      # padded with dummy rows k + j (M = 1, b = 0, off):
-    for c in range(nc):                                # one per position, so a padded block stays regular
-        r = np.nonzero(cone == c)[0]
-        idx[c, :len(r)] = r
-    idx = jnp.asarray(idx)
-    dt = A.dtype
-    M = rows.on[:, None] * A + jnp.diag(jnp.maximum(rows.R, MINVAL))
-    M = jnp.eye(k + width, dtype=dt).at[:k, :k].set(M)
-    pad = jnp.zeros(width, dt)
-    b = jnp.concatenate([rows.on * b, pad])
-    has_n = jnp.asarray(rows.normal >= 0)
-    L = jnp.where(has_n, fN[np.maximum(rows.normal, 0)] if fN.shape[0] else 0.0, rows.loss)
-    L = jnp.concatenate([L, pad])
-    live = jnp.concatenate([rows.mu > 0, jnp.zeros(width, bool)])
-    mu = jnp.concatenate([jnp.where(rows.mu > 0, rows.mu, 1.0), jnp.ones(width, dt)])
-
-    def update(t, f):
-        r = idx[t % nc]
-        Mr = M[r]
-        x = _lu_solve(Mr[:, r], b[r] - Mr @ f + Mr[:, r] @ f[r])
-        x = jnp.where(live[r], x, 0.0)
-        return f.at[r].set(x * _scale(L[r[0]], jnp.sum((x / mu[r]) ** 2))).at[k:].set(0.0)
-    f = jnp.concatenate([f, pad])
-    return jax.lax.fori_loop(0, PASSES * nc, update, f)[:k]
-
-
 def solve(N, T, a_free, respond):
     """The accelerations with the rows' forces (module docstring).  N: NormalRows, T: FrictionRows
     (either may have no rows); a_free: the accelerations without them; respond(X) = the acceleration
@@ -381,13 +321,13 @@ def solve(N, T, a_free, respond):
 
 def _forces(normal, cone, joint=False):
     """MuJoCo's forces of the rows, f(J, Y, a0, aref, R, sN, on, mu, loss, eps) with A = J Y (Y = H⁻¹ Jᵀ),
-    for frictional rows of the static ``normal`` and ``cone`` indices: the sweeps (a starting
-    point), then Newton iterations on MuJoCo's problem (:func:`_newton`).  Its derivative is the
+    for frictional rows of the static ``normal`` and ``cone`` indices: a starting point
+    (:func:`_start`), then Newton iterations on MuJoCo's problem (:func:`_newton`).  Its derivative is the
     implicit function's at the fixed point f = F(a0 + A f - aref) of the force map
     (:func:`_force_map`): (I + D A) df = dF, dF the force map's own derivative at the solution
     (D = -∂F/∂y) in the tangents of a0 - aref + A f (dA f = dJ (Y f) + J (dY f): A's tangent is never
     formed) and of R and the activations, so every tangent direction costs a forward and a back
-    substitution with one factorization, and nothing of the sweeps or the iterations is
+    substitution with one factorization, and nothing of the start or the iterations is
     differentiated.  ``joint`` (static): Y has fewer rows (joints) than J, and every system of the
     rows' space is solved in joint space (:func:`_woodbury`), so the solve's factorizations cost the
     cube of the joints, not of the rows."""
@@ -401,7 +341,7 @@ def _forces(normal, cone, joint=False):
         kN = sN.shape[0]
         T = rows_of(R, on, mu, loss, kN)
         JY = (J, Y) if joint else None
-        f = _sweeps(A, a0, aref, R, sN, T, eps, JY)
+        f = _start(A, a0, aref, R, sN, T, eps, JY)
         return _newton(A, a0, aref, R, sN, T, f, JY)
 
     @forces.defjvp
@@ -424,34 +364,25 @@ def _forces(normal, cone, joint=False):
     return forces
 
 
-def _sweeps(A, a0, aref, R, sN, T, eps, JY=None):
-    """The starting point of the Newton iterations: :data:`SWEEPS` block sweeps (module docstring);
-    ``JY`` = (J, Y): their joint solves in joint space (:func:`_solve_joint`)."""
+def _start(A, a0, aref, R, sN, T, eps, JY=None):
+    """The Newton iterations' starting point: the normal rows' forces f_N = max₀((S A + R)⁻¹ S b)
+    (S their activations, the frictional rows' forces at zero; the C¹ ramp of width ``eps``), then
+    the frictional rows' forces by the same solve with those normal forces applied, each cone's
+    scaled smoothly onto its limit (:func:`_cone_scale`).  ``JY`` = (J, Y): the solves in joint
+    space (:func:`_solve_joint`)."""
     kN, kT = sN.shape[0], R.shape[0] - sN.shape[0]
-    dt = A.dtype
-    aN, arefT, R_N = aref[:kN], aref[kN:], R[:kN]
-    fN = jnp.zeros(kN, dt)
-    fT = jnp.zeros(kT, dt)
-    onN = sN
-    for sweep in range(SWEEPS):
-        if kN:
-            b = aN - a0[:kN] - A[:kN, kN:] @ fT
-            ANN, dA = A[:kN, :kN], jnp.diagonal(A[:kN, :kN])
-            for _ in range(ACTIVE_SET if sweep == 0 else 1):
-                if JY is None:
-                    raw = _solve(ANN, R_N, onN, b)
-                else:
-                    raw = _solve_joint(JY[0][:kN], JY[1][:, :kN], R_N, onN, b)
-                local = (b - ANN @ raw + dA * raw) / (dA + R_N)
-                onN = sN * _unit_step(local / eps)
-            fN = _rows_gs(A[:kN, :kN], R_N, sN, b, eps, ramp(raw, eps))
-        if kT:
-            b = arefT - a0[kN:] - A[kN:, :kN] @ fN
-            if JY is None:
-                raw = _solve(A[kN:, kN:], T.R, T.on, b)
-            else:
-                raw = _solve_joint(JY[0][kN:], JY[1][:, kN:], T.R, T.on, b)
-            fT = _cones_gs(A[kN:, kN:], T, b, fN, _cone_scale(raw, T, fN))
+
+    def solve_rows(rows, s, b):
+        if JY is None:
+            return _solve(A[rows, rows], R[rows], s, b)
+        return _solve_joint(JY[0][rows], JY[1][:, rows], R[rows], s, b)
+    fN = jnp.zeros(kN, A.dtype)
+    fT = jnp.zeros(kT, A.dtype)
+    if kN:
+        fN = ramp(solve_rows(slice(0, kN), sN, aref[:kN] - a0[:kN]), eps)
+    if kT:
+        raw = solve_rows(slice(kN, None), T.on, aref[kN:] - a0[kN:] - A[kN:, :kN] @ fN)
+        fT = _cone_scale(raw, T, fN)
     return jnp.concatenate([fN, fT])
 
 
@@ -570,7 +501,7 @@ def _newton(A, a0, aref, R, sN, T, f, JY=None):
     primal Newton step written in the rows' space ((H + Jᵀ D J)⁻¹ Jᵀ = H⁻¹ Jᵀ (I + D A)⁻¹): at its
     fixed point the forces are those of MuJoCo's solver, its cone's normal force included (a
     sliding contact's normal row is not at rest in MuJoCo's convex model: its residual balances the
-    cone's friction), which the sweeps' complementarity does not give.  Each step goes as far along
+    cone's friction), which a complementarity solve does not give.  Each step goes as far along
     its direction as minimizes MuJoCo's cost (:func:`_line_search`), so the iterations descend as
     MuJoCo's do.  ``JY`` = (J, Y): each step factorizes in joint space (:func:`_woodbury`)."""
     kN = sN.shape[0]
