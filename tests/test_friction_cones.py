@@ -75,7 +75,7 @@ SPHERE = """<mujoco><option cone="{cone}" impratio="{impratio}"/>
                                                      (1, 0.5, 1, 1.0)])
 def test_pyramidal_rows_and_accelerations_are_mujocos(condim, mu, impratio, mass):
     """One sphere 1 mm in the floor, sliding and spinning: the edges' regularizers equal MuJoCo's
-    efc_R, and qacc equals MuJoCo's to round-off: the active-set iterations find MuJoCo's solution
+    efc_R, and qacc equals MuJoCo's to round-off: the Newton iterations find MuJoCo's solution
     of the complementarity problem (with impratio 100 and condim 6, half the edges are off)."""
     xml = SPHERE.format(cone="pyramidal", impratio=impratio, mu=mu, mass=mass, condim=condim)
     m = mujoco.MjModel.from_xml_string(xml)

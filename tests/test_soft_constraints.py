@@ -75,7 +75,7 @@ def test_a_box_on_four_corners_is_mujocos():
 
 def test_a_pulling_row_is_switched_off():
     """The box tipped onto one edge and spinning away from the floor on the other: MuJoCo's solution
-    leaves the lifting corners without force; so do jaxmbd's sweeps (accelerations to 1e-6)."""
+    leaves the lifting corners without force; so does jaxmbd's solve (accelerations to 1e-6)."""
     m, mj = _both(BOX)
     th = 0.01      # the +x edge 4.5 mm deep, the -x edge 0.5 mm, lifting at 0.4 m/s
     zc = 0.1 * np.cos(th) + 0.2 * np.sin(th) - 0.0045
