@@ -307,26 +307,33 @@ def solve(N, T, a_free, respond):
     (either may have no rows); a_free: the accelerations without them; respond(X) = the acceleration
     response to generalized forces X (nv, m) (H⁻¹ X for a tree)."""
     J = jnp.concatenate([N.J, T.J], axis=0)
-    Y = respond(J.T)                                  # (nv, kN + kT)
     kN = N.J.shape[0]
     aN, R_N, sN, _ = normal_parameters(N)
     eps = EPS_ACC / jnp.maximum(N.invweight, MINVAL)
     aref = jnp.concatenate([aN, -T.B * T.vel])
     R = jnp.maximum(jnp.concatenate([R_N, T.R]), MINVAL)
     joint = JOINT_SPACE and J.shape[0] > J.shape[1]
-    f = _forces(T.normal, T.cone, joint)(J, Y, J @ a_free, aref, R, sN, T.on, T.mu, T.loss,
-                                         jax.lax.stop_gradient(eps))
-    return Solution(a_free + Y @ f, f[:kN], f[kN:], J.T @ f)
+    # respond's closed-over arrays (H's factor, a mechanism's constraint terms) become arguments of the
+    # forces' rule, for the rows' response Y = respond(Jᵀ) and for one vector, respond(Jᵀ f): the rule
+    # takes the tangent of Y f alone, never of Y (nv x rows in every direction)
+    matrix, c_matrix = jax.closure_convert(respond, J.T)
+    vector, c_vector = jax.closure_convert(respond, J[0])
+    f = _forces(T.normal, T.cone, joint, matrix, vector)(J, J @ a_free, aref, R, sN, T.on, T.mu, T.loss,
+                                                         jax.lax.stop_gradient(eps), c_matrix, c_vector)
+    generalized = J.T @ f
+    return Solution(a_free + respond(generalized), f[:kN], f[kN:], generalized)
 
 
-def _forces(normal, cone, joint=False):
-    """MuJoCo's forces of the rows, f(J, Y, a0, aref, R, sN, on, mu, loss, eps) with A = J Y (Y = H⁻¹ Jᵀ),
+def _forces(normal, cone, joint, matrix, vector):
+    """MuJoCo's forces of the rows, f(J, a0, aref, R, sN, on, mu, loss, eps, c_matrix, c_vector) with
+    A = J Y, Y = matrix(Jᵀ, *c_matrix) the rows' response (H⁻¹ Jᵀ for a tree; ``vector`` the same
+    response of one generalized force, with its arrays ``c_vector``),
     for frictional rows of the static ``normal`` and ``cone`` indices: a starting point
     (:func:`_start`), then Newton iterations on MuJoCo's problem (:func:`_newton`).  Its derivative is the
     implicit function's at the fixed point f = F(a0 + A f - aref) of the force map
     (:func:`_force_map`): (I + D A) df = dF, dF the force map's own derivative at the solution
-    (D = -∂F/∂y) in the tangents of a0 - aref + A f (dA f = dJ (Y f) + J (dY f): A's tangent is never
-    formed) and of R and the activations, so every tangent direction costs a forward and a back
+    (D = -∂F/∂y) in the tangents of a0 - aref + A f (dA f = dJ (Y f) + J d(Y f), d(Y f) the tangent of the
+    response of the one vector Jᵀ f: neither A's nor Y's tangent is formed) and of R and the activations, so every tangent direction costs a forward and a back
     substitution with one factorization, and nothing of the start or the iterations is
     differentiated.  ``joint`` (static): Y has fewer rows (joints) than J, and every system of the
     rows' space is solved in joint space (:func:`_woodbury`), so the solve's factorizations cost the
@@ -336,7 +343,8 @@ def _forces(normal, cone, joint=False):
         return FrictionRows(jnp.zeros((k, 0), R.dtype), None, None, R[kN:], on, mu, normal, loss, cone)
 
     @jax.custom_jvp
-    def forces(J, Y, a0, aref, R, sN, on, mu, loss, eps):
+    def forces(J, a0, aref, R, sN, on, mu, loss, eps, c_matrix, c_vector):
+        Y = matrix(J.T, *c_matrix)
         A = J @ Y
         kN = sN.shape[0]
         T = rows_of(R, on, mu, loss, kN)
@@ -346,14 +354,16 @@ def _forces(normal, cone, joint=False):
 
     @forces.defjvp
     def forces_jvp(primals, tangents):
-        J, Y, a0, aref, R, sN, on, mu, loss, eps = primals
-        dJ, dY, da0, daref, dR, dsN, don, dmu, dloss, _ = tangents
+        J, a0, aref, R, sN, on, mu, loss, eps, c_matrix, c_vector = primals
+        dJ, da0, daref, dR, dsN, don, dmu, dloss, _, _, dc_vector = tangents
         kN = sN.shape[0]
         f = forces(*primals)
-        Yf = Y @ f
+        Y = matrix(J.T, *c_matrix)
+        # Y f and its tangent d(Y f) = dY f at fixed f, through the response of one vector
+        Yf, dYf = jax.jvp(lambda J, c: vector(J.T @ f, *c), (J, c_vector), (dJ, dc_vector))
         y = a0 + J @ Yf - aref
         F = lambda y, R, sN, on, mu, loss: _force_map(y, R, sN, rows_of(R, on, mu, loss, kN), kN)  # noqa: E731
-        dy = da0 + dJ @ Yf + J @ (dY @ f) - daref
+        dy = da0 + dJ @ Yf + J @ dYf - daref
         dF = jax.jvp(F, (y, R, sN, on, mu, loss), (dy, dR, dsN, don, dmu, dloss))[1]
         blocks = _blocks(normal, cone, kN)
         D = _map_jacobian(lambda y: F(y, R, sN, on, mu, loss), y, blocks)
