@@ -178,8 +178,9 @@ def _rnea_world_jvp(primals, tangents):
     dmodel, dq, dv, da, _ = tangents
     P = rnea_partials.partials(model, q, v, a)
     # the primal by the passes (as _rnea_jvp's)
-    return _rnea_world_passes(model, q, v, a, kin_axes), partials_tangent(P, (model, q, v, a, None), (dmodel, dq, dv, da, None),
-                                   model_part=lambda m: _rnea_world_passes(m, q, v, a, kinematics_and_axes(m, q)))
+    tau = _rnea_world_passes(model, q, v, a, kin_axes)
+    return tau, partials_tangent(P, (model, q, v, a, None), (dmodel, dq, dv, da, None),
+                                 model_part=lambda m: _rnea_world_passes(m, q, v, a, kinematics_and_axes(m, q)))
 
 
 def _rnea_world_passes(model, q, v, a, kin_axes):

@@ -305,7 +305,7 @@ class Solution(NamedTuple):
 def solve(N, T, a_free, respond):
     """The accelerations with the rows' forces (module docstring).  N: NormalRows, T: FrictionRows
     (either may have no rows); a_free: the accelerations without them; respond(X) = the acceleration
-    response to generalized forces X (nv, m) (H⁻¹ X for a tree)."""
+    response to generalized forces X, (nv, m) or (nv,) (H⁻¹ X for a tree)."""
     J = jnp.concatenate([N.J, T.J], axis=0)
     kN = N.J.shape[0]
     aN, R_N, sN, _ = normal_parameters(N)
@@ -332,9 +332,10 @@ def _forces(normal, cone, joint, matrix, vector):
     (:func:`_start`), then Newton iterations on MuJoCo's problem (:func:`_newton`).  Its derivative is the
     implicit function's at the fixed point f = F(a0 + A f - aref) of the force map
     (:func:`_force_map`): (I + D A) df = dF, dF the force map's own derivative at the solution
-    (D = -∂F/∂y) in the tangents of a0 - aref + A f (dA f = dJ (Y f) + J d(Y f), d(Y f) the tangent of the
-    response of the one vector Jᵀ f: neither A's nor Y's tangent is formed) and of R and the activations, so every tangent direction costs a forward and a back
-    substitution with one factorization, and nothing of the start or the iterations is
+    (D = -∂F/∂y) in the tangents of a0 - aref + A f (dA f = dJ (Y f) + J d(Y f), d(Y f) the tangent of
+    the response of the one vector Jᵀ f: neither A's nor Y's tangent is formed) and of R and the
+    activations, so every tangent direction costs a forward and a back substitution with one
+    factorization, and nothing of the start or the iterations is
     differentiated.  ``joint`` (static): Y has fewer rows (joints) than J, and every system of the
     rows' space is solved in joint space (:func:`_woodbury`), so the solve's factorizations cost the
     cube of the joints, not of the rows."""
