@@ -127,17 +127,20 @@ class Page:
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=float(x), y=float(y), button="left", clickCount=1)
 
-    def screenshot(self, tries=30) -> bytes:
-        """The page as PNG bytes, once it has stopped changing: two captures in a row, each after two
-        animation frames, are equal (a viser page fades its scene in after loading and after a seek)."""
-        last = None
+    def screenshot(self, tries=60, settle=0.5) -> bytes:
+        """The page as PNG bytes, once it has stopped changing: captures taken after two animation
+        frames each stay equal for ``settle`` seconds (a viser page fades its scene in after loading
+        and applies a seek over several frames, later on a loaded machine)."""
+        last, since = None, None
         self.dismiss_notifications()
         for _ in range(tries):
             self.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
             png = base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"])
-            if png == last:
+            now = time.monotonic()
+            if png != last:
+                last, since = png, now
+            elif now - since >= settle:
                 return png
-            last = png
             time.sleep(0.1)
         raise BrowserError(f"the page kept changing over {tries} screenshots")
 

@@ -304,7 +304,9 @@ def _changed_only_inside(a, b, boxes, h):
     inside = np.zeros(len(xs), bool)
     for lo, hi in boxes:
         inside |= (xs >= lo[0]) & (xs <= hi[0]) & (ys >= lo[1]) & (ys <= hi[1])
-    assert inside.mean() > 0.995, f"{(~inside).sum()} changed pixels outside where the bodies moved"
+    out = ~inside
+    where = f" (x {xs[out].min()}-{xs[out].max()}, y {ys[out].min()}-{ys[out].max()})" if out.any() else ""
+    assert inside.mean() > 0.995, f"{out.sum()} of {len(xs)} changed pixels outside where the bodies moved{where}"
 
 
 def _hue_close(pixel, rgba):
