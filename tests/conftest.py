@@ -31,9 +31,10 @@ settings.load_profile("jaxmbd")
 # (not in the default run; .ci/run runs it after it), one at SLOW_S or more slow (not in CI: before
 # a release, pytest -m slow).  JAXMBD_TEST_DURATIONS=<file> appends each test's call time to <file>
 # (the table's format).  The cheapest case of a parametrized test is not marked long by the
-# table, so each test keeps a case in the default run.  Marks written on a test hold as well; a
-# test missing from the table keeps only those.
-LONG_S = 13.0
+# table if it takes under KEEP_S, so most tests keep a case in the default run.  Marks written on
+# a test hold as well; a test missing from the table keeps only those.
+LONG_S = 10.0
+KEEP_S = 20.0
 SLOW_S = 60.0
 
 
@@ -73,7 +74,7 @@ def pytest_collection_modifyitems(config, items):
             continue
         if t >= SLOW_S:
             item.add_marker(pytest.mark.slow)
-        if t >= LONG_S and item.nodeid not in cheapest:
+        if t >= KEEP_S or (t >= LONG_S and item.nodeid not in cheapest):
             item.add_marker(pytest.mark.long)
 
 
