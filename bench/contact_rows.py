@@ -1,7 +1,7 @@
 """What the soft solve's rows cost: for the built-in quadruped scene and the humanoid of
 tests/test_contact_rows.py, the ODE right-hand side (``ChartODE(m, q).g``) and its value with
 Jacobians (``g_and_jac``), each ``jax.jit(jax.vmap(...))`` at a batch of states near the keyframe,
-with 8 rows (the floor of :func:`jaxmbd.forces.contact.default_rows`) and with the default rows;
+with 8 rows (the floor of :func:`jaxmbd.forces.contact_rows.default_rows`) and with the default rows;
 the solve in joint space where the rows outnumber the joints (the default) and, with
 ``--row-space``, also with every system in the rows' space (``jaxmbd.forces.soft.JOINT_SPACE``
 off), the cost the joint-space form removes.

@@ -28,7 +28,7 @@ the pose's joint angles):
   rejected) from the solution's stats;
 - ``stand``: the same compiled Rosenbrock run (t1 is an argument) over
   ``--duration`` (1 s): wall after compile, attempts, final base height and
-  (where ``jaxmbd.forces.contact.contact_forces`` exists) the pairs pushing.
+  (where ``jaxmbd.contact_forces`` exists) the pairs pushing.
 
 MuJoCo (``mujoco`` in this process, one thread, its own soft-constraint
 contacts): ``--duration`` of ``mj_step`` at the scene's timestep from the
@@ -168,7 +168,7 @@ def rosenbrock_run(c, m, q, v, u, t1, repeat):
 
 def pushing_pairs(m, q, v, u):
     """Pairs with a positive normal force at (q, v) with the actuators at u."""
-    from jaxmbd.forces.contact import contact_forces
+    from jaxmbd import contact_forces
     f = contact_forces(m, q, v, ctrl=u)
     return len({int(p) for p, fn in zip(np.asarray(f["pair"]), np.asarray(f["normal_force"])) if fn > 0})
 

@@ -40,6 +40,7 @@ from .kinematics import (  # noqa: E402
 from .rnea import rnea  # noqa: E402
 from .crba import mass_matrix, mass_matrix_compact, compact_to_dense, composite_inertias  # noqa: E402
 from .aba import aba  # noqa: E402
+from .contact_report import contact_forces  # noqa: E402
 from .dynamics import (  # noqa: E402
     inverse_dynamics, bias_force, passive_force, forward_dynamics, potential_energy, actuator_force,
 )
@@ -64,7 +65,7 @@ __all__ = [
     "kinetic_energy", "potential_energy", "integrate_q", "difference_q", "normalize_q",
     "neutral_q", "qdot", "joint_state", "inverse_dynamics", "bias_force", "passive_force", "actuator_force", "rnea",
     "mass_matrix", "mass_matrix_compact", "compact_to_dense", "composite_inertias",
-    "forward_dynamics", "aba", "coriolis_matrix", "cost", "ltdl", "linalg", "models",
+    "forward_dynamics", "aba", "coriolis_matrix", "contact_forces", "cost", "ltdl", "linalg", "models",
     "enable_compilation_cache", "release_compiled_programs", "integrators", "simulate", "Start", "Inputs", "Steps",
     "Save", "Solver", "Solution", "status_name", "rollout", "Rollout",
     "load_mjcf", "load_urdf", "forces", "constraints", "dae", "dynamics", "odes", "static_equilibrium", "Mechanism", "constraint_residual",

@@ -167,7 +167,7 @@ def _contact_summary(model, ts, qs, vs):
     penetration; per member the first save with a contact (NaN if none)."""
     import jax
     import jax.numpy as jnp
-    from jaxmbd.forces.contact import contact_forces
+    from jaxmbd import contact_forces
     B, S = qs.shape[:2]
     ok = np.all(np.isfinite(qs), axis=2) & np.all(np.isfinite(vs), axis=2)
     q = np.where(ok[..., None], qs, np.asarray(model.q0)).reshape(B * S, -1)
@@ -930,7 +930,7 @@ def _parser():
                         "--init-scale then defaults to 0")
     s.add_argument("--contact-rows", type=int, default=None, metavar="N",
                    help="candidate contacts (the deepest) in the soft contact solve (default: from the model's pairs, "
-                        "jaxmbd.forces.contact.default_rows); more within their margin at once stops a member "
+                        "jaxmbd.forces.contact_rows.default_rows); more within their margin at once stops a member "
                         "with CONTACT_OVERFLOW")
     s.add_argument("--contact-capacity", default=None, metavar="N|all",
                    help="geom pairs per group of two geom types that the contact broad phase keeps (default: "

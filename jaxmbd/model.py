@@ -585,11 +585,11 @@ class ModelBuilder:
         ``builder.contact_skipped`` after ``build``); body_alias: {body: body} naming bodies that
         count as one for the parent filter and exclusions (the massless chain of a multi-joint MJCF
         body counts as that body); capacity: the broad phase's capacity per group of pairs of two
-        geom types (None: the default rule of :func:`jaxmbd.forces.contact.capacities`; "all": no
+        geom types (None: the default rule of :func:`jaxmbd.forces.contact_broadphase.capacities`; "all": no
         broad phase; an int for every group; a dict {(type1, type2): int}); impratio (default 1):
         MuJoCo's ratio of frictional to normal impedance (the soft law's frictional rows have the
         normal row's regularizer divided by it); rows: how many candidate contacts (the deepest)
-        enter the soft law's solve (default :func:`jaxmbd.forces.contact.default_rows`: from the model's pairs, per tree the contacts its geoms can make with the world's at once, at least 8;
+        enter the soft law's solve (default :func:`jaxmbd.forces.contact_rows.default_rows`: from the model's pairs, per tree the contacts its geoms can make with the world's at once, at least 8;
         more within their margin at once stops a run with ``CONTACT_OVERFLOW``); law: "soft" (the
         default: pairs given by solref/solimp are MuJoCo's soft constraints, :mod:`jaxmbd.forces.soft`)
         or "penalty" (every pair by the penalty law, solref/solimp mapped by

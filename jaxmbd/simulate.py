@@ -15,7 +15,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .forces.contact import contact_overflow
 from .inputs import NO_INPUTS, Inputs
 from .integrators.base import (BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TIMES, BAD_TOLERANCES, CONSTRAINT_FAILURE,
                                CONTACT_OVERFLOW, DIVERGED, MAX_STEPS, NEWTON_FAILURE, NONFINITE, SPARSE_COUPLING,
@@ -176,7 +175,7 @@ def simulate(model, start=None, t1=1.0, *, integrator: AbstractIntegrator, input
     without a force element declaring it stops the run with status 10
     (``SPARSE_COUPLING``).  A state where the contact broad phase finds more
     geom pairs within reach than a group's capacity
-    (:func:`jaxmbd.forces.contact.capacities`), or more contacts within their
+    (:func:`jaxmbd.forces.contact_broadphase.capacities`), or more contacts within their
     margin than the soft constraints' rows (``set_contact_options(rows=...)``),
     is not stepped from: the run stops there with status 11
     (``CONTACT_OVERFLOW``), that state its last.  Every step's start is
@@ -460,7 +459,7 @@ class _Run:
         t_new = jnp.where(clipped, target, s.t + h)
         # the start state's contacts (one traced check in the loop covers the initial state and every
         # accepted one)
-        verdict = self.judge(s, tried, t_new, contact_overflow(self.system.tree, s.q))
+        verdict = self.judge(s, tried, t_new, self.system.overflow(s.q))
         return self._advance(s, ode, tried, h, t_new, verdict.accept & clipped, verdict)
 
     def replay_step(self, s: LoopState, taken, n) -> LoopState:

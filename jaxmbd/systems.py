@@ -10,10 +10,11 @@ velocity), ``record`` (what is saved at a save time), ``initial_own`` and
 attempt: a mechanism renews its coordinate partition; they see only what
 they are given, never the loop's state), ``stats`` (the system's counters),
 ``tree`` (the
-model whose parameters are checked inside the trace), ``energy_reference``,
-``energy``, ``driven`` and ``power`` (the divergence check,
-:mod:`jaxmbd.divergence`; of the tree, in the tree's order for a mechanism
-too).  The loop itself
+model whose parameters are checked inside the trace), ``overflow`` (whether
+a state exceeds a force element's static capacity: contact),
+``energy_reference``, ``energy``, ``driven`` and ``power`` (the divergence
+check, :mod:`jaxmbd.divergence`; of the tree, in the tree's order for a
+mechanism too).  The loop itself
 (:mod:`jaxmbd.simulate`) never asks which kind it has."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import jax.numpy as jnp
 from . import dae, divergence
 from .constraints import Mechanism, phi_jacobian_tree, phi_tree
 from .constraints import _check as _check_mechanism
+from .forces.base import overflow as _overflow
 from typing import NamedTuple
 
 from .integrators.base import CONSTRAINT_FAILURE, AbstractImplicit
@@ -42,8 +44,14 @@ class AfterStep(NamedTuple):
     status: jax.Array
 
 
-class _Energies:
-    """The divergence check's hooks (:mod:`jaxmbd.divergence`), on ``self.tree`` in the tree's order."""
+class _OnTheTree:
+    """The hooks evaluated on ``self.tree``, in the tree's order: the contact overflow and the
+    divergence check's (:mod:`jaxmbd.divergence`)."""
+
+    def overflow(self, q):
+        """Whether the state q exceeds a force element's static capacity (a traced bool); None when
+        no element can (:func:`jaxmbd.forces.base.overflow`)."""
+        return _overflow(self.tree, q)
 
     def energy_reference(self, q0, v0):
         """The :class:`jaxmbd.divergence.DivergenceReference` of a run starting at (q0, v0)."""
@@ -62,7 +70,7 @@ class _Energies:
         return divergence.power(self.tree, self.inputs, t, q, v, None if self.tree is self.model else self.model)
 
 
-class TreeSystem(_Energies):
+class TreeSystem(_OnTheTree):
     """A kinematic tree: the ODE is the tree's on its chart (:class:`jaxmbd.odes.ChartODE`)."""
     extra_stats = ()
 
@@ -110,7 +118,7 @@ class TreeSystem(_Energies):
         return AfterStep(part, cache, own, jnp.array(False), jnp.array(0, jnp.int32))
 
 
-class MechanismSystem(_Energies):
+class MechanismSystem(_OnTheTree):
     """A mechanism: the state-space ODE on the independent coordinates
     (:class:`jaxmbd.odes.ConstrainedChartODE`), the coordinate partition
     renewed when cond(Φ_u) grows past ``dae.REPARTITION_FACTOR`` times its

@@ -173,7 +173,7 @@ def view(model, solution=None, *, qs=None, ts=None, members=None, layout="grid",
     :data:`MAX_MEMBERS`).  ``layout``: "grid" (side by side, ``spacing`` metres apart; default
     from the model's size) or "overlay" (all at the origin).  ``contacts``: also draw each
     member's active contact points and normal forces (one evaluation of
-    :func:`jaxmbd.forces.contact_forces` per saved state, at the controls ``ctrl``).  A member's
+    :func:`jaxmbd.contact_forces` per saved state, at the controls ``ctrl``).  A member's
     non-finite saves (after a failure) hold its last finite state."""
     if solution is not None:
         if qs is not None or ts is not None:
@@ -481,7 +481,7 @@ def _contact_points(model, qs, ctrl):
     import jax
     import jax.numpy as jnp
 
-    from .forces.contact import contact_forces
+    from .contact_report import contact_forces
     tree = getattr(model, "tree", model)
     if contact_forces(model, model.q0, model.v0) is None:
         raise ValueError("contacts=True: the model has no contacts")

@@ -16,7 +16,8 @@ import pytest
 import jaxmbd
 from jaxmbd import integrators as I
 from jaxmbd.forces import law
-from jaxmbd.forces.contact import Contact, contact_forces
+from jaxmbd import contact_forces
+from jaxmbd.forces.contact import Contact
 from jaxmbd import Start, Inputs, Steps, Save
 
 G = 9.81

@@ -10,7 +10,9 @@ import pytest
 
 import jaxmbd
 from jaxmbd import integrators as I
-from jaxmbd.forces.contact import Contact, capacities, contact_overflow
+from jaxmbd.forces.base import overflow as contact_overflow
+from jaxmbd.forces.contact import Contact
+from jaxmbd.forces.contact_broadphase import capacities
 from contact_util import jacobian_tau
 from jaxmbd import Start, Steps
 
@@ -243,7 +245,7 @@ def test_the_bounds_never_exceed_a_pair_s_distance(mixed):
     def both(q):
         kin = jaxmbd.kinematics.forward_kinematics(mixed, q)
         Rg, pg = el.geom_poses(kin)
-        c = el._candidates(kin)
+        c = el.narrow_phase(kin)
         nearest = jnp.full(el.n_pairs, jnp.inf).at[c["pair"]].min(c["dist"])
         return jnp.concatenate(el.pair_bounds(Rg, pg)), nearest - el.margin
     bound, dist = map(np.asarray, both(qs))
@@ -267,7 +269,7 @@ def test_the_box_gap_is_the_largest_gap_of_the_corners_projections():
     two intervals; over random poses, aligned boxes and boxes turned about one shared axis (where the
     edge axes degenerate)."""
     from scipy.spatial.transform import Rotation
-    from jaxmbd.forces.contact import _box_gap
+    from jaxmbd.forces.contact_broadphase import _box_gap
     rng = np.random.default_rng(3)
     k = 300
     R1 = Rotation.random(k, random_state=4).as_matrix()

@@ -69,7 +69,7 @@ def _placed(m, type1, seed):
         s, th = 0.1 * rng.normal(), rng.normal()
         u, origin, chain = rng.normal(size=3), np.array([0.0, 0.0, s]), [s, th]
         u /= np.linalg.norm(u)
-    dist = lambda q: float(jnp.min(jaxmbd.forces.contact_forces(m, q, jnp.zeros(m.nv))["dist"]))   # noqa: E731
+    dist = lambda q: float(jnp.min(jaxmbd.contact_forces(m, q, jnp.zeros(m.nv))["dist"]))   # noqa: E731
     q_at = lambda t: jnp.asarray(np.concatenate([origin + t * u, quat, chain]))   # noqa: E731
     return q_at(_bisect(dist, q_at, 0.0, 0.5)), jnp.asarray(0.02 * rng.normal(size=m.nv))   # slow: every row pushes
 
@@ -98,7 +98,7 @@ def _assert_same(held, plain, tol):
 def test_the_jacobians_are_exact_for_every_pair_type(type1, type2):
     m = _pair_scene(type1, type2)
     q, v = _placed(m, type1, seed=PAIRS.index((type1, type2)))
-    c = jaxmbd.forces.contact_forces(m, q, v)
+    c = jaxmbd.contact_forces(m, q, v)
     assert float(jnp.max(c["normal_force"])) > 0                 # the contact is active
     y = jnp.asarray(np.random.default_rng(7).normal(size=m.nv)) * 1e-3     # away from the chart's origin
     held, plain = _jacobians(m, q, y, v)
@@ -132,7 +132,7 @@ def _joint_scene(law):
 
 
 def _pair_dist(m, q, pair):
-    c = jaxmbd.forces.contact_forces(m, q, jnp.zeros(m.nv))
+    c = jaxmbd.contact_forces(m, q, jnp.zeros(m.nv))
     k = [tuple(p) for p in c["pairs"]].index(pair)
     return float(jnp.min(jnp.where(c["pair"] == k, c["dist"], jnp.inf)))
 
@@ -170,7 +170,7 @@ def _joint_state(m, cross, seed):
     for name, i in (("tip", adr("p")), ("ball", adr("pl") + 1), ("box", box + 2)):
         q[i] = _bisect(lambda q: _pair_dist(m, q, ("floor", name)), at(i), -0.6, 0.6)
     if cross:       # along the floor towards the capsule's contact with it
-        c = jaxmbd.forces.contact_forces(m, jnp.asarray(q), jnp.zeros(m.nv))
+        c = jaxmbd.contact_forces(m, jnp.asarray(q), jnp.zeros(m.nv))
         k = [tuple(p) for p in c["pairs"]].index(("floor", "tip"))
         tip = np.asarray(c["pos"])[int(np.argmin(np.where(np.asarray(c["pair"]) == k, np.asarray(c["dist"]), np.inf)))]
         start = q[box:box + 2].copy()
@@ -206,7 +206,7 @@ def test_the_jacobians_are_exact_for_every_joint_type(cross):
     m = _joint_scene("soft")
     assert set(m.topo.jtype) >= {"prismatic", "revolute", "helical", "spherical", "universal", "planar", "free"}
     q, v = _joint_state(m, cross, seed=3 + cross)
-    c = jaxmbd.forces.contact_forces(m, q, v)
+    c = jaxmbd.contact_forces(m, q, v)
     names = [tuple(p) for p in c["pairs"]]
     force = {p: float(jnp.max(jnp.where(c["pair"] == k, c["normal_force"], 0.0))) for k, p in enumerate(names)}
     assert all(force[("floor", g)] > 0 for g in ("tip", "ball", "box")), force

@@ -17,7 +17,8 @@ import jaxmbd
 from contact_util import random_contacts, random_rotations
 from jaxmbd import integrators as I
 from jaxmbd.contact import geometry as G
-from jaxmbd.forces.contact import Contact, contact_forces
+from jaxmbd import contact_forces
+from jaxmbd.forces.contact import Contact
 from jaxmbd import Steps
 
 N, NV, NF, NE = 60, 12, 20, 30

@@ -211,5 +211,5 @@ def test_a_loaded_ant_stands_on_its_floor():
     assert int(sol.status) == 0, jaxmbd.status_name(sol.status)
     z = np.asarray(sol.qs[:, 2])
     assert z.min() > 0.3 and abs(z[-1] - z[-2]) / 0.1 < 0.05
-    depth = jax.vmap(lambda q, v: -jnp.min(jaxmbd.forces.contact_forces(m, q, v)["dist"]))(sol.qs, sol.vs)
+    depth = jax.vmap(lambda q, v: -jnp.min(jaxmbd.contact_forces(m, q, v)["dist"]))(sol.qs, sol.vs)
     assert float(depth.max()) < 0.01             # geometric overlap (the law acts from the 1 cm margin on)

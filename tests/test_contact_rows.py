@@ -1,4 +1,4 @@
-"""The soft solve's default rows (jaxmbd.forces.contact.default_rows): the per-pair counts against
+"""The soft solve's default rows (jaxmbd.forces.contact_rows.default_rows): the per-pair counts against
 MuJoCo's and the narrow phase's, the rule's closed form on small models, and robots landing and
 falling over for 2 s with the defaults: never CONTACT_OVERFLOW, and the forces of all rows."""
 
@@ -14,8 +14,9 @@ import jaxmbd
 from jaxmbd import Inputs, Save, Start, Steps
 from jaxmbd.contact import geometry as G
 from jaxmbd.forces.base import elements
-from jaxmbd.forces.contact import (BETWEEN_ROWS, PLANE_CONTACTS, SOFT_ROWS_FLOOR, TREE_ROWS, Contact,
-                                   face_vertices, pair_contacts, with_contact_options)
+from jaxmbd.forces.contact import Contact, with_contact_options
+from jaxmbd.forces.contact_rows import (BETWEEN_ROWS, PLANE_CONTACTS, SOFT_ROWS_FLOOR, TREE_ROWS, face_vertices,
+                                        pair_contacts)
 from jaxmbd.integrators import RK4
 from test_robots_on_floors import HUMANOID as LEGS
 
@@ -264,8 +265,8 @@ def _same_forces(model, sol, counts, ctrl, n=4):
     every = with_contact_options(model, rows=_contact(model).n_candidates)
     for i in np.argsort(-counts, kind="stable")[:n]:
         q, v = sol.qs[i], sol.vs[i]
-        a = jaxmbd.forces.contact_forces(model, q, v, ctrl=jnp.asarray(ctrl))
-        b = jaxmbd.forces.contact_forces(every, q, v, ctrl=jnp.asarray(ctrl))
+        a = jaxmbd.contact_forces(model, q, v, ctrl=jnp.asarray(ctrl))
+        b = jaxmbd.contact_forces(every, q, v, ctrl=jnp.asarray(ctrl))
         scale = max(float(jnp.max(jnp.abs(b["normal_force"]))), 1.0)
         assert float(jnp.sum(b["normal_force"] > 0)) > 0
         for key in ("normal_force", "friction_force", "friction_moment"):

@@ -138,7 +138,7 @@ def test_pyramidal_edges_follow_mujocos_contact_frames():
         assert d.ncon >= 6
         a = jaxmbd.forward_dynamics(model, jnp.asarray(d.qpos), jnp.asarray(d.qvel), jnp.asarray(f))
         np.testing.assert_allclose(np.asarray(a), d.qacc, rtol=1e-6, atol=1e-6 * np.abs(d.qacc).max())
-    c = jaxmbd.forces.contact_forces(model, jnp.asarray(d.qpos), jnp.asarray(d.qvel))
+    c = jaxmbd.contact_forces(model, jnp.asarray(d.qpos), jnp.asarray(d.qvel))
     pos = np.stack([d.contact[i].pos for i in range(d.ncon)])
     for x, t, dist in zip(np.asarray(c["pos"]), np.asarray(c["tangent"]), np.asarray(c["dist"])):
         if dist < 0:

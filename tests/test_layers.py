@@ -164,3 +164,34 @@ def test_the_viewer_is_on_top():
     bad = sorted({m for m, _ in g["jaxmbd.view"] if _under(m, ("jaxmbd.integrators", "jaxmbd.simulate",
                                                                  "jaxmbd.systems", "jaxmbd.rollout", "jaxmbd.odes"))})
     assert "jaxmbd.view" in g and not bad, bad
+
+
+def test_the_force_elements_import_nothing_above_them():
+    """The force elements (contact included) sit below the dynamics: no module of jaxmbd.forces
+    imports the dynamics, the contact report or anything built on them."""
+    above = ("jaxmbd.dynamics", "jaxmbd.contact_report", "jaxmbd.odes", "jaxmbd.model", "jaxmbd.constraints",
+             "jaxmbd.dae", "jaxmbd.divergence", "jaxmbd.io", "jaxmbd.models", "jaxmbd.view", "jaxmbd.cli")
+    g = _graph()
+    bad = {n: sorted({m for m, _ in imps if _under(m, above)})
+           for n, imps in g.items() if _under(n, ("jaxmbd.forces",))}
+    assert "jaxmbd.forces.contact_rows" in g and not {n: b for n, b in bad.items() if b}, bad
+
+
+def test_the_contact_wing_is_split_and_its_report_is_above_the_dynamics():
+    """Broad phase, rows and element are modules of their own, the element importing the other two
+    and neither importing it; the report (contact_forces) imports the dynamics."""
+    g = _graph()
+    deps = {n: {m for m, _ in g[n]} for n in ("jaxmbd.forces.contact", "jaxmbd.forces.contact_broadphase",
+                                               "jaxmbd.forces.contact_rows", "jaxmbd.contact_report")}
+    assert {"jaxmbd.forces.contact_broadphase", "jaxmbd.forces.contact_rows"} <= deps["jaxmbd.forces.contact"]
+    assert "jaxmbd.forces.contact" not in deps["jaxmbd.forces.contact_broadphase"] | deps["jaxmbd.forces.contact_rows"]
+    assert "jaxmbd.dynamics" in deps["jaxmbd.contact_report"]
+
+
+def test_the_loop_imports_no_force_element():
+    """simulate and the systems' hooks reach a force element's overflow through the element
+    interface (jaxmbd.forces.base), never by importing an element."""
+    g = _graph()
+    for n in ("jaxmbd.simulate", "jaxmbd.systems"):
+        bad = sorted({m for m, _ in g[n] if _under(m, ("jaxmbd.forces",)) and m != "jaxmbd.forces.base"})
+        assert not bad, (n, bad)

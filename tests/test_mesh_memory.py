@@ -16,7 +16,8 @@ import pytest
 import jaxmbd
 from contact_util import random_contacts
 from jaxmbd.contact import geometry as G
-from jaxmbd.forces.contact import MAXHULLVERT_DEFAULT, Contact, contact_forces
+from jaxmbd import contact_forces
+from jaxmbd.forces.contact import MAXHULLVERT_DEFAULT, Contact
 
 N = 40
 

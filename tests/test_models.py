@@ -145,7 +145,8 @@ def test_the_quadruped_stands_where_its_contact_law_puts_it():
     from scipy.optimize import brentq
     from jaxmbd import integrators as I
     from jaxmbd.forces import law
-    from jaxmbd.forces.contact import Contact, contact_forces
+    from jaxmbd import contact_forces
+    from jaxmbd.forces.contact import Contact
     import importlib
     Q = importlib.import_module("jaxmbd.models.quadruped")
     m = models.quadruped(drop=1e-3)

@@ -132,7 +132,7 @@ def test_keyframe_contact_forces_are_mujocos(name):
         theirs.append((d.contact[i].pos.copy(), d.contact[i].dist, f[0]))
     assert len(theirs) >= 4 and max(dist for _, dist, _ in theirs) < -0.009
     key = m.keyframes[list(m.keyframes)[0]]
-    out = jaxmbd.forces.contact_forces(m, key.qpos, key.qvel, ctrl=key.ctrl)
+    out = jaxmbd.contact_forces(m, key.qpos, key.qvel, ctrl=key.ctrl)
     fn, pos = np.asarray(out["normal_force"]), np.asarray(out["pos"])
     total = sum(f for _, _, f in theirs)
     assert 0.5 < fn.sum() / total < 2.0, (fn.sum(), total)

@@ -296,7 +296,7 @@ def test_the_default_contact_rows_follow_the_model():
     which its forces are those of every candidate, while 8 rows would overflow; the go2-class
     quadruped (W + S = 71 > 24) gets half, 36; an arm on a floor the floor of 8."""
     from jaxmbd import models
-    from jaxmbd.forces.contact import contact_overflow
+    from jaxmbd.forces.base import overflow as contact_overflow
     stack = jaxmbd.load_mjcf(STACK, warn=False)
     mj = mujoco.MjModel.from_xml_string(STACK)
     d = mujoco.MjData(mj)

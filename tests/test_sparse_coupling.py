@@ -101,7 +101,7 @@ def test_contact_keeps_the_sparse_matrix_exact():
     m = b.build()
     assert set(map(frozenset, _contact_pairs(m))) >= {frozenset(("s4", "s7")), frozenset(("floor", "s5"))}
     q0, v0, r = _state(m, 4)
-    c = jaxmbd.forces.contact_forces(m, q0, v0)
+    c = jaxmbd.contact_forces(m, q0, v0)
     active = {tuple(sorted(c["pairs"][int(k)])) for k in np.asarray(c["pair"])[np.asarray(c["normal_force"]) > 0]}
     assert {("s4", "s7"), ("floor", "s5")} <= active
     xs, xd, _, _, exact = _both(m, q0, v0, jnp.asarray(0.0), jnp.asarray(0.02), r)
@@ -145,9 +145,9 @@ def test_ball_and_free_joints_with_contact():
         rot = Rotation.from_rotvec(0.3 * rng.normal(size=3)).as_quat(scalar_first=True)
         arm = Rotation.from_rotvec([0.1 * rng.normal(), 0.4, 0.1 * rng.normal()]).as_quat(scalar_first=True)
         q0 = jnp.concatenate([jnp.zeros(3), rot, arm, jnp.asarray([rng.normal()])])
-        d0 = np.asarray(jaxmbd.forces.contact_forces(m, q0, v0)["dist"])[on_floor]
+        d0 = np.asarray(jaxmbd.contact_forces(m, q0, v0)["dist"])[on_floor]
         q0 = q0.at[2].set(-d0.max() - 0.01)                       # both spheres pressed into the floor
-        c = jaxmbd.forces.contact_forces(m, q0, v0)
+        c = jaxmbd.contact_forces(m, q0, v0)
         assert float(jnp.min(c["normal_force"][on_floor])) > 0
         x = jnp.asarray(rng.normal(size=m.nv))
         xs, xd, J1s, J1d, exact = _both(m, q0, 3.0 * v0, jnp.asarray(0.0), jnp.asarray(0.02), r, x)
@@ -163,7 +163,7 @@ def test_ball_and_free_joints_through_contact_onset():
     d = _dumbbell()
     q0 = jaxmbd.neutral_q(d).at[2].set(0.15)
     v0 = jnp.array([0.3, 0.0, -1.0, 1.0, 2.0, 3.0, 0.0, 4.0, -2.0, 1.0])
-    obs = lambda model, q, v: jnp.min(jaxmbd.forces.contact_forces(model, q, v)["dist"])   # noqa: E731
+    obs = lambda model, q, v: jnp.min(jaxmbd.contact_forces(model, q, v)["dist"])   # noqa: E731
     runs = [jaxmbd.simulate(d, Start(q0, v0), 0.2, integrator=I.RosenbrockNystrom4(linear_solver=ls),
                             steps=Steps(rtol=1e-6, atol=1e-6), save=Save(ts=jnp.linspace(0.0, 0.2, 21), observe=obs)) for ls in ("dense", "sparse")]
     assert [int(s.status) for s in runs] == [0, 0]

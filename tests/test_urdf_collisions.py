@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import jaxmbd
-from jaxmbd.forces.contact import Contact, contact_forces
+from jaxmbd import contact_forces
+from jaxmbd.forces.contact import Contact
 from jaxmbd.kinematics import forward_kinematics
 from test_mjcf_robots import SHAPES, write_stl
 

@@ -453,9 +453,9 @@ def test_urdf_visuals_and_the_live_server(tmp_path):
 @pytest.mark.long
 def test_contact_points_and_forces_are_drawn():
     """contacts=True: each save's active contacts as points, and their normal forces as segments
-    along the normal, the model's weight half a metre long, equal to jaxmbd.forces.contact_forces
+    along the normal, the model's weight half a metre long, equal to jaxmbd.contact_forces
     at that state; a save with no contact draws none."""
-    from jaxmbd.forces.contact import contact_forces
+    from jaxmbd import contact_forces
     b = jaxmbd.ModelBuilder()
     b.add_body("ball", "world", "free", mass=2.0, inertia=(0.008, 0.008, 0.008))
     b.add_geom("ball", "sphere", (0.1,))

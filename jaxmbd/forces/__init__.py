@@ -48,7 +48,7 @@ from .joint_limit import JointLimit
 from .friction_loss import FrictionLoss
 from . import soft  # noqa: F401
 from .joint_limit import joint_limit_penetrations as _joint_limit_penetrations
-from .contact import Contact, contact_forces
+from .contact import Contact
 from . import law  # noqa: F401
 from .point_spring import PointSpringDamper
 from .rotational_spring import RotationalSpringDamper
@@ -85,6 +85,13 @@ def has_forces(model) -> bool:
     return bool(elements(model))
 
 
+def __getattr__(name):
+    if name == "contact_forces":
+        raise AttributeError("jaxmbd.forces.contact_forces is jaxmbd.contact_forces (the contacts at a state "
+                             "are reported above the dynamics, which compute their soft forces)")
+    raise AttributeError(f"module 'jaxmbd.forces' has no attribute {name!r}")
+
+
 __all__ = ["Actuators", "ForceElement", "PoseElement", "JointElement", "BuildContext", "generalized_force", "potential",
            "couplings", "elements", "PointSpringDamper", "CoordinateSpringDamper", "JointForce",
-           "RotationalSpringDamper", "Tire", "LinearBushing", "JointLimit", "FrictionLoss", "soft", "joint_limit_penetrations", "law", "Contact", "contact_forces", "road_height", "tire_forces", "spring_lengths", "has_forces", "without"]
+           "RotationalSpringDamper", "Tire", "LinearBushing", "JointLimit", "FrictionLoss", "soft", "joint_limit_penetrations", "law", "Contact", "road_height", "tire_forces", "spring_lengths", "has_forces", "without"]

@@ -146,6 +146,13 @@ class ForceElement(eqx.Module):
         """The element's potential at q (m: its measures there, for pose elements); 0 if it has none."""
         return jnp.zeros((), q.dtype)
 
+    can_overflow = False   # whether a state can exceed a static capacity of the element (static)
+
+    def overflow(self, model, q):
+        """Whether at q (tree coordinates) the element exceeds a static capacity (only asked where
+        ``can_overflow``): then :func:`jaxmbd.simulate` stops the member with ``CONTACT_OVERFLOW``."""
+        return jnp.array(False)
+
     @classmethod
     def merge(cls, elements):
         """One element for several bound elements of this class: static tuples
@@ -190,6 +197,20 @@ class JointElement(ForceElement):
 def elements(model) -> tuple:
     """The model's (bound, merged) force elements; () when it has none."""
     return () if getattr(model, "forces", None) is None else tuple(model.forces)
+
+
+def overflow(model, q):
+    """Whether at q (tree coordinates) any of the model's force elements exceeds a static capacity
+    (:meth:`ForceElement.overflow`: a contact broad phase or soft solve with more pairs or
+    candidates within reach than it has room for); None when no element can (nothing to check, no
+    operation added)."""
+    flags = [e.overflow(model, q) for e in elements(model) if e.can_overflow]
+    if not flags:
+        return None
+    out = flags[0]
+    for f in flags[1:]:
+        out = out | f
+    return out
 
 
 def _pose_measures(model, q, els, v=None):

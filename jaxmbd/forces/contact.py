@@ -10,17 +10,13 @@ their sizes and every law parameter of every pair (stiffness, exponent,
 damping, onset width, friction, smoothing velocity, margin) are arrays that
 ``vmap`` and ``grad`` reach.
 
-Broad phase (:meth:`Contact.select`).  Pairs are grouped by their two geom
-types.  A group has a static capacity K (:func:`capacities`: by default all
-its pairs when it has few, else about twice the pairs within reach at ``q0``
-plus headroom): the narrow phase runs on the K pairs whose bounding spheres
-(or sphere and plane) are closest, so shapes stay static under jit, vmap and
-grad and a batch does bounded work, as MJX's and MuJoCo Warp's contact
-capacities do.  While no group has more pairs within reach than its
-capacity, the forces equal the all-pairs evaluation exactly (a pair left out
-cannot touch); a state where one does is reported
-(:meth:`Contact.overflow`, :func:`jaxmbd.simulate`'s status
-``CONTACT_OVERFLOW``), never silently dropped.
+The broad phase (:mod:`jaxmbd.forces.contact_broadphase`) picks, per group of
+pairs of two geom types, the pairs the narrow phase sees (a static capacity:
+bounded work under jit and vmap, the all-pairs forces exactly while no group
+overflows, and an overflow reported as ``CONTACT_OVERFLOW``, never silently
+dropped).  The soft law's rows of the contacts are built in
+:mod:`jaxmbd.forces.contact_rows`; the contacts at a state as a report,
+:func:`jaxmbd.contact_forces`.
 
 The narrow phase gives a fixed number of candidate contacts per pair (one
 for two spheres, eight for a box on a plane, ...), with n the normal from
@@ -59,11 +55,11 @@ import numpy as np
 from ..contact import geometry as G
 from ..contact.convex import KINDS as _KINDS, convex as _convex
 from ..kinematics import forward_kinematics, kinematics_and_axes
+from . import contact_broadphase as broad, contact_rows as rows_of
 from .base import JointElement, dofs_of_bodies, make
 from .law import friction_force, normal_force, normal_potential
 
 FRICTION_DIMS = {1: 0, 3: 1, 4: 2, 6: 3}   # condim -> how many of (slide, torsion, roll) act
-FRICTION_ROWS = {1: 0, 3: 2, 4: 3, 6: 5}   # condim -> the soft law's frictional rows per contact
 
 
 class Contact(JointElement):
@@ -193,31 +189,9 @@ class Contact(JointElement):
         return Rb @ self.geom_rot, pb + jnp.einsum("gij,gj->gi", Rb, self.geom_pos)
 
     def pair_bounds(self, Rg, pg):
-        """Per group, a lower bound (np_g,) of each pair's signed distance minus its margin: the larger
-        of the gaps of the geoms' bounding spheres and of their bounding boxes (a separating-axis test
-        over the boxes' 15 axes), or against a plane the gap of the bounding box.  The projections of
-        two convex sets on any unit axis are at most their signed distance apart (its negative, the
-        penetration depth, is the least overlap over all axes), so a pair whose bound is positive has
-        no candidate within its margin and its force is zero (the narrow phase's candidates are never
-        closer than the geoms themselves)."""
-        if not self.groups:
-            return []
-        rows, plane, splits = _pair_tables(self.groups)
-        gap = jnp.zeros(len(rows), pg.dtype)
-        # every pair of a kind in one pass (a few operations, not a few per group)
-        on_plane, apart = np.flatnonzero(plane), np.flatnonzero(~plane)
-        if len(on_plane):
-            a, b = rows[on_plane, 0], rows[on_plane, 1]
-            n, R2 = Rg[a][:, :, 2], Rg[b]
-            reach = jnp.sum(self.geom_half[b] * jnp.abs(jnp.sum(n[..., None] * R2, 1)), -1)
-            gap = gap.at[on_plane].set(jnp.sum(n * (pg[b] - pg[a]), -1) - reach)
-        if len(apart):
-            a, b = rows[apart, 0], rows[apart, 1]
-            d = pg[b] - pg[a]
-            sphere = jnp.sqrt(jnp.sum(d * d, -1) + 1e-300) - self.geom_rbound[a] - self.geom_rbound[b]
-            box = _box_gap(Rg[a], self.geom_half[a], Rg[b], self.geom_half[b], d)
-            gap = gap.at[apart].set(jnp.maximum(sphere, box))
-        return jnp.split(jax.lax.stop_gradient(gap - self.margin), splits)
+        """Per group, a lower bound of each pair's signed distance minus its margin
+        (:func:`jaxmbd.forces.contact_broadphase.pair_bounds`)."""
+        return broad.pair_bounds(self, Rg, pg)
 
     @property
     def culled(self):
@@ -225,30 +199,10 @@ class Contact(JointElement):
         return any(k < len(rows) for (_, _, rows), k in zip(self.groups, self.capacity))
 
     def select(self, Rg, pg):
-        """The broad phase: per group, the geom pairs the narrow phase sees ((K, 2) geom indices and
-        (K,) pair indices, K = ``capacity``); whether any group has more pairs within reach (bound
-        ≤ 0, :meth:`pair_bounds`) than its capacity; and per group whether any pair is within reach
-        (None for a group taken whole).  A group whose capacity is its pair count is taken whole
-        (static indices, no bound computed); another keeps its K pairs of lowest bound.  While no
-        group overflows, every pair left out has a positive bound and so zero force: the forces
-        equal the all-pairs evaluation, and stay continuous as pairs enter and leave the kept set
-        (a pair enters before its bound reaches zero)."""
-        sel, reach, overflow, start = [], [], jnp.array(False), 0
-        bounds = self.pair_bounds(Rg, pg) if self.culled else [None] * len(self.groups)
-        for (_, _, rows), k, b in zip(self.groups, self.capacity, bounds):
-            rows = np.asarray(rows, np.int64).reshape(-1, 2)
-            n = len(rows)
-            if k >= n:
-                sel.append((rows, np.arange(start, start + n)))
-                reach.append(None)
-            else:
-                idx = jax.lax.top_k(-b, k)[1]
-                sel.append((jnp.asarray(rows)[idx], start + idx))
-                within = b <= 0
-                overflow = overflow | (jnp.sum(within) > k)
-                reach.append(jnp.any(within))
-            start += n
-        return sel, overflow, reach
+        """The broad phase: per group, the geom pairs the narrow phase sees, whether a group has more
+        pairs within reach than its capacity, and per group whether any pair is within reach
+        (:func:`jaxmbd.forces.contact_broadphase.select`)."""
+        return broad.select(self, Rg, pg)
 
     @property
     def n_candidates(self):
@@ -300,9 +254,10 @@ class Contact(JointElement):
         host indices (-1 the world).  A culled group none of whose pairs is within reach
         (:meth:`pair_bounds`) skips its narrow phase: its candidates report dist 1e9 (never in
         contact; their force is zero either way)."""
-        return self._candidates(forward_kinematics(model, q))
+        return self.narrow_phase(forward_kinematics(model, q))
 
-    def _candidates(self, kin):
+    def narrow_phase(self, kin):
+        """:meth:`candidates` from the bodies' poses (a :class:`jaxmbd.kinematics.Kinematics`)."""
         Rg, pg = self.geom_poses(kin)
         sel, _, reachable = self.select(Rg, pg)
         hosts = np.asarray(self.geom_body, np.int64)
@@ -358,7 +313,7 @@ class Contact(JointElement):
         wrenches, summed per body at the world origin, map to joint space as
         sum(axes * (Aᵀ W), -1) (:func:`jaxmbd.kinematics.kinematics_and_axes`)."""
         kin, axes = kinematics_and_axes(model, q)
-        c = self._candidates(kin)
+        c = self.narrow_phase(kin)
         A = jnp.asarray(model.topo.support, axes.dtype)                  # (n, nv)
         twist = A @ (axes * v[:, None])                                   # (n, 6): ω, velocity at the origin
         twist = jnp.concatenate([jnp.zeros((1, 6), twist.dtype), twist])  # index 0: the world
@@ -419,98 +374,13 @@ class Contact(JointElement):
         return self.law != "penalty"
 
     def soft_candidates(self, kin):
-        """The candidates that enter the soft solve: the ``rows`` deepest of the soft pairs' candidates
-        (all of them when there are fewer), as a dict like :meth:`candidates` plus ``index`` (their
-        positions among all candidates), ``penetration`` and ``overflow`` (more candidates within
-        their margin than ``rows``).  A candidate left out is never within its margin while there is
-        no overflow, so the forces are those of all candidates."""
-        c = self._candidates(kin)
-        pr = c["pair"]
-        delta = self.margin[pr] - c["dist"]
-        if self.law == "mixed":
-            delta = jnp.where(self.soft[pr] > 0, delta, -G._FAR)
-        nc = delta.shape[0]
-        k = min(self.rows, nc)
-        if k < nc:
-            idx = jax.lax.top_k(jax.lax.stop_gradient(delta), k)[1]
-            overflow = jnp.sum(delta > 0) > k
-        else:
-            idx = np.arange(nc)
-            overflow = jnp.array(False)
-        out = {key: jnp.asarray(val)[idx] for key, val in c.items()}
-        return dict(out, index=idx, penetration=delta[idx], overflow=overflow)
+        """The candidates that enter the soft solve (:func:`jaxmbd.forces.contact_rows.soft_candidates`)."""
+        return rows_of.soft_candidates(self, kin)
 
     def soft_rows(self, model, q, v, kin, axes):
         """(NormalRows, FrictionRows, candidates) of the soft pairs' contacts at (q, v)
-        (:mod:`jaxmbd.forces.soft`): per kept candidate one normal row n·(v₂ - v₁) at the contact point,
-        and ``fdim`` frictional rows (two sliding, one torsional, two rolling; a row beyond the pair's
-        condim has μ = 0 and stays off).  Rows are formed from the DoFs' world axes: the point
-        velocity of a body's DoF j is vⱼ + ωⱼ × x on the DoFs that move it."""
-        from . import soft as S
-        c = self.soft_candidates(kin)
-        x, n, pr = c["pos"], c["normal"], c["pair"]
-        k = x.shape[0]
-        sup = jnp.asarray(np.concatenate([np.zeros((1, model.nv)), np.asarray(model.topo.support, float)]),
-                          axes.dtype)
-        P = sup[c["body2"] + 1] - sup[c["body1"] + 1]                        # (k, nv): ±1 on the moving DoFs
-        w, v0 = axes[:, :3], axes[:, 3:]
-
-        def lin(u):
-            return P * (u @ v0.T + jnp.cross(x, u) @ w.T)
-
-        def ang(u):
-            return P * (u @ w.T)
-        Jn = lin(n)
-        solref, solimp, iw = self.solref[pr], self.solimp[pr], self.invweight[pr]
-        N = S.NormalRows(Jn, -c["penetration"], Jn @ v, solref, solimp, iw)
-        fd = self.fdim
-        if fd == 0:
-            return N, _no_friction_rows(model.nv, Jn.dtype), c
-        t1 = c["tangent"]                                  # MuJoCo's contact frame (G.contact_frame)
-        t2 = jnp.cross(n, t1)
-        mu = self.friction[pr]
-        dirs = [(lin(t1), mu[:, 0]), (lin(t2), mu[:, 0]), (ang(n), mu[:, 1]), (ang(t1), mu[:, 2]),
-                (ang(t2), mu[:, 2])][:fd]
-        if self.cone == "pyramidal":
-            return self._pyramid_rows(N, dirs, mu[:, 0], v), _no_friction_rows(model.nv, Jn.dtype), c
-        JT = jnp.stack([d[0] for d in dirs], 1).reshape(k * fd, model.nv)          # contact-major
-        muT = jnp.stack([d[1] for d in dirs], 1).reshape(-1)
-        d = S.impedance(jnp.abs(N.r), solimp)
-        _, B = S.ref_coefficients(solref, solimp)
-        Rn = jnp.maximum((1.0 - d) / d * N.invweight, S.MINVAL)
-        mu0 = jnp.repeat(mu[:, :1], fd, 1).reshape(-1)
-        ratio = jnp.where((muT > 0) & (mu0 > 0), mu0 / jnp.where(muT > 0, muT, 1.0), 1.0)   # rows off: any R > 0
-        RT = jnp.repeat(Rn / self.impratio, fd) * ratio ** 2
-        on = jnp.repeat(S.activation(-N.r, S.onset_width(solref, solimp)), fd) * (muT > 0)
-        T = S.FrictionRows(JT, JT @ v, jnp.repeat(B, fd), RT, on, muT, np.repeat(np.arange(k), fd),
-                           jnp.zeros(k * fd, JT.dtype), np.repeat(np.arange(k), fd))
-        return N, T, c
-
-    def _pyramid_rows(self, N, dirs, mu0, v):
-        """MuJoCo's pyramidal cone: each contact's normal row N and frictional directions (J_j, μ_j)
-        become 2 fdim unilateral rows, the cone's edges J_n ± μ_j J_j, all at the contact's
-        distance, with R = 2 μ₀² (1 + μ₀²) R_n / impratio (μ₀ the sliding friction, R_n the
-        elliptic normal row's regularizer: MuJoCo's, checked against its efc_R in
-        tests/test_friction_cones.py).  The normal force is the edges' sum and friction j is
-        μ_j (f₊ - f₋).  A contact without friction (condim 1) keeps its plain normal row; edges of
-        directions beyond a contact's condim are off."""
-        from . import soft as S
-        k, fd = N.J.shape[0], len(dirs)
-        Jd = jnp.stack([d[0] for d in dirs], 1)                           # (k, fd, nv)
-        mud = jnp.stack([d[1] for d in dirs], 1)                          # (k, fd)
-        Je = jnp.stack([N.J[:, None] + mud[..., None] * Jd, N.J[:, None] - mud[..., None] * Jd], 2)
-        plain = (mu0 <= 0)[:, None] & (jnp.arange(fd) == 0)[None, :]      # a frictionless contact's normal row
-        on = jnp.stack([(mud > 0) | plain, mud > 0], 2).astype(Je.dtype).reshape(-1)
-        rscale = jnp.where(mu0 > 0, 2.0 * mu0 ** 2 * (1.0 + mu0 ** 2) / self.impratio, 1.0)
-        rep = lambda x: jnp.repeat(x, 2 * fd, axis=0)  # noqa: E731
-        Je = Je.reshape(k * fd * 2, -1)
-        return S.NormalRows(Je, rep(N.r), Je @ v, rep(N.solref), rep(N.solimp), rep(N.invweight), rep(rscale), on)
-
-
-def _no_friction_rows(nv, dtype):
-    from . import soft as S
-    return S.FrictionRows(jnp.zeros((0, nv), dtype), *(jnp.zeros(0, dtype),) * 5, np.zeros(0, np.int64),
-                          jnp.zeros(0, dtype), np.zeros(0, np.int64))
+        (:func:`jaxmbd.forces.contact_rows.soft_rows`)."""
+        return rows_of.soft_rows(self, model, q, v, kin, axes)
 
 
 _CONVEX_PRIMITIVES = {k for k in G._CONVEX if "mesh" not in k}   # the primitive pairs of the generic GJK/EPA
@@ -526,82 +396,12 @@ def _convex_batch(args):
     return G.Contacts(d[:, None], pos[:, None], jax.vmap(G.contact_frame)(n)[:, None])
 
 
-def _pair_tables(groups):
-    """(rows (np, 2) geom indices of every pair in group order, (np,) whether its first geom is a plane,
-    the group boundaries for ``split``), static."""
-    rows = np.concatenate([np.asarray(r, np.int64).reshape(-1, 2) for _, _, r in groups])
-    plane = np.concatenate([np.full(len(r), t1 == "plane") for t1, _, r in groups])
-    return rows, plane, np.cumsum([len(r) for _, _, r in groups])[:-1]
-
-
-def _box_gap(R1, e1, R2, e2, d):
-    """(k,) the largest gap between the projections of two boxes (rotations R (k, 3, 3) with their axes
-    as columns, half extents e (k, 3), centres d = p2 - p1 apart) on their 15 separating axes: a lower
-    bound of the boxes' signed distance (axes of near-parallel edges, whose cross product vanishes, are
-    left out).  In box 1's frame, with C = R1ᵀ R2 and t = R1ᵀ d (Gottschalk, Lin and Manocha, "OBBTree",
-    SIGGRAPH 1996, Table 1): the axes u_i, w_j and u_i x w_j, the last of length
-    (C[i+1, j]² + C[i+2, j]²)^½, every product written out (forming the 15 world axes first and
-    projecting both boxes on them took several times as long on a CPU)."""
-    C = sum(R1[:, m, :, None] * R2[:, m, None, :] for m in range(3))           # (k, 3, 3)
-    t = sum(R1[:, m, :] * d[:, m, None] for m in range(3))                     # (k, 3)
-    aC = jnp.abs(C)
-    gap1 = jnp.abs(t) - e1 - jnp.sum(aC * e2[:, None, :], -1)                             # axes u_i
-    gap2 = jnp.abs(jnp.sum(C * t[:, :, None], 1)) - jnp.sum(aC * e1[:, :, None], 1) - e2  # axes w_j
-    i1, i2 = np.array([1, 2, 0]), np.array([2, 0, 1])                         # u_i x w_j, [i, j]
-    dist = jnp.abs(t[:, i2, None] * C[:, i1, :] - t[:, i1, None] * C[:, i2, :])
-    r1 = e1[:, i1, None] * aC[:, i2, :] + e1[:, i2, None] * aC[:, i1, :]
-    r2 = e2[:, None, i1] * aC[:, :, i2] + e2[:, None, i2] * aC[:, :, i1]
-    norm2 = C[:, i1, :] ** 2 + C[:, i2, :] ** 2
-    ok = norm2 > 1e-12
-    gap3 = jnp.where(ok, (dist - r1 - r2) / jnp.sqrt(jnp.where(ok, norm2, 1.0)), -jnp.inf).reshape(-1, 9)
-    return jnp.max(jnp.concatenate([gap1, gap2, gap3], axis=1), axis=1)
-
-
 def _far(shapes):
     """Candidates that never touch, of the shapes of a narrow phase's result: dist
     :data:`jaxmbd.contact.geometry._FAR`, the frame the identity."""
     d, p, f = shapes
     return G.Contacts(jnp.full(d.shape, G._FAR, d.dtype), jnp.zeros(p.shape, p.dtype),
                       jnp.broadcast_to(jnp.eye(3, dtype=f.dtype), f.shape))
-
-
-def bounding_half_extents(gtype, size, verts=None):
-    """The half extents of a box about a geom's origin, along the geom's axes, that holds the geom
-    (zeros for a plane, whose bound is the half-space test)."""
-    size = np.asarray(size, np.float64)
-    r, h = size[0], size[1]
-    table = {"plane": (0.0, 0.0, 0.0), "sphere": (r, r, r), "capsule": (r, r, h + r), "cylinder": (r, r, h),
-             "ellipsoid": tuple(size), "box": tuple(size)}
-    if gtype == "mesh":
-        return np.max(np.abs(np.asarray(verts, np.float64)), axis=0)
-    if gtype == "hfield":          # size: rx, ry, top, base (the height field's own four)
-        return np.array([size[0], size[1], max(size[2], size[3])], np.float64)
-    if gtype not in table:
-        raise ValueError(f"no bounding box for geom type {gtype!r}")
-    return np.asarray(table[gtype], np.float64)
-
-
-def bounding_radius(gtype, size, verts=None):
-    """The radius of a sphere about a geom's origin that holds the geom (0 for a plane, which the
-    broad phase treats as a half-space)."""
-    size = np.asarray(size, np.float64)
-    if gtype == "plane":
-        return 0.0
-    if gtype == "sphere":
-        return float(size[0])
-    if gtype == "capsule":
-        return float(size[0] + size[1])
-    if gtype == "cylinder":
-        return float(np.hypot(size[0], size[1]))
-    if gtype == "ellipsoid":
-        return float(np.max(size))
-    if gtype == "box":
-        return float(np.linalg.norm(size))
-    if gtype == "mesh":
-        return float(np.max(np.linalg.norm(np.asarray(verts, np.float64), axis=1)))
-    if gtype == "hfield":
-        return float(np.linalg.norm(bounding_half_extents(gtype, size)))
-    raise ValueError(f"no bounding radius for geom type {gtype!r}")
 
 
 def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=(), maxhullvert=(), capacity=None,
@@ -629,9 +429,9 @@ def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=()
         k += m is not None
     hfields = list(hfields) + [None] * (len(names) - len(hfields))
     size4 = [s if h is None else h[1] for s, h in zip(size, hfields)]
-    rbound = [bounding_radius(t, s, hull_of[i].verts if i in hull_of else None)
+    rbound = [broad.bounding_radius(t, s, hull_of[i].verts if i in hull_of else None)
               for i, (t, s) in enumerate(zip(types, size4))]
-    half = [bounding_half_extents(t, s, hull_of[i].verts if i in hull_of else None)
+    half = [broad.bounding_half_extents(t, s, hull_of[i].verts if i in hull_of else None)
             for i, (t, s) in enumerate(zip(types, size4))]
     hf = _hfield_tables(types, hfields, groups, rbound)
     if capacity is None:
@@ -680,108 +480,6 @@ def _hfield_tables(types, hfields, groups, rbound):
                 hfield_size=jnp.asarray(np.asarray([s for _, s in fields], np.float64).reshape(-1, 4)))
 
 
-SOFT_ROWS_FLOOR = 8       # the soft law's rows (candidate contacts in the solve, the deepest): at least this many
-TREE_ROWS = 24            # a tree's share of the default rows: its contacts, up to this many; half of a larger count
-SELF_ROWS = 4             # a tree's contacts between its own geoms (a limb across another), at most, by default
-BETWEEN_ROWS = 8          # a tree's contacts with another tree (a box on a box), at most, by default
-FACE_DEPTH = 0.01         # m: a mesh's vertices this close to a supporting plane count as touching it (default_rows)
-PLANE_CONTACTS = {"sphere": 1, "capsule": 2, "ellipsoid": 1, "cylinder": 3, "box": 4}   # against a plane, at once
-PAIR_CONTACTS = {("box", "box"): 8, ("capsule", "box"): 2}   # other pairs of primitives: 1 (the others' narrow phase)
-MAXCONPAIR = 50           # MuJoCo's most contacts of one geom pair (mjMAXCONPAIR): a height-field pair's bound
-
-
-def pair_contacts(el, t1, t2, g1, g2):
-    """The most of the pair's candidate contacts that are within their margin at once, as the
-    default rows count them (:func:`default_rows`): against a plane a sphere or an ellipsoid 1, a
-    capsule 2 (lying down), a cylinder 3 (on a cap: three rim points, as MuJoCo's), a box 4 (a face
-    down, MuJoCo's count), a mesh the hull vertices within :data:`FACE_DEPTH` of the plane in its worst
-    pose, over the hull's face normals (:func:`face_vertices`; MuJoCo keeps 4 of them, here every
-    vertex is a candidate); box-box 8 (the face-face polygon's vertices, MuJoCo's 8), capsule-box 2
-    (lying on a face, MuJoCo's 2); box-mesh and mesh-mesh the two faces' vertices (a box face 4); a
-    height field the cells under the geom, at most :data:`MAXCONPAIR` (MuJoCo's limit per pair); the
-    other pairs 1 (one closest-point candidate).  Never more than the pair's candidates
-    (:func:`jaxmbd.contact.geometry.num_contacts`).  tests/test_contact_rows.py checks the table
-    against MuJoCo's ``ncon`` of each pair in its worst pose and against the narrow phase."""
-    cap = _per_pair(el, t1, t2, (g1, g2))
-    if t1 == "hfield":
-        return min(cap, MAXCONPAIR)
-    faces = [4 if t == "box" else face_vertices(el, g) if t == "mesh" else 0 for t, g in ((t1, g1), (t2, g2))]
-    if t1 == "plane":
-        n = faces[1] if t2 == "mesh" else PLANE_CONTACTS[t2]
-    elif "mesh" in (t1, t2) and t1 in ("box", "mesh"):
-        n = faces[0] + faces[1]
-    else:
-        n = PAIR_CONTACTS.get((t1, t2), 1)
-    return min(n, cap)
-
-
-def face_vertices(el, g, depth=FACE_DEPTH):
-    """The most hull vertices of mesh geom g within ``depth`` of a plane the hull rests on, over its
-    face normals (a face of n vertices resting on a floor: n candidates within the margin)."""
-    mesh = el.mesh_of(np.array([g]))
-    verts = np.asarray(mesh.verts)[0][np.asarray(mesh.valid)[0]]
-    planes = np.asarray(mesh.planes)[0]
-    h = verts @ planes[:, :3].T                                  # (V, F): heights along each face normal
-    return int(np.max(np.sum(h >= h.max(0, keepdims=True) - depth, 0)))
-
-
-def default_rows(el, topo):
-    """How many candidate contacts (the deepest) enter the soft law's solve unless the model says,
-    from the model's pairs.  Per tree T (a body whose parent is the world, with its descendants; a
-    free body, a robot): W the contacts its geoms can make at once with the world's geoms (a floor),
-    summed over its pairs with them (:func:`pair_contacts`: a sphere 1, a capsule 2, a box 4 on a
-    plane), plus S those between its own geoms (at most :data:`SELF_ROWS`); the tree's share is
-    W + S while that is at most :data:`TREE_ROWS` (a free box: 4; a small humanoid that fell over
-    touches with most of its geoms), else the larger of TREE_ROWS and half of W + S (a tree lying
-    on a floor touches it with the geoms of one side; docs/contact.md has the falls it is
-    calibrated on).  Between trees: each tree's largest
-    count with another tree (at most :data:`BETWEEN_ROWS`: a box resting on a box), summed and
-    halved (a contact is two trees'). The rows: the shares and that term summed, at least
-    :data:`SOFT_ROWS_FLOOR` and at most the soft candidates.  Only pairs that follow the soft law
-    count; pairs through a world-welded body count as the world's.
-
-    The built-in quadruped scene (25 geoms that touch the floor: W = 67, S = 4; its falls from
-    random poses and controls make at most about 20 contacts) gets 36, a free box 8, the humanoid of
-    tests/test_robots_on_floors.py (W = 23) 24.  The solve's cost
-    grows with its rows (docs/contact.md, "What the rows cost"); more candidates within their margin at
-    once than the rows stop a run with ``CONTACT_OVERFLOW`` (set them with
-    ``load_mjcf(..., contact_rows=...)`` or ``set_contact_options(rows=...)``)."""
-    parent = topo.parent
-
-    def tree(h):               # the root body of host h's tree; -1 the world
-        while h >= 0 and parent[h] >= 0:
-            h = parent[h]
-        return h
-    hosts = el.geom_body
-    soft = np.asarray(el.soft) > 0
-    world, own, between = {}, {}, {}
-    i = 0
-    for t1, t2, rows in el.groups:
-        for a, b in rows:
-            if soft[i]:
-                ta, tb = tree(hosts[a]), tree(hosts[b])
-                n = pair_contacts(el, t1, t2, a, b)
-                if ta < 0 or tb < 0:
-                    if ta != tb:
-                        world[max(ta, tb)] = world.get(max(ta, tb), 0) + n
-                elif ta == tb:
-                    own[ta] = own.get(ta, 0) + n
-                else:
-                    key = (min(ta, tb), max(ta, tb))
-                    between[key] = between.get(key, 0) + n
-            i += 1
-    total = 0
-    for t in set(world) | set(own):
-        c = world.get(t, 0) + min(own.get(t, 0), SELF_ROWS)
-        total += c if c <= TREE_ROWS else max(TREE_ROWS, -(-c // 2))
-    most = {}
-    for (ta, tb), n in between.items():
-        for t in (ta, tb):
-            most[t] = max(most.get(t, 0), min(n, BETWEEN_ROWS))
-    total += -(-sum(most.values()) // 2)
-    return max(SOFT_ROWS_FLOOR, min(total, el.n_candidates))
-
-
 def _soft_fields(params):
     """The soft-law fields of a Contact from build-time per-pair arrays (params: ``soft`` (np,) flags,
     ``solref`` (np, 2), ``solimp`` (np, 5), ``invweight`` (np,), ``condim`` (np,), optional ``impratio``
@@ -791,86 +489,14 @@ def _soft_fields(params):
     soft = np.asarray(params.get("soft", np.zeros(n)), float)
     law = "penalty" if not soft.any() else ("soft" if soft.all() else "mixed")
     condim = np.asarray(params.get("condim", np.full(n, 3)), np.int64)
-    fdim = int(max([FRICTION_ROWS[int(c)] for c, s in zip(condim, soft) if s] or [0]))
+    fdim = int(max([rows_of.FRICTION_ROWS[int(c)] for c, s in zip(condim, soft) if s] or [0]))
     cone = params.get("cone", "pyramidal")
     if cone not in ("pyramidal", "elliptic"):
         raise ValueError(f"contact cone {cone!r}: expected 'pyramidal' or 'elliptic'")
-    return dict(law=law, rows=int(params.get("rows") or SOFT_ROWS_FLOOR), fdim=fdim, soft=f(soft), cone=cone,
+    return dict(law=law, rows=int(params.get("rows") or rows_of.SOFT_ROWS_FLOOR), fdim=fdim, soft=f(soft), cone=cone,
                 solref=f(params.get("solref", np.tile(GEOM_DEFAULTS["solref"], (n, 1)))).reshape(n, 2),
                 solimp=f(params.get("solimp", np.tile(GEOM_DEFAULTS["solimp"], (n, 1)))).reshape(n, 5),
                 invweight=f(params.get("invweight", np.ones(n))), impratio=f(params.get("impratio", 1.0)))
-
-
-def contact_overflow(tree, q):
-    """Whether the contacts at q (tree coordinates) overflow a capacity (:meth:`Contact.overflow`);
-    None when the tree has no contacts or none can overflow (nothing to check: no operation added)."""
-    from .base import elements
-    el = [e for e in elements(tree) if isinstance(e, Contact)]
-    if not el or not el[0].can_overflow:
-        return None
-    return el[0].overflow(tree, q)
-
-
-def contact_forces(model, q, v, ctrl=None, tau=None):
-    """The model's contacts at (q, v) (for ``observe`` inside a run, or after it): a dict of
-    per-candidate arrays (dist, pos, normal, penetration, normal_force, friction_force (on geom 2,
-    world), friction_moment, and the static pair, body1, body2 indices) plus ``pairs`` (geom name
-    pairs, indexed by ``pair``); None when the model has no contacts.
-
-    The soft law's forces (pairs from solref/solimp, :mod:`jaxmbd.forces.soft`) depend on what else
-    acts: they are those of ``forward_dynamics`` with the actuators at ``ctrl`` (default: every
-    control zero) and the joint torques ``tau`` (default zero).  Tree coordinates for a mechanism's
-    loop-free tree; the loop constraints are not applied here."""
-    from .base import elements
-    tree = getattr(model, "tree", model)
-    el = [e for e in elements(tree) if isinstance(e, Contact)]
-    if not el:
-        return None
-    qt = model.to_tree(q) if tree is not model else q
-    vt = model.to_tree(v) if tree is not model else v
-    qt, vt = jnp.asarray(qt), jnp.asarray(vt)
-    extra = jnp.zeros(tree.nv, jnp.result_type(qt, vt, float)) if tau is None else jnp.asarray(tau)
-    if tree is not model and tau is not None:
-        extra = model.to_tree(extra)
-    if tree.actuators is not None:
-        u = jnp.zeros(tree.nu, extra.dtype) if ctrl is None else jnp.asarray(ctrl)
-        extra = extra + tree.actuators.generalized_force(tree.nv, qt, vt, u)
-    out = _evaluate(el[0], tree, qt, vt, extra)
-    out["pairs"] = el[0].pair_list()
-    return out
-
-
-@jax.jit
-def _evaluate(el, tree, q, v, tau):
-    """One compiled program per model (an eager call ran every narrow-phase operation on its own)."""
-    out = el.evaluate(tree, q, v)
-    out.pop("tau")
-    if not el.has_soft:
-        return out
-    from ..dynamics import _free_dynamics, soft_stage
-    sol, (_, _, extras) = soft_stage(tree, q, v, _free_dynamics(tree, q, v, tau, None, "aba", "auto"))
-    (n0, kn), (t0, kt), c = [(a, b, x) for e, a, b, x in extras if isinstance(e, Contact)][0]
-    k = c["pos"].shape[0]
-    if el.cone == "pyramidal" and el.fdim:
-        fd = el.fdim
-        fe = sol.fN[n0:n0 + kn].reshape(k, fd, 2)
-        mu = el.friction[c["pair"]]
-        mud = jnp.stack([mu[:, 0], mu[:, 0], mu[:, 1], mu[:, 2], mu[:, 2]], 1)[:, :fd]
-        fN, fT = jnp.sum(fe, axis=(1, 2)), mud * (fe[..., 0] - fe[..., 1])
-    else:
-        fN, fT = sol.fN[n0:n0 + kn], sol.fT[t0:t0 + kt].reshape(k, -1)
-    frame = jnp.stack([c["normal"], c["tangent"], jnp.cross(c["normal"], c["tangent"])], 1)
-    fd = fT.shape[1]
-    pad = jnp.concatenate([fT, jnp.zeros((k, 5 - fd), fT.dtype)], axis=1)
-    F = pad[:, :1] * frame[:, 1] + pad[:, 1:2] * frame[:, 2]
-    M = pad[:, 2:3] * frame[:, 0] + pad[:, 3:4] * frame[:, 1] + pad[:, 4:5] * frame[:, 2]
-    idx = c["index"]
-    soft = el.soft[out["pair"]][idx] > 0
-    out["normal_force"] = out["normal_force"].at[idx].set(jnp.where(soft, fN, out["normal_force"][idx]))
-    out["friction_force"] = out["friction_force"].at[idx].set(jnp.where(soft[:, None], F, out["friction_force"][idx]))
-    out["friction_moment"] = out["friction_moment"].at[idx].set(
-        jnp.where(soft[:, None], M, out["friction_moment"][idx]))
-    return out
 
 
 # --- building the element from the builder's tables ------------------------------------------------
@@ -1016,15 +642,15 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
                        np.stack([g["R"] for g in geoms]), np.stack([g["p"] for g in geoms]),
                        np.stack([g["size"] for g in geoms]), groups,
                        dict({k: np.asarray(v, float) for k, v in rows.items()}, impratio=options.get("impratio", 1.0),
-                            cone=options.get("cone", "pyramidal"), rows=options.get("rows") or SOFT_ROWS_FLOOR),
+                            cone=options.get("cone", "pyramidal"), rows=options.get("rows") or rows_of.SOFT_ROWS_FLOOR),
                        [g.get("vertices") for g in geoms], [g.get("maxhullvert") for g in geoms],
                        hfields=[g.get("hfield") for g in geoms])
-    cap = capacities(el, model, options.get("capacity"))
+    cap = broad.capacities(el, model, options.get("capacity"))
     if cap != el.capacity:
         el = _replace(el, capacity=cap)
     if options.get("rows") or not el.has_soft:
         return el
-    return _replace(el, rows=default_rows(el, model.topo))
+    return _replace(el, rows=rows_of.default_rows(el, model.topo))
 
 
 def _replace(el, **fields):
@@ -1035,7 +661,7 @@ def _replace(el, **fields):
 def with_contact_options(model, rows=None, capacity=None):
     """The model (a tree or a Mechanism) with its contact element's soft-solve ``rows`` and broad-phase
     ``capacity`` replaced, as ``ModelBuilder.set_contact_options(rows=..., capacity=...)`` sets them
-    when a model is built (capacity: an int per group or "all", :func:`capacities`; None keeps
+    when a model is built (capacity: an int per group or "all", :func:`jaxmbd.forces.contact_broadphase.capacities`; None keeps
     either).  A ValueError if the model has no contacts."""
     from .base import elements
     tree = getattr(model, "tree", model)
@@ -1044,70 +670,8 @@ def with_contact_options(model, rows=None, capacity=None):
         raise ValueError("the model has no contacts")
     el = found[0]
     new = _replace(el, **({} if rows is None else {"rows": int(rows)}),
-                   **({} if capacity is None else {"capacity": capacities(el, tree, capacity)}))
+                   **({} if capacity is None else {"capacity": broad.capacities(el, tree, capacity)}))
     tree = eqx.tree_at(lambda m: m.forces, tree, tuple(new if e is el else e for e in tree.forces))
     return tree if getattr(model, "tree", None) is None else eqx.tree_at(lambda m: m.tree, model, tree)
 
 
-CAPACITY_FLOOR = {True: 16, False: 8}   # groups against a plane (closed-form narrow phase), the others
-CANDIDATE_BUDGET = 64                    # a group's floor keeps at most about this many candidate contacts
-
-
-def capacities(el, model, spec=None):
-    """Per group of ``el``, the broad phase's capacity (how many of its pairs the narrow phase sees).
-
-    spec None (the default rule): a group keeps all its pairs when it has at most 16 (against a
-    plane) or 8 (any other types) and at most 64 candidate contacts (a box-box pair has 33: a floor
-    of 2); a larger group keeps that floor plus 2 c pairs, c its pairs within reach (bound ≤ 0,
-    :meth:`Contact.pair_bounds`) at the model's ``q0``, and never more than it has.  "all": every pair (no broad phase).  An int: that many per group (at most its pair
-    count).  A dict {(type1, type2): int} sets the groups it names (MuJoCo's type order, e.g.
-    ("plane", "sphere")); the others follow the default rule."""
-    from ..kinematics import host_kinematics
-    sizes = [len(rows) for _, _, rows in el.groups]
-    if isinstance(spec, str):
-        if spec != "all":
-            raise ValueError(f"contact capacity {spec!r}: expected None, 'all', an int or a dict")
-        return tuple(sizes)
-    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
-        if spec < 1:
-            raise ValueError(f"contact capacity must be at least 1, got {spec}")
-        return tuple(min(int(spec), n) for n in sizes)
-    if spec is not None and not isinstance(spec, dict):
-        raise ValueError(f"contact capacity {spec!r}: expected None, 'all', an int or a dict")
-    spec = dict(spec or {})
-    known = {(t1, t2) for t1, t2, _ in el.groups}
-    for key, k in spec.items():
-        if tuple(key) not in known:
-            raise ValueError(f"contact capacity for {key!r}: the model has no {key[0]}-{key[1]} pairs "
-                             f"(its groups: {sorted(known)})")
-        if not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"contact capacity for {key!r} must be an int >= 1, got {k!r}")
-    R, p, _, _ = host_kinematics(model, model.q0)
-    hosts = np.asarray(el.geom_body, np.int64)
-    Rb = np.where((hosts < 0)[:, None, None], np.eye(3), R[np.maximum(hosts, 0)])
-    pb = np.where((hosts < 0)[:, None], 0.0, p[np.maximum(hosts, 0)])
-    Rg = jnp.asarray(Rb @ np.asarray(el.geom_rot))
-    pg = jnp.asarray(pb + np.einsum("gij,gj->gi", Rb, np.asarray(el.geom_pos)))
-    bounds = el.pair_bounds(Rg, pg)
-    out = []
-    for (t1, t2, rows), b in zip(el.groups, bounds):
-        n = len(rows)
-        if (t1, t2) in spec:
-            out.append(min(int(spec[(t1, t2)]), n))
-            continue
-        floor = min(CAPACITY_FLOOR[t1 == "plane"], max(2, CANDIDATE_BUDGET // _per_pair(el, t1, t2, rows[0])))
-        within = int(np.sum(np.asarray(b) <= 0))
-        out.append(n if n <= floor else min(n, floor + 2 * within))
-    return tuple(out)
-
-
-def _per_pair(el, t1, t2, row):
-    """The narrow phase's candidate count for a pair of these types (the pair ``row`` for a mesh's)."""
-    def size(g, t):
-        if t == "hfield":
-            return el.hfield_shape((t1, t2))
-        if t != "mesh":
-            return None
-        mesh = el.mesh_of(np.array([g]))
-        return G.Mesh(*(np.asarray(x)[0] for x in mesh))
-    return G.num_contacts(t1, t2, size(row[0], t1), size(row[1], t2))

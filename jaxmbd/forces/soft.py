@@ -54,8 +54,8 @@ nothing of the start or the iterations is differentiated.
 
 Where this differs from MuJoCo: rows fade in over a tenth of their resting depth instead of
 switching on, and the row acceleration J a ignores J̇ v as MuJoCo does.  Pyramidal cones are rows
-of their own (:meth:`jaxmbd.forces.contact.Contact._pyramid_rows`).  The normal forces of
-:func:`jaxmbd.forces.contact_forces` come from the same solve."""
+of their own (:func:`jaxmbd.forces.contact_rows.soft_rows`).  The normal forces of
+:func:`jaxmbd.contact_forces` come from the same solve."""
 
 from __future__ import annotations
 

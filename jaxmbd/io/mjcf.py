@@ -184,14 +184,14 @@ def load_mjcf(path_or_xml_string, *, return_info: bool = False, warn: bool = Tru
     the list is in ``MJCFImport.unsupported``).  ``return_info=True`` returns
     an :class:`MJCFImport` instead of the bare model.  ``contact_capacity``: the contact broad
     phase's capacities (``ModelBuilder.set_contact_options(capacity=...)``; None: the default rule
-    of :func:`jaxmbd.forces.contact.capacities`, "all": every candidate pair every time).
+    of :func:`jaxmbd.forces.contact_broadphase.capacities`, "all": every candidate pair every time).
     ``law``: "soft" (MuJoCo's soft constraints for contacts, limits and friction loss,
     :mod:`jaxmbd.forces.soft`) or "penalty" (contacts and limits by the penalty law at MuJoCo's
     resting depth, :func:`jaxmbd.forces.law.from_mujoco`: forces of the state alone, as the
     sparse iteration matrix and the descriptor form need; friction loss is then not modelled).
     ``contact_rows``: how many candidate contacts (the deepest) enter the soft law's solve
     (``ModelBuilder.set_contact_options(rows=...)``; None: derived from the model's pairs, what its
-    trees' geoms can touch at once, :func:`jaxmbd.forces.contact.default_rows`).  The solve's cost grows with its rows (docs/contact.md).
+    trees' geoms can touch at once, :func:`jaxmbd.forces.contact_rows.default_rows`).  The solve's cost grows with its rows (docs/contact.md).
     """
     if law not in ("soft", "penalty"):
         raise ValueError(f"law {law!r}: expected 'soft' or 'penalty'")
