@@ -90,7 +90,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .forces.base import JointElement, PoseElement, potential as element_potential
+from .forces.base import JointElement, PoseElement, potential as element_potential, soft_elements
 from .forces.contact import Contact
 from .forces.joint_force import JointForce
 from .kinematics import body_inertias, forward_kinematics
@@ -196,7 +196,7 @@ def stored_energy(tree, q0, v0):
     from .forces import soft
     q0, v0 = jax.lax.stop_gradient((q0, v0))
     S = jnp.zeros((), jnp.result_type(q0, float))
-    joint_rows = [e for e in tree.forces or () if getattr(e, "has_soft", False) and not isinstance(e, Contact)]
+    joint_rows = [e for e in soft_elements(tree) if not isinstance(e, Contact)]
     if not joint_rows:
         return S
     for e in joint_rows:

@@ -1077,9 +1077,9 @@ class ModelBuilder:
 def _fill_invweights(model):
     """The model with every soft joint row's unset ``invweight`` (NaN) set to MuJoCo's
     ``dof_invweight0``: (H⁻¹)_ii at the model's q0."""
-    from .forces.base import elements
+    from .forces.base import SoftRows, elements
     els = elements(model)
-    todo = [i for i, e in enumerate(els) if getattr(e, "has_soft", False) and hasattr(e, "invweight")
+    todo = [i for i, e in enumerate(els) if isinstance(e, SoftRows) and e.has_soft and hasattr(e, "invweight")
             and hasattr(e, "dofs") and np.isnan(np.asarray(e.invweight)).any()]
     if not todo:
         return model

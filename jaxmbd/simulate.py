@@ -384,10 +384,8 @@ class _Run:
         return self.system.record(q, v, self.save.states, self.save.observe, self.t0, self.part0)
 
     def ode_at(self, q, part):
-        ode = self.system.ode_at(q, part)
         # the checkpointed loop is differentiated in reverse mode only: its Jacobians take the cheaper pullback
-        ode.reverse_only = self.reverse_only
-        return ode
+        return self.system.ode_at(q, part, self.reverse_only)
 
     def initial(self, record=0) -> LoopState:
         system, integrator, ts, dt = self.system, self.integrator, self.ts, self.dtype

@@ -88,8 +88,8 @@ class TreeSystem(_OnTheTree):
         """(q0, v0 inside, partition state, bad: the start cannot be integrated)."""
         return q0, v0, {}, jnp.array(False)
 
-    def ode_at(self, q, part):
-        return ChartODE(self.model, q, self.inputs, self.dynamics)
+    def ode_at(self, q, part, reverse_only=False):
+        return ChartODE(self.model, q, self.inputs, self.dynamics, reverse_only)
 
     def independent(self, part, x):
         return x
@@ -159,8 +159,8 @@ class MechanismSystem(_OnTheTree):
         part0 = dict(dep=P["dep"], ind=P["ind"], cond0=P["cond0"], partitions=jnp.zeros((), jnp.int32))
         return q0, v0, part0, ~P["ok"] | bad_assembly
 
-    def ode_at(self, q, part):
-        return ConstrainedChartODE(self.mech, q, part["dep"], part["ind"], self.inputs, self.solver)
+    def ode_at(self, q, part, reverse_only=False):
+        return ConstrainedChartODE(self.mech, q, part["dep"], part["ind"], self.inputs, self.solver, reverse_only)
 
     def independent(self, part, x):
         return x[part["ind"]]

@@ -13,7 +13,7 @@ import pytest
 
 PKG = pathlib.Path(__file__).resolve().parents[1] / "jaxmbd"
 
-KERNELS = ("jaxmbd.spatial", "jaxmbd.joints", "jaxmbd.topology", "jaxmbd.kinematics", "jaxmbd.rnea",
+KERNELS = ("jaxmbd.spatial", "jaxmbd.spatial_unrolled", "jaxmbd.joints", "jaxmbd.topology", "jaxmbd.kinematics", "jaxmbd.rnea",
            "jaxmbd.rnea_partials",
            "jaxmbd.crba", "jaxmbd.aba", "jaxmbd.aba_unrolled", "jaxmbd.coriolis", "jaxmbd.ltdl",
            "jaxmbd.linalg", "jaxmbd.cost", "jaxmbd.contact")
@@ -195,3 +195,15 @@ def test_the_loop_imports_no_force_element():
     for n in ("jaxmbd.simulate", "jaxmbd.systems"):
         bad = sorted({m for m, _ in g[n] if _under(m, ("jaxmbd.forces",)) and m != "jaxmbd.forces.base"})
         assert not bad, (n, bad)
+
+
+def test_the_joint_types_import_the_unrolled_algebra_openly():
+    """The joint types' closed forms for the unrolled ABA import the component algebra
+    (jaxmbd.spatial_unrolled), which imports nothing of the package; no module hands itself over
+    through sys.modules."""
+    g = _graph()
+    assert not [m for m, _ in g["jaxmbd.spatial_unrolled"]], g["jaxmbd.spatial_unrolled"]
+    users = sorted(n for n, imps in g.items() if any(m == "jaxmbd.spatial_unrolled" for m, _ in imps))
+    assert "jaxmbd.aba_unrolled" in users and "jaxmbd.joints.revolute" in users, users
+    handed = sorted(n for n, p in _modules().items() if "sys.modules[" in p.read_text())
+    assert not handed, handed

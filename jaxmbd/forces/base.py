@@ -30,6 +30,7 @@ evaluates them as one array operation."""
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 
 import equinox as eqx
@@ -134,13 +135,13 @@ class ForceElement(eqx.Module):
     """A force element; see the module docstring.  Subclasses are
     :class:`PoseElement` or :class:`JointElement`."""
 
+    @abc.abstractmethod
     def bind(self, ctx: BuildContext) -> "ForceElement":  # pragma: no cover - interface
         """The element with names resolved to indices of the built tree."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def couplings(self, topo) -> tuple:  # pragma: no cover - interface
         """Sets of DoFs (tuples) whose generalized forces depend on each other's coordinates or rates."""
-        raise NotImplementedError
 
     def energy(self, model, q, m=None):
         """The element's potential at q (m: its measures there, for pose elements); 0 if it has none."""
@@ -178,18 +179,42 @@ class PoseElement(ForceElement):
     (1-d), ``law(m, mdot)`` -> the conjugate forces f (same shape); the
     generalized force is (∂m/∂x)ᵀ f."""
 
+    @abc.abstractmethod
     def measure(self, model, kin):  # pragma: no cover - interface
-        raise NotImplementedError
+        """m (1-d): the measured quantities at the poses ``kin``."""
 
+    @abc.abstractmethod
     def law(self, m, mdot):  # pragma: no cover - interface
-        raise NotImplementedError
+        """f (as m): the forces conjugate to m at (m, ṁ)."""
 
 
 class JointElement(ForceElement):
     """Acts on the joint coordinates: ``force(model, q, v)`` -> (nv,)."""
 
+    @abc.abstractmethod
     def force(self, model, q, v):  # pragma: no cover - interface
-        raise NotImplementedError
+        """(nv,): the generalized force at (q, v)."""
+
+
+class SoftRows(ForceElement):
+    """An element that can contribute rows to MuJoCo's soft-constraint stage
+    (:mod:`jaxmbd.forces.soft`): ``has_soft`` (static) says whether this instance does (a contact
+    or a limit may follow the penalty law instead), ``soft_rows`` gives its rows."""
+
+    @property
+    @abc.abstractmethod
+    def has_soft(self) -> bool:  # pragma: no cover - interface
+        """Whether the element has soft rows (static)."""
+
+    @abc.abstractmethod
+    def soft_rows(self, model, q, v, kin, axes):  # pragma: no cover - interface
+        """(NormalRows, FrictionRows, extra) of the element at (q, v), from the poses ``kin`` and the
+        DoFs' world ``axes`` (:func:`jaxmbd.kinematics.kinematics_and_axes`; joint rows take None)."""
+
+
+def soft_elements(model) -> tuple:
+    """The model's elements that have soft rows."""
+    return tuple(e for e in elements(model) if isinstance(e, SoftRows) and e.has_soft)
 
 
 # --- the sums over a model's elements --------------------------------------------------------

@@ -56,13 +56,13 @@ from ..contact import geometry as G
 from ..contact.convex import KINDS as _KINDS, convex as _convex
 from ..kinematics import forward_kinematics, kinematics_and_axes
 from . import contact_broadphase as broad, contact_rows as rows_of
-from .base import JointElement, dofs_of_bodies, make
+from .base import JointElement, SoftRows, dofs_of_bodies, make
 from .law import friction_force, normal_force, normal_potential
 
 FRICTION_DIMS = {1: 0, 3: 1, 4: 2, 6: 3}   # condim -> how many of (slide, torsion, roll) act
 
 
-class Contact(JointElement):
+class Contact(SoftRows, JointElement):
     """The contacts of a model (built by :meth:`jaxmbd.ModelBuilder.build` from ``add_geom``,
     ``add_contact_pair`` and ``exclude_contact``; not created directly).
 

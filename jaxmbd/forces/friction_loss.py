@@ -19,10 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..checks import scalar
-from .base import JointElement, f64, make
+from .base import JointElement, SoftRows, f64, make
 
 
-class FrictionLoss(JointElement):
+class FrictionLoss(SoftRows, JointElement):
     """``FrictionLoss(joint, loss, solref=(0.02, 1), solimp=(0.9, 0.95, 0.001, 0.5, 2), invweight=None)``:
     every DoF of the joint (named by its body) gets a dry friction of at most ``loss`` > 0;
     ``invweight`` is the rows' Â (None: (H⁻¹)_ii at the model's q0, filled in when it is built)."""

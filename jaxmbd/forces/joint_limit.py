@@ -17,11 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..checks import scalar
-from .base import JointElement, f64, make
+from .base import JointElement, SoftRows, f64, make
 from .law import normal_force, normal_potential
 
 
-class JointLimit(JointElement):
+class JointLimit(SoftRows, JointElement):
     """``JointLimit(joint, lower, upper, ...)``: the joint (named by its body) must be a hinge or slide
     joint; ``lower < upper`` (radians or metres, in the joint's coordinate).  Two laws:
 

@@ -573,8 +573,8 @@ def check_solimp(solimp, what):
 
 def has_rows(model):
     """Whether any force element of the model has soft rows (static)."""
-    from .base import elements
-    return any(getattr(e, "has_soft", False) for e in elements(model))
+    from .base import soft_elements
+    return bool(soft_elements(model))
 
 
 def rows(model, q, v, kin_axes=None):
@@ -583,12 +583,10 @@ def rows(model, q, v, kin_axes=None):
     rows' normal and cone indices offset).  ``kin_axes``: ``kinematics_and_axes(model, q)`` where the
     caller has them."""
     from ..kinematics import kinematics_and_axes
-    from .base import elements
+    from .base import soft_elements
     kin, axes = kinematics_and_axes(model, q) if kin_axes is None else kin_axes
     Ns, Ts, extras, n0, t0, c0 = [], [], [], 0, 0, 0
-    for e in elements(model):
-        if not getattr(e, "has_soft", False):
-            continue
+    for e in soft_elements(model):
         N, T, extra = e.soft_rows(model, q, v, kin, axes)
         normal = np.where(T.normal >= 0, T.normal + n0, -1)
         cone = T.cone + c0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .. import spatial
+from .. import spatial_unrolled as U
 from .base import JointType
 
 
@@ -61,10 +62,9 @@ def normalize(q):
 def unrolled(g):
     """Closed form for the unrolled ABA: linear columns [0; Rᵀ e_i] (row i of
     R), angular columns [e_i; 0], cJ = [0; -w x (Rᵀ v_lin)]."""
-    U = g.alg
-    Rj = U._quat_rot(*(g.q[g.qi[:, k]] for k in (3, 4, 5, 6)))
+    Rj = U.quat_rot(*(g.q[g.qi[:, k]] for k in (3, 4, 5, 6)))
     Tm = g.M(g.T)
-    R = U._mm(Tm, Rj)
+    R = U.mm(Tm, Rj)
     pj = tuple(g.q[g.qi[:, k]] for k in U.R3)
     zero, z3 = g.zero, g.z3
     one = jnp.ones_like(zero)
@@ -72,9 +72,9 @@ def unrolled(g):
     cols = [(z3, Rj[i]) for i in U.R3] + [(e[i], z3) for i in U.R3]
     vlin = tuple(g.v[g.vi[:, k]] for k in U.R3)
     w = tuple(g.v[g.vi[:, 3 + k]] for k in U.R3)
-    cJ = (z3, U._scale(-1.0, U._cross(w, U._mtv(Rj, vlin))))
-    p = U._add(g.V(g.t), U._mv(Tm, pj))
-    cJ, Scols = U._multi_dof_columns(g, cols, cJ)
+    cJ = (z3, U.scale(-1.0, U.cross(w, U.mtv(Rj, vlin))))
+    p = U.add(g.V(g.t), U.mv(Tm, pj))
+    cJ, Scols = U.multi_dof_columns(g, cols, cJ)
     return R, p, cJ, Scols
 
 

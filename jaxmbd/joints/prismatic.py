@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from .. import spatial_unrolled as U
 from .base import JointType
 
 
@@ -15,7 +16,6 @@ def jcalc(q, v, axis, anchor, pitch):
 
 def unrolled(g):
     """Closed form for the unrolled ABA: pose (T, t + x T axis), constant S."""
-    U = g.alg
     x = g.q[g.qi[:, 0]]
     Ta = g.V(jnp.einsum("gij,gj->gi", g.T, g.axis))
     tb = g.V(g.t)

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import spatial
+from .. import spatial_unrolled as U
 from .base import JointType
 
 
@@ -22,7 +23,6 @@ def unrolled(g):
     """Closed form for the unrolled ABA: the pose in the parent is
     ``T + sin q TK + (1 - cos q) TK²`` (K = [axis]x) with the constant products
     formed once per call; S is constant."""
-    U = g.alg
     th = g.q[g.qi[:, 0]]
     K = jax.vmap(spatial.skew)(g.axis)
     TK = g.T @ K

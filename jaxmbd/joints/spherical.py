@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import spatial
+from .. import spatial_unrolled as U
 from .base import JointType
 
 
@@ -46,17 +47,16 @@ def normalize(q):
 def unrolled(g):
     """Closed form for the unrolled ABA: rotation from the quaternion's
     components, columns [e_i; anchor x e_i] (constant)."""
-    U = g.alg
-    Rj = U._quat_rot(*(g.q[g.qi[:, k]] for k in range(4)))
+    Rj = U.quat_rot(*(g.q[g.qi[:, k]] for k in range(4)))
     Tm = g.M(g.T)
-    R = U._mm(Tm, Rj)
+    R = U.mm(Tm, Rj)
     ancm = g.V(g.anchor)
-    pj = U._sub(ancm, U._mv(Rj, ancm))
+    pj = U.sub(ancm, U.mv(Rj, ancm))
     S = jnp.concatenate([jnp.broadcast_to(jnp.eye(3, dtype=g.q.dtype), (len(g.bodies), 3, 3)),
                          jax.vmap(spatial.skew)(g.anchor)], axis=1)              # (G, 6, 3)
     cols = [g.SV(S[:, :, k]) for k in U.R3]
-    p = U._add(g.V(g.t), U._mv(Tm, pj))
-    cJ, Scols = U._multi_dof_columns(g, cols, (g.z3, g.z3))
+    p = U.add(g.V(g.t), U.mv(Tm, pj))
+    cJ, Scols = U.multi_dof_columns(g, cols, (g.z3, g.z3))
     return R, p, cJ, Scols
 
 

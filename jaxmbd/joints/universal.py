@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from .. import spatial_unrolled as U
 from .base import JointType
 
 
@@ -35,16 +36,15 @@ def jcalc(q, v, axis, anchor, pitch):
 
 def unrolled(g):
     """Closed form for the unrolled ABA (component tuples; see jaxmbd.aba_unrolled)."""
-    U = g.alg
     q1, q2 = g.q[g.qi[:, 0]], g.q[g.qi[:, 1]]
     c1, s1, c2, s2 = jnp.cos(q1), jnp.sin(q1), jnp.cos(q2), jnp.sin(q2)
     zero, z3 = g.zero, g.z3
     Rj = ((c2, zero, s2), (s1 * s2, c1, -s1 * c2), (-c1 * s2, s1, c1 * c2))
-    R = U._mm(g.M(g.T), Rj)
+    R = U.mm(g.M(g.T), Rj)
     p = g.V(g.t)
     cols = [((c2, zero, s2), z3), ((zero, jnp.ones_like(zero), zero), z3)]
     w12 = g.v[g.vi[:, 0]] * g.v[g.vi[:, 1]]
-    cJ, Scols = U._multi_dof_columns(g, cols, ((-s2 * w12, zero, c2 * w12), z3))
+    cJ, Scols = U.multi_dof_columns(g, cols, ((-s2 * w12, zero, c2 * w12), z3))
     return R, p, cJ, Scols
 
 

@@ -14,6 +14,8 @@ iterate on."""
 
 from __future__ import annotations
 
+import abc
+
 from typing import NamedTuple
 
 import equinox as eqx
@@ -190,7 +192,7 @@ def _value_and_jacobians_rev(g, y, yd, rank=None, held=None, inner=None):
     return value_and_jac(y, yd, *leaves)
 
 
-class AbstractODE:
+class AbstractODE(abc.ABC):
     """y'' = g(t, y, y') in the chart of the step start.
 
     Subclasses define :meth:`g`, :meth:`finish` and
@@ -198,11 +200,13 @@ class AbstractODE:
     depends on t).  The Jacobians, dg/dt and the iteration matrix have
     default implementations by forward-mode autodiff of :meth:`g`."""
     time_dependent: bool = False
-    # set by the loop of adjoint="checkpoint" (reverse mode only): see value_and_jacobians
+    # whether the Jacobians are only differentiated in reverse mode (simulate's adjoint="checkpoint"
+    # builds its ODEs so): their pullback is the cheaper one, see value_and_jacobians
     reverse_only: bool = False
 
+    @abc.abstractmethod
     def g(self, t, y, yd):  # pragma: no cover - interface
-        raise NotImplementedError
+        """y'' at (t, y, y')."""
 
     def g_and_jac(self, t, y, yd, cotangent_rank=None):
         """g and its Jacobians J1 = dg/dy, J2 = dg/dy' (forward-mode autodiff);
@@ -247,13 +251,13 @@ class DescriptorODE(AbstractODE):
     nv: int
     ind: jax.Array
 
+    @abc.abstractmethod
     def descriptor_start(self, t, v0, beta, gh):  # pragma: no cover - interface
         """(z0, a0, ok, LU of ∂Ψ/∂z, λ weights) at the step start."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def descriptor_residual(self, t, ytil, ydtil, beta, gh, z, iters=None):  # pragma: no cover - interface
         """Ψ(z) at the state y = ỹ + β a, y' = ỹ' + γh a, a = z[ind]."""
-        raise NotImplementedError
 
 
 def solve_first_order(M, r1, r2):

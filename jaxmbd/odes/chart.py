@@ -72,11 +72,13 @@ class ChartODE(AbstractODE):
     inputs: a :class:`jaxmbd.Inputs` (joint torques, actuator inputs and
     their parameters; default none); the applied force is
     :meth:`jaxmbd.Inputs.force`.  ``linear_solver="sparse"`` in
-    :meth:`iteration_matrix`: :class:`SparseIterationMatrix`."""
+    :meth:`iteration_matrix`: :class:`SparseIterationMatrix`.  ``reverse_only``: the Jacobians
+    are only differentiated in reverse mode (:func:`jaxmbd.odes.base.value_and_jacobians`)."""
 
-    def __init__(self, model, q0, inputs=None, dynamics="aba"):
+    def __init__(self, model, q0, inputs=None, dynamics="aba", reverse_only=False):
         self.model, self.q0, self.dynamics = model, q0, dynamics
         self.inputs = NO_INPUTS if inputs is None else inputs
+        self.reverse_only = reverse_only
         self.R = joints.rotation_dofs(model.topo)
         self.time_dependent = self.inputs.time_dependent
 

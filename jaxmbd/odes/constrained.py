@@ -39,14 +39,15 @@ class ConstrainedChartODE(DescriptorODE):
     around a consistent tree-ordered configuration q0 (see the module
     docstring).  The functions of ``inputs`` (a :class:`jaxmbd.Inputs`) and
     the saved states use the mechanism's coordinate order; everything inside
-    is in tree order."""
+    is in tree order.  ``reverse_only``: as :class:`jaxmbd.odes.ChartODE`'s."""
 
-    def __init__(self, mech, q0, dep, ind, inputs=None, method="schur"):
+    def __init__(self, mech, q0, dep, ind, inputs=None, method="schur", reverse_only=False):
         self.mech, self.q0, self.dep, self.ind = mech, q0, dep, ind
         self.chart = ChartODE(mech.tree, q0)
         self.model = mech.tree
         self.inputs = NO_INPUTS if inputs is None else inputs
         self.method = method
+        self.reverse_only = reverse_only
         self.R = self.chart.R
         self.time_dependent = self.inputs.time_dependent
         self.nv = mech.nv
