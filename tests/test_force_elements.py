@@ -35,3 +35,40 @@ def test_elements_of_one_class_are_merged_and_declare_their_couplings():
     assert groups[2] == (ids["node2"], ids["node3"])
     L = forces.spring_lengths(m, jaxmbd.neutral_q(m))
     assert L.shape == (2,) and float(jnp.min(L)) > 0
+
+
+def test_an_element_missing_a_method_of_its_kind_is_refused_and_soft_rows_are_a_class():
+    """The interface's methods are abstract: a JointElement without ``force`` (or any element without
+    ``couplings``) cannot be created, not even by the binding path; the soft-constraint rows are a
+    capability class whose ``has_soft`` follows the instance's law."""
+    from jaxmbd.forces.base import JointElement, SoftRows, make, soft_elements
+
+    class NoForce(JointElement):
+        def bind(self, ctx):
+            return self
+
+        def couplings(self, topo):
+            return ()
+
+    class NoCouplings(JointElement):
+        def bind(self, ctx):
+            return self
+
+        def force(self, model, q, v):
+            return jnp.zeros(model.nv)
+    for cls, missing in ((NoForce, "force"), (NoCouplings, "couplings")):
+        with pytest.raises(TypeError, match=missing):
+            cls()
+        with pytest.raises(TypeError, match=missing):
+            make(cls)
+
+    def built(**kw):
+        b = jaxmbd.ModelBuilder()
+        b.add_body("link", "world", "revolute", axis=(0, 1, 0), mass=1.0, com=(0, 0, -0.5),
+                   inertia=(0.01, 0.01, 0.01))
+        return b.add_joint_limit("link", -0.5, 0.5, **kw).build()
+    soft, penalty = built(), built(stiffness=1e3)
+    (lim_soft,), (lim_pen,) = forces.elements(soft), forces.elements(penalty)
+    assert isinstance(lim_soft, SoftRows) and isinstance(lim_pen, SoftRows)
+    assert soft_elements(soft) == (lim_soft,) and soft_elements(penalty) == ()
+    assert forces.soft.has_rows(soft) and not forces.soft.has_rows(penalty)
