@@ -37,11 +37,37 @@ class AfterStep(NamedTuple):
     """What a system gives back after an attempt: its partition state, the
     integrator's cache (renewed with the partition), its own loop state, and
     whether it failed the run (with the status)."""
-    part: dict
+    part: Partition | None
     cache: object
     own: object
     failed: jax.Array
     status: jax.Array
+
+
+class Partition(NamedTuple):
+    """A mechanism's coordinate partition (the loop's partition state): the dependent and
+    independent columns of Φ_q, cond(Φ_u) when it was chosen, and how many times it was renewed."""
+    dep: jax.Array
+    ind: jax.Array
+    cond0: jax.Array
+    partitions: jax.Array
+
+
+class Attempt(NamedTuple):
+    """What a system is told after an attempt (:meth:`TreeSystem.after_step`): the partition state,
+    the system's own loop state, the velocity at the step start, the step's ODE and integrator,
+    whether the step was accepted, the new positions and their record, the integrator's cache and
+    the time at the step start."""
+    part: Partition | None
+    own: object
+    v: jax.Array
+    ode: object
+    integrator: object
+    accept: jax.Array
+    q_new: jax.Array
+    rec: dict
+    cache: object
+    t: jax.Array
 
 
 class _OnTheTree:
@@ -85,8 +111,9 @@ class TreeSystem(_OnTheTree):
             raise ValueError("multipliers=True needs a model with loop constraints")
 
     def start(self, q0, v0, assemble_initial):
-        """(q0, v0 inside, partition state, bad: the start cannot be integrated)."""
-        return q0, v0, {}, jnp.array(False)
+        """(q0, v0 inside, partition state (None: a tree has none), bad: the start cannot be
+        integrated)."""
+        return q0, v0, None, jnp.array(False)
 
     def ode_at(self, q, part, reverse_only=False):
         return ChartODE(self.model, q, self.inputs, self.dynamics, reverse_only)
@@ -113,9 +140,9 @@ class TreeSystem(_OnTheTree):
     def max_residuals(self, own):
         return None
 
-    def after_step(self, part, own, v, ode, integrator, accept, q_new, rec, cache, t):
-        """An :class:`AfterStep` after an attempt (v: the velocity at the step start)."""
-        return AfterStep(part, cache, own, jnp.array(False), jnp.array(0, jnp.int32))
+    def after_step(self, a: Attempt) -> AfterStep:
+        """An :class:`AfterStep` after the attempt ``a``."""
+        return AfterStep(a.part, a.cache, a.own, jnp.array(False), jnp.array(0, jnp.int32))
 
 
 class MechanismSystem(_OnTheTree):
@@ -156,14 +183,14 @@ class MechanismSystem(_OnTheTree):
             bad_assembly = jnp.array(False)
         q0, v0 = mech.to_tree(q0), mech.to_tree(v0)   # inside: tree order
         P = dae.partition(mech.rows(phi_jacobian_tree(mech, q0)))
-        part0 = dict(dep=P["dep"], ind=P["ind"], cond0=P["cond0"], partitions=jnp.zeros((), jnp.int32))
+        part0 = Partition(P["dep"], P["ind"], P["cond0"], jnp.zeros((), jnp.int32))
         return q0, v0, part0, ~P["ok"] | bad_assembly
 
     def ode_at(self, q, part, reverse_only=False):
-        return ConstrainedChartODE(self.mech, q, part["dep"], part["ind"], self.inputs, self.solver, reverse_only)
+        return ConstrainedChartODE(self.mech, q, part.dep, part.ind, self.inputs, self.solver, reverse_only)
 
     def independent(self, part, x):
-        return x[part["ind"]]
+        return x[part.ind]
 
     def record(self, q, v, states, observe, t0, part0):
         mech = self.mech
@@ -185,21 +212,22 @@ class MechanismSystem(_OnTheTree):
         return rec0["res"]
 
     def stats(self, part):
-        return {"partitions": part["partitions"]}
+        return {"partitions": part.partitions}
 
     def max_residuals(self, own):
         return own
 
-    def after_step(self, part, own, v, ode, integrator, accept, q_new, rec, cache, t):
+    def after_step(self, a: Attempt) -> AfterStep:
         # the thesis's partition check: renew it when cond(Φ_u) > 1.25 cond0 (after accepted steps)
-        G1 = self.mech.rows(phi_jacobian_tree(self.mech, q_new))
-        worse = accept & (jnp.linalg.cond(G1[:, part["dep"]]) > dae.REPARTITION_FACTOR * part["cond0"])
+        part = a.part
+        G1 = self.mech.rows(phi_jacobian_tree(self.mech, a.q_new))
+        worse = a.accept & (jnp.linalg.cond(G1[:, part.dep]) > dae.REPARTITION_FACTOR * part.cond0)
         P1 = dae.partition(G1)
-        part = dict(dep=jnp.where(worse, P1["dep"], part["dep"]), ind=jnp.where(worse, P1["ind"], part["ind"]),
-                    cond0=jnp.where(worse, P1["cond0"], part["cond0"]), partitions=part["partitions"] + worse)
-        fresh = integrator.init_cache(ode, t, self.independent(part, v))
-        cache = jax.tree_util.tree_map(lambda a, b: jnp.where(worse, a, b), fresh, cache)
-        drift = jnp.where(accept, jnp.maximum(own, rec["res"]), own)
+        part = Partition(jnp.where(worse, P1["dep"], part.dep), jnp.where(worse, P1["ind"], part.ind),
+                         jnp.where(worse, P1["cond0"], part.cond0), part.partitions + worse)
+        fresh = a.integrator.init_cache(a.ode, a.t, self.independent(part, a.v))
+        cache = jax.tree_util.tree_map(lambda x, y: jnp.where(worse, x, y), fresh, a.cache)
+        drift = jnp.where(a.accept, jnp.maximum(a.own, a.rec["res"]), a.own)
         failed = worse & ~P1["ok"]
         return AfterStep(part, cache, drift, failed, jnp.where(failed, CONSTRAINT_FAILURE, 0).astype(jnp.int32))
 
