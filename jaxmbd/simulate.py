@@ -21,9 +21,25 @@ from .integrators.base import (BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TIMES, BAD_T
                                STATUS_NAMES, STEP_UNDERFLOW, SUCCESS, AbstractIntegrator, Attempt, rms)
 from .options import Save, Solver, Start, Steps
 from .options import concrete as _concrete
-from .systems import Attempt, Partition, system_of
+from .systems import Attempt, Partition, Record, system_of
 
 STAT_KEYS = ("accepted", "rejected", "rhs_evals", "jacobian_evals", "lu_factorizations", "newton_iterations")
+
+
+class Stats(NamedTuple):
+    """The loop's counters (int32 scalars): steps accepted and rejected, right-hand-side and
+    Jacobian evaluations, LU factorizations, Newton iterations, and a mechanism's partition renewals
+    (None for a tree).  :class:`Solution` reports them as a dict (:meth:`as_dict`)."""
+    accepted: jax.Array
+    rejected: jax.Array
+    rhs_evals: jax.Array
+    jacobian_evals: jax.Array
+    lu_factorizations: jax.Array
+    newton_iterations: jax.Array
+    partitions: jax.Array | None = None
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in sorted(self._fields) if getattr(self, k) is not None}
 
 
 class Solution(eqx.Module):
@@ -229,12 +245,12 @@ class LoopState(eqx.Module):
     v: jax.Array
     h: jax.Array
     k: jax.Array
-    saved: dict
+    saved: Record
     done: jax.Array
     n: jax.Array
     status: jax.Array
     after_reject: jax.Array
-    stats: dict
+    stats: Stats
     cache: object
     part: Partition | None
     own: object
@@ -325,7 +341,7 @@ def _adjoint_run(args, solver, record):
 @_adjoint_run.def_fwd
 def _adjoint_run_fwd(perturbed, args, solver, record):
     sol, s = _run(args, solver, record)
-    return sol, (s.steps_taken, s.stats["accepted"])
+    return sol, (s.steps_taken, s.stats.accepted)
 
 
 @_adjoint_run.def_bwd
@@ -416,7 +432,7 @@ class _Run:
         status0 = jnp.where(nonfinite0, NONFINITE, jnp.where(bad_start, CONSTRAINT_FAILURE, SUCCESS))
         status0 = _input_status(system.tree, status0, self.rtol, self.atol, self.t0, self.t1, self.steps.dt0,
                                 ts, self.factor)
-        stats0 = {k: zero for k in STAT_KEYS + system.extra_stats}
+        stats0 = Stats(*(zero,) * len(STAT_KEYS), **{k: zero for k in system.extra_stats})
         n_hist = self.save.step_history
         hist = None if not n_hist else dict(t=jnp.full((n_hist,), jnp.nan, dt), h=jnp.full((n_hist,), jnp.nan, dt))
         taken = jnp.zeros((record,), dt) if record else None
@@ -490,10 +506,10 @@ class _Run:
         k_new = jnp.where(reached, s.k + 1, s.k)
         finished = accept & (k_new >= self.n_save)
         st = s.stats
-        stats = dict(accepted=st["accepted"] + accept, rejected=st["rejected"] + ~accept,
-                     rhs_evals=st["rhs_evals"] + att.rhs, jacobian_evals=st["jacobian_evals"] + att.jac,
-                     lu_factorizations=st["lu_factorizations"] + att.lu,
-                     newton_iterations=st["newton_iterations"] + att.newton)
+        stats = dict(accepted=st.accepted + accept, rejected=st.rejected + ~accept,
+                     rhs_evals=st.rhs_evals + att.rhs, jacobian_evals=st.jacobian_evals + att.jac,
+                     lu_factorizations=st.lu_factorizations + att.lu,
+                     newton_iterations=st.newton_iterations + att.newton)
         cache = self.integrator.commit(att.cache, accept)
         q_new = jnp.where(accept, q1, s.q)
         after = self.system.after_step(Attempt(part, s.own, s.v, ode, self.integrator, accept, q_new, rec, cache, s.t))
@@ -503,19 +519,19 @@ class _Run:
         hist = s.hist
         if hist is not None:
             n_hist = self.save.step_history
-            i, keep = jnp.minimum(st["accepted"], n_hist - 1), accept & (st["accepted"] < n_hist)
+            i, keep = jnp.minimum(st.accepted, n_hist - 1), accept & (st.accepted < n_hist)
             hist = dict(t=eqxi.buffer_at_set(hist["t"], i, t_new, pred=keep),
                         h=eqxi.buffer_at_set(hist["h"], i, h, pred=keep))
         taken = s.steps_taken
         if taken is not None:
             n_rec = taken.shape[0]
             size = jax.lax.stop_gradient(jnp.where(reached, -h, h))
-            taken = eqxi.buffer_at_set(taken, jnp.minimum(st["accepted"], n_rec - 1), size,
-                                       pred=accept & (st["accepted"] < n_rec))
+            taken = eqxi.buffer_at_set(taken, jnp.minimum(st.accepted, n_rec - 1), size,
+                                       pred=accept & (st.accepted < n_rec))
         return LoopState(t=jnp.where(accept, t_new, s.t), q=q_new, v=jnp.where(accept, v1, s.v), h=tried.h_new, k=k_new,
                          saved=saved, done=finished | failed, n=s.n + 1,
                          status=jnp.where(failed, fail_status, SUCCESS).astype(jnp.int32), after_reject=~accept,
-                         stats={k_: v.astype(jnp.int32) for k_, v in stats.items()}, cache=after.cache,
+                         stats=Stats(**{k_: v.astype(jnp.int32) for k_, v in stats.items()}), cache=after.cache,
                          part=after.part, own=after.own, hist=hist, steps_taken=taken,
                          work=None if s.work is None else jax.tree_util.tree_map(
                              lambda a, b: jnp.where(accept, a, b), verdict.work, s.work))
@@ -592,8 +608,8 @@ class _Run:
         if self.factor is not None:
             reference = self.ref if s.work is None else eqx.tree_at(
                 lambda r: (r.work, r.exchanged), self.ref, (s.work["W"], s.work["X"]))
-        return Solution(ts=self.ts, qs=saved.get("q"), vs=saved.get("v"), status=status, stats=s.stats, t=s.t,
-                        obs=saved.get("obs"), residuals=saved.get("res"), lams=saved.get("lam"),
+        return Solution(ts=self.ts, qs=saved.q, vs=saved.v, status=status, stats=s.stats.as_dict(), t=s.t,
+                        obs=saved.obs, residuals=saved.res, lams=saved.lam,
                         max_residuals=self.system.max_residuals(s.own), steps=s.hist, reference=reference)
 
 

@@ -44,6 +44,17 @@ class AfterStep(NamedTuple):
     status: jax.Array
 
 
+class Record(NamedTuple):
+    """What is saved at a save time (:meth:`TreeSystem.record`; None where not asked for or not
+    modelled): positions and velocities, the user's observation, a mechanism's constraint
+    residuals (max |Φ|, max |Φ_q v|) and multipliers."""
+    q: jax.Array | None = None
+    v: jax.Array | None = None
+    obs: object = None
+    res: jax.Array | None = None
+    lam: jax.Array | None = None
+
+
 class Partition(NamedTuple):
     """A mechanism's coordinate partition (the loop's partition state): the dependent and
     independent columns of Φ_q, cond(Φ_u) when it was chosen, and how many times it was renewed."""
@@ -65,7 +76,7 @@ class Attempt(NamedTuple):
     integrator: object
     accept: jax.Array
     q_new: jax.Array
-    rec: dict
+    rec: Record
     cache: object
     t: jax.Array
 
@@ -121,13 +132,9 @@ class TreeSystem(_OnTheTree):
     def independent(self, part, x):
         return x
 
-    def record(self, q, v, states, observe, t0, part0):
-        out = {}
-        if states:
-            out["q"], out["v"] = q, v
-        if observe is not None:
-            out["obs"] = observe(self.model, q, v)
-        return out
+    def record(self, q, v, states, observe, t0, part0) -> Record:
+        return Record(q=q if states else None, v=v if states else None,
+                      obs=None if observe is None else observe(self.model, q, v))
 
     def initial_own(self, rec0):
         """The system's own loop state at the start (None: nothing)."""
@@ -192,24 +199,21 @@ class MechanismSystem(_OnTheTree):
     def independent(self, part, x):
         return x[part.ind]
 
-    def record(self, q, v, states, observe, t0, part0):
+    def record(self, q, v, states, observe, t0, part0) -> Record:
         mech = self.mech
-        out = {}
         G = phi_jacobian_tree(mech, q)
-        out["res"] = jnp.stack([jnp.max(jnp.abs(phi_tree(mech, q))), jnp.max(jnp.abs(G @ v))])
+        res = jnp.stack([jnp.max(jnp.abs(phi_tree(mech, q))), jnp.max(jnp.abs(G @ v))])
+        lam = None
         if self.multipliers:
             tau = self.ode_at(q, part0).tau(t0, q, v)  # constant or state-dependent control only
-            out["lam"] = mech.expand_rows(dae.accel_tree(mech, q, v, tau, self.solver)[1])
+            lam = mech.expand_rows(dae.accel_tree(mech, q, v, tau, self.solver)[1])
         q, v = mech.from_tree(q), mech.from_tree(v)
-        if states:
-            out["q"], out["v"] = q, v
-        if observe is not None:
-            out["obs"] = observe(mech, q, v)
-        return out
+        return Record(q=q if states else None, v=v if states else None,
+                      obs=None if observe is None else observe(mech, q, v), res=res, lam=lam)
 
     def initial_own(self, rec0):
         """The largest constraint residuals over the accepted steps (drift)."""
-        return rec0["res"]
+        return rec0.res
 
     def stats(self, part):
         return {"partitions": part.partitions}
@@ -227,7 +231,7 @@ class MechanismSystem(_OnTheTree):
                          jnp.where(worse, P1["cond0"], part.cond0), part.partitions + worse)
         fresh = a.integrator.init_cache(a.ode, a.t, self.independent(part, a.v))
         cache = jax.tree_util.tree_map(lambda x, y: jnp.where(worse, x, y), fresh, a.cache)
-        drift = jnp.where(a.accept, jnp.maximum(a.own, a.rec["res"]), a.own)
+        drift = jnp.where(a.accept, jnp.maximum(a.own, a.rec.res), a.own)
         failed = worse & ~P1["ok"]
         return AfterStep(part, cache, drift, failed, jnp.where(failed, CONSTRAINT_FAILURE, 0).astype(jnp.int32))
 
