@@ -71,5 +71,3 @@ def _evaluate(el, tree, q, v, tau):
     out["friction_moment"] = out["friction_moment"].at[idx].set(
         jnp.where(soft[:, None], M, out["friction_moment"][idx]))
     return out
-
-

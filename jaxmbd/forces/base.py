@@ -19,6 +19,12 @@ Two kinds:
 * :class:`JointElement`: acts on joint coordinates directly
   (``force(model, q, v)`` -> (nv,)).
 
+The interface's methods are abstract: an element that lacks one of its
+kind's cannot be created.  An element with rows in MuJoCo's soft-constraint
+stage is also a :class:`SoftRows` (contacts, joint limits, friction loss);
+one whose state can exceed a static capacity says so (``can_overflow``,
+:meth:`ForceElement.overflow`: the contacts).
+
 Each element says which DoFs it couples (:meth:`ForceElement.couplings`):
 sets of DoFs whose generalized forces depend on each other's coordinates.
 The branch-sparse iteration matrix reads them to stay exact
@@ -133,7 +139,8 @@ def dofs_of_bodies(topo, bodies):
 
 class ForceElement(eqx.Module):
     """A force element; see the module docstring.  Subclasses are
-    :class:`PoseElement` or :class:`JointElement`."""
+    :class:`PoseElement` or :class:`JointElement`; one with rows in the soft-constraint stage is
+    also a :class:`SoftRows`."""
 
     @abc.abstractmethod
     def bind(self, ctx: BuildContext) -> "ForceElement":  # pragma: no cover - interface
