@@ -21,7 +21,7 @@ from .integrators.base import (BAD_MASS_MATRIX, BAD_PARAMETERS, BAD_TIMES, BAD_T
                                STATUS_NAMES, STEP_UNDERFLOW, SUCCESS, AbstractIntegrator, Attempt, rms)
 from .options import Save, Solver, Start, Steps
 from .options import concrete as _concrete
-from .systems import Attempt, Partition, Record, system_of
+from .systems import Partition, Record, StepReport, system_of
 
 STAT_KEYS = ("accepted", "rejected", "rhs_evals", "jacobian_evals", "lu_factorizations", "newton_iterations")
 
@@ -512,7 +512,8 @@ class _Run:
                      newton_iterations=st.newton_iterations + att.newton)
         cache = self.integrator.commit(att.cache, accept)
         q_new = jnp.where(accept, q1, s.q)
-        after = self.system.after_step(Attempt(part, s.own, s.v, ode, self.integrator, accept, q_new, rec, cache, s.t))
+        after = self.system.after_step(StepReport(part, s.own, s.v, ode, self.integrator, accept, q_new, rec, cache,
+                                                  s.t))
         stats.update(self.system.stats(after.part))
         fail_status = jnp.where(after.failed, after.status, verdict.status)
         failed = verdict.failed | after.failed

@@ -64,7 +64,7 @@ class Partition(NamedTuple):
     partitions: jax.Array
 
 
-class Attempt(NamedTuple):
+class StepReport(NamedTuple):
     """What a system is told after an attempt (:meth:`TreeSystem.after_step`): the partition state,
     the system's own loop state, the velocity at the step start, the step's ODE and integrator,
     whether the step was accepted, the new positions and their record, the integrator's cache and
@@ -147,7 +147,7 @@ class TreeSystem(_OnTheTree):
     def max_residuals(self, own):
         return None
 
-    def after_step(self, a: Attempt) -> AfterStep:
+    def after_step(self, a: StepReport) -> AfterStep:
         """An :class:`AfterStep` after the attempt ``a``."""
         return AfterStep(a.part, a.cache, a.own, jnp.array(False), jnp.array(0, jnp.int32))
 
@@ -221,7 +221,7 @@ class MechanismSystem(_OnTheTree):
     def max_residuals(self, own):
         return own
 
-    def after_step(self, a: Attempt) -> AfterStep:
+    def after_step(self, a: StepReport) -> AfterStep:
         # the thesis's partition check: renew it when cond(Φ_u) > 1.25 cond0 (after accepted steps)
         part = a.part
         G1 = self.mech.rows(phi_jacobian_tree(self.mech, a.q_new))

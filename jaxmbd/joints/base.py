@@ -31,7 +31,8 @@ class JointType:
         with integrate(q0, v, 1) = q1; normalize(q) -> q with unit quaternions.
         All five default to the vector-space ones for scalar_coords types.
     unrolled(g) -> (R, p, cJ, S columns): optional closed form for
-        ``jaxmbd.aba_unrolled`` (g is its per-group context); without one the
+        ``jaxmbd.aba_unrolled`` (g is its per-group context; the component
+        algebra is ``jaxmbd.spatial_unrolled``); without one the
         unrolled ABA evaluates ``jcalc``.
     random_trees: drawn by ``jaxmbd.models.random_tree`` by default.
     mjcf: MuJoCo's name for the joint (None: MJCF has none).
