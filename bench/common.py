@@ -43,6 +43,28 @@ def compiled(f, *args):
     return time.perf_counter() - t0, c
 
 
+def best_of(c, *args, long=5.0):
+    """(best wall time, result) of c(*args), waited for: one run, and two more when it took under
+    ``long`` seconds (a long first run is its own steady state)."""
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(c(*args))
+    best = time.perf_counter() - t0
+    if best < long:
+        for _ in range(2):
+            t0 = time.perf_counter()
+            out = jax.block_until_ready(c(*args))
+            best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def compiled_best_of(f, *args, long=5.0):
+    """(best wall time, seconds to trace, lower and compile, result) of the jitted f on args
+    (:func:`compiled`, then :func:`best_of`)."""
+    t_c, c = compiled(f, *args)
+    best, out = best_of(c, *args, long=long)
+    return best, t_c, out
+
+
 def write_result(out_dir, name, text):
     """Write a result table to ``out_dir/<name>_<backend>.md``; returns the path."""
     out = Path(out_dir)

@@ -55,7 +55,7 @@ from jaxmbd import integrators as I  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import machine, mjx_subprocess, write_result  # noqa: E402
+from common import compiled_best_of as timed, machine, mjx_subprocess, write_result  # noqa: E402
 
 NREF = 8           # members checked against the reference runs
 MJX_TIMEOUT = 900
@@ -84,21 +84,6 @@ def initial_states(m, B, seed=0):
     v = 0.3 * rng.standard_normal((B, m.nv))
     u = rng.uniform(-0.5, 0.5, (B, m.nu))
     return q, v, u
-
-
-def timed(f, *args):
-    t0 = time.perf_counter()
-    c = jax.jit(f).lower(*args).compile()
-    t_c = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(c(*args))
-    best = time.perf_counter() - t0
-    if best < 5.0:  # short runs: best of 2 more; a long first run is its own steady state
-        for _ in range(2):
-            t0 = time.perf_counter()
-            out = jax.block_until_ready(c(*args))
-            best = min(best, time.perf_counter() - t0)
-    return best, t_c, out
 
 
 def jaxmbd_fixed(m, integrator, q, v, u, t1, dt):

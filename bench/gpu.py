@@ -34,7 +34,7 @@ from jaxmbd import Inputs, Save, Start, Steps, integrators as I, models  # noqa:
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from common import machine  # noqa: E402
+from common import compiled_best_of as timed, machine, write_result  # noqa: E402
 
 
 def _humanoid30():
@@ -68,22 +68,6 @@ def states(m, B, seed=0):
     q = jax.vmap(lambda d: jaxmbd.integrate_q(m, jnp.asarray(q0), d))(jnp.asarray(dq))
     v = 0.1 * rng.standard_normal((B, m.nv))
     return q, jnp.asarray(v), jnp.asarray(np.tile(u0, (B, 1)))
-
-
-def timed(f, *args):
-    """(best wall time of up to three runs after compiling, compile seconds, result)."""
-    t0 = time.perf_counter()
-    c = jax.jit(f).lower(*args).compile()
-    t_c = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(c(*args))
-    best = time.perf_counter() - t0
-    if best < 10.0:
-        for _ in range(2):
-            t0 = time.perf_counter()
-            out = jax.block_until_ready(c(*args))
-            best = min(best, time.perf_counter() - t0)
-    return best, t_c, out
 
 
 def jaxmbd_row(m, q, v, u, t1, method, dt, tol):
@@ -183,10 +167,8 @@ def main(argv=None):
         desc.append("MJX dtype " + next(r["dtype"] for r in rows if r.get("dtype")) + ", same device, same process")
     text = (f"# Batched rollouts on one device ({jax.default_backend()})\n\n" + "\n".join(f"- {x}" for x in desc)
             + "\n\n" + "\n".join(lines) + "\n")
-    out = Path(a.out) / f"gpu_{jax.default_backend()}.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    print("\n" + text + f"\nwritten to {out}", flush=True)
+    print("\n" + text, flush=True)
+    write_result(a.out, "gpu", text)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from jaxmbd import Start, Steps, Save, Solver
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import machine, write_result  # noqa: E402
+from common import best_of, machine, write_result  # noqa: E402
 
 NSAVE = 10
 
@@ -104,18 +104,6 @@ def jaxmbd_runner(m, integrator, t1, fixed):
                               save=Save(ts=ts), solver=Solver(adjoint="none"))
         return sol.qs, sol.status, sol.stats["accepted"], sol.stats["rejected"]
     return run
-
-
-def timed(c, *args):
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(c(*args))
-    best = time.perf_counter() - t0
-    if best < 5.0:
-        for _ in range(2):
-            t0 = time.perf_counter()
-            out = jax.block_until_ready(c(*args))
-            best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def mujoco_run(mj, q0, v0, t1, dt, integrator, repeat=2):
@@ -203,7 +191,7 @@ def main(argv=None):
             c = jax.jit(jaxmbd_runner(m, ig, t1, fixed)).lower(qj, vj, xs[0]).compile()
             comp = time.perf_counter() - t0
             for x in xs:
-                wall, (qs, st, acc, rej) = timed(c, qj, vj, x)
+                wall, (qs, st, acc, rej) = best_of(c, qj, vj, x)
                 e = float(np.abs(np.asarray(qs) - ref_qs).max()) if int(st) == 0 else np.nan
                 res.setdefault(f"jaxmbd {meth}", []).append((wall, e))
                 lines.append(f"| {name} | jaxmbd {meth} | {'dt' if fixed else 'tol'} {x:g} | "
