@@ -13,7 +13,8 @@ import jax.scipy.linalg as jsl
 
 from . import rnea_partials, spatial
 from .kinematics import joint_state, node_inertias
-from .rnea import _is_zero, _rnea_passes, jvp_of_nonzero, node_forces, partials_tangent, rnea
+from .rnea import _rnea_passes, node_forces, partials_tangent, rnea
+from .tangents import is_zero as _is_zero, jvp_of_nonzero
 from .topology import tree_backward, tree_forward
 
 

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import joints, spatial
+from .tangents import jvp_of_nonzero
 from .topology import tree_forward
 
 
@@ -96,8 +97,19 @@ def joint_state(model, q, v=None) -> JointState:
 
 @jax.jit
 def forward_kinematics(model, q, v=None) -> Kinematics:
-    """World poses and body-frame spatial velocities of every moving body."""
-    return _forward(model, joint_state(model, q, v))
+    """World poses and body-frame spatial velocities of every moving body.
+
+    Its derivatives are those of :func:`kinematics_and_axes` (the poses' own rule); a body's
+    velocity is its world twist, the sum of its supporting DoFs' axes times their speeds, in
+    its own coordinates."""
+    rot, pos, axes = _poses_axes(model, jnp.asarray(q))
+    if v is None:
+        return Kinematics(rot, pos, jnp.zeros(pos.shape[:-1] + (6,), pos.dtype))
+    _check(model, q, v)
+    twist = jnp.asarray(model.topo.support, axes.dtype) @ (axes * jnp.asarray(v)[:, None])   # (n, 6) at the origin
+    w = jnp.einsum("nji,nj->ni", rot, twist[:, :3])
+    lin = jnp.einsum("nji,nj->ni", rot, twist[:, 3:] + jnp.cross(twist[:, :3], pos))
+    return Kinematics(rot, pos, jnp.concatenate([w, lin], 1))
 
 
 @jax.jit
@@ -107,10 +119,14 @@ def kinematics_and_axes(model, q):
     A = ``topo.support`` (n, nv), a body's world twist is A (axes * v) and a body wrench W (n, 6)
     (world coordinates, moment about the origin) has the generalized force sum(axes * (Aᵀ W), -1):
     the subtree sums of the RNEA's backward pass, taken at the world origin where they need no
-    transform (Featherstone, Rigid Body Dynamics Algorithms, §5.3)."""
-    js = joint_state(model, q)
-    kin = _forward(model, js)
-    return kin, dof_motion_world(model, kin, js)
+    transform (Featherstone, Rigid Body Dynamics Algorithms, §5.3).
+
+    Derivatives (a ``custom_jvp``, :func:`_poses_axes_jvp`): a body's pose moves by its world
+    twist, the sum over its ancestors of each joint's own motion, so one tangent direction costs
+    the joints' local derivatives and one product with the ancestor table, not a root-to-leaves
+    pass (Featherstone, RBDA §4.4, the Jacobian's columns as world-frame axes)."""
+    rot, pos, axes = _poses_axes(model, jnp.asarray(q))
+    return Kinematics(rot, pos, jnp.zeros(pos.shape[:-1] + (6,), pos.dtype)), axes
 
 
 def _forward(model, js):
@@ -124,6 +140,66 @@ def _forward(model, js):
     rot, pos, vel = tree_forward(model.topo, step, root, (js.R_up, js.p_up, js.vJ))
     last = model.topo.body_last_dof
     return Kinematics(rot[last], pos[last], vel[last])
+
+
+def _poses_axes_value(model, js):
+    kin = _forward(model, js)
+    return kin.rot, kin.pos, dof_motion_world(model, kin, js)
+
+
+def _joint_frames(model, q):
+    js = joint_state(model, q)
+    return js.R_up, js.p_up, js.s
+
+
+@jax.custom_jvp
+def _poses_axes(model, q):
+    """(rot (n, 3, 3), pos (n, 3), axes (nv, 6)): the bodies' world poses and the DoFs' world axes."""
+    return _poses_axes_value(model, joint_state(model, q))
+
+
+@partial(_poses_axes.defjvp, symbolic_zeros=True)
+def _poses_axes_jvp(primals, tangents):
+    """The poses' tangents from the joints' local ones.  Body c hangs from its parent p by its joint's
+    frame (R_up, p_up) in p's coordinates: rot_c = rot_p R_up, pos_c = pos_p + rot_p p_up.  Writing
+    d rot_c = E_c rot_c and d pos_c = u_c + E_c pos_c (E = [ω]× and u the world twist's linear part
+    at the origin, for tangents that keep rotations orthonormal; any 3 x 3 E otherwise, e.g. a
+    tangent of the model's joint frames), the recursion telescopes (R_up orthonormal):
+        E_c = E_p + G_c,   G_c = rot_p (d R_up R_upᵀ) rot_pᵀ,
+        u_c = u_p + h_c,   h_c = rot_p d p_up - G_c pos_c,
+    so E and u are sums of G and h over each body's ancestors: one product with the 0/1 ancestor
+    table.  An axis a = X s (X the body's world transform, s its body-frame axis) moves by
+    d a = d X s + X d s.  The joints' local tangents (d R_up, d p_up, d s) are plain forward mode of
+    the joint functions, in q and in the model's joint parameters alike."""
+    model, q = primals
+    js = joint_state(model, q)
+    rot, pos, axes = _poses_axes_value(model, js)
+    d_frames = jvp_of_nonzero(_joint_frames, primals, tangents, (js.R_up, js.p_up, js.s))
+    return (rot, pos, axes), pose_tangents(model.topo, js, rot, pos, d_frames)
+
+
+def pose_tangents(topo, js, rot, pos, d_frames, ancestors=None):
+    """(d rot, d pos, d axes) of :func:`_poses_axes_jvp` from the joints' local tangents
+    ``d_frames`` = (d R_up, d p_up, d s) (per node, as :class:`JointState`'s); ``ancestors``: the
+    0/1 table of the sums (default ``topo.ancestors``)."""
+    dR, dp, ds = d_frames
+    first = topo.v_adr
+    eye = jnp.eye(3, dtype=rot.dtype)[None]
+    R_par = jnp.concatenate([eye, rot])[np.asarray(topo.parent_np) + 1]     # the parent's orientation
+    R_up = js.R_up[first]
+    G = spatial.mm(spatial.mm(R_par, spatial.mm(dR[first], jnp.swapaxes(R_up, -1, -2))), jnp.swapaxes(R_par, -1, -2))
+    h = jnp.einsum("nij,nj->ni", R_par, dp[first]) - jnp.einsum("nij,nj->ni", G, pos)
+    anc = jnp.asarray(topo.ancestors if ancestors is None else ancestors, rot.dtype)
+    E = jnp.einsum("ij,jab->iab", anc, G)
+    drot = spatial.mm(E, rot)
+    dpos = anc @ h + jnp.einsum("nij,nj->ni", E, pos)
+    b = topo.dof_body
+    Rb, pb, dRb, dpb = rot[b], pos[b], drot[b], dpos[b]
+    w = jnp.einsum("kij,kj->ki", Rb, js.s[:, :3])
+    dw = jnp.einsum("kij,kj->ki", dRb, js.s[:, :3]) + jnp.einsum("kij,kj->ki", Rb, ds[:, :3])
+    dlin = (jnp.einsum("kij,kj->ki", dRb, js.s[:, 3:]) + jnp.einsum("kij,kj->ki", Rb, ds[:, 3:])
+            + jnp.cross(dpb, w) + jnp.cross(pb, dw))
+    return drot, dpos, jnp.concatenate([dw, dlin], 1)
 
 
 def node_inertias(model):
@@ -168,13 +244,11 @@ def frame_jacobian(model, q, body, point=(0.0, 0.0, 0.0)):
     welded frame, or a body index); the default is the frame's origin.
     """
     b, Ro, po = _resolve_frame(model, body)
-    js = joint_state(model, q)
-    kin = forward_kinematics(model, q)
+    kin, Sw = kinematics_and_axes(model, q)   # Sw: (nv, 6)
     point = jnp.asarray(point, kin.pos.dtype)
     if Ro is not None:
         point = po + Ro @ point
     pw = kin.pos[b] + kin.rot[b] @ point
-    Sw = dof_motion_world(model, kin, js)  # (nv,6)
     mask = jnp.asarray(model.topo.support[b], Sw.dtype)
     Jw = Sw[:, :3] * mask[:, None]
     Jv = (Sw[:, 3:] + spatial.cross(Jw, pw)) * mask[:, None]  # v_point = v_O + w x p

@@ -9,11 +9,11 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.custom_derivatives import SymbolicZero
 
 from . import crba, rnea_partials, spatial
 from .crba import _tree_roots
 from .kinematics import _check, body_inertias, joint_state, kinematics_and_axes, node_inertias
+from .tangents import is_zero as _is_zero, instantiate as _instantiate, jvp_of_nonzero
 from .topology import tree_backward, tree_forward
 
 
@@ -38,33 +38,6 @@ def rnea(model, q, v, a, f_ext=None):
     q, v, a = jnp.asarray(q), jnp.asarray(v), jnp.asarray(a)
     _check(model, q, v)
     return _rnea(model, q, v, a, f_ext)
-
-
-def _is_zero(t):
-    return all(isinstance(x, SymbolicZero) for x in jax.tree_util.tree_leaves(
-        t, is_leaf=lambda x: isinstance(x, SymbolicZero)))
-
-
-def _instantiate(t):
-    return jax.tree_util.tree_map(
-        lambda x: jnp.zeros(x.shape, x.dtype) if isinstance(x, SymbolicZero) else x, t,
-        is_leaf=lambda x: isinstance(x, SymbolicZero))
-
-
-def jvp_of_nonzero(fn, primals, tangents, like):
-    """The tangent of fn(*primals) from the arguments whose tangents are not symbolic zeros
-    (``custom_jvp(..., symbolic_zeros=True)``): the others are closed over, so no rule below
-    sees instantiated zeros.  ``like``: an array of the output's shape for an all-zero result."""
-    live = [i for i, t in enumerate(tangents) if primals[i] is not None and not _is_zero(t)]
-    if not live:
-        return jnp.zeros_like(like)
-
-    def at(*xs):
-        args = list(primals)
-        for i, x in zip(live, xs):
-            args[i] = x
-        return fn(*args)
-    return jax.jvp(at, tuple(primals[i] for i in live), tuple(_instantiate(tangents[i]) for i in live))[1]
 
 
 @jax.custom_jvp

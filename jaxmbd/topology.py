@@ -139,6 +139,14 @@ class Topology:
                 support[i] = support[p]
             support[i, self.v_adr[i]:self.v_adr[i] + self.nv_body[i]] = True
         self.support = support
+        # ancestors[i, j] = 1 if body j is body i or one of its ancestors
+        anc = np.zeros((n, n), bool)
+        for i in range(n):
+            p = self.parent_np[i]
+            if p >= 0:
+                anc[i] = anc[p]
+            anc[i, i] = True
+        self.ancestors = anc
         # coordinate index of each DoF whose joint has scalar coordinates (q̇ = v), else -1
         qadr = np.full(nv, -1, np.int64)
         for i in range(n):

@@ -13,7 +13,8 @@ import pytest
 
 PKG = pathlib.Path(__file__).resolve().parents[1] / "jaxmbd"
 
-KERNELS = ("jaxmbd.spatial", "jaxmbd.spatial_unrolled", "jaxmbd.joints", "jaxmbd.topology", "jaxmbd.kinematics",
+KERNELS = ("jaxmbd.spatial", "jaxmbd.spatial_unrolled", "jaxmbd.tangents", "jaxmbd.joints", "jaxmbd.topology",
+           "jaxmbd.kinematics",
            "jaxmbd.rnea", "jaxmbd.rnea_partials",
            "jaxmbd.crba", "jaxmbd.aba", "jaxmbd.aba_unrolled", "jaxmbd.coriolis", "jaxmbd.ltdl",
            "jaxmbd.linalg", "jaxmbd.cost", "jaxmbd.contact")
