@@ -6,8 +6,10 @@ jaxmbd, per member of a batch (``jax.jit(jax.vmap(f))``): the ABA (``forward_dyn
 the default method), its Jacobian in the 2 nv tangent directions as the implicit integrators
 build it (``ChartODE.config`` for the positions, one ``jax.jacfwd``), a user's plain
 ``jax.jacfwd`` of ``forward_dynamics`` in (q, v) (nq + nv directions), the RNEA and its
-Jacobian in the 2 nv tangent directions; each beside the same Jacobian by forward-mode
-autodiff of the passes without the derivative rules.  Pinocchio: ``aba``,
+Jacobian in the 2 nv tangent directions, the kinematics (``kinematics_and_axes``: the bodies'
+world poses and the DoFs' world axes, what the contact rows are built from) and its Jacobian in
+the nv position tangent directions; each beside the same Jacobian by forward-mode autodiff of the
+passes without the derivative rules.  Pinocchio: ``aba``,
 ``computeABADerivatives``, ``rnea``, ``computeRNEADerivatives``, one call at a time from Python
 (each call's Python overhead, about 1 µs, included).
 
@@ -38,6 +40,8 @@ from jaxmbd.inputs import Inputs  # noqa: E402
 from jaxmbd.dynamics import forward_dynamics  # noqa: E402
 from jaxmbd.odes import ChartODE  # noqa: E402
 from jaxmbd.rnea import _rnea_passes, rnea  # noqa: E402
+from jaxmbd import kinematics as K  # noqa: E402
+from jaxmbd.kinematics import kinematics_and_axes  # noqa: E402
 
 from common import machine, per_call, write_result  # noqa: E402
 
@@ -61,6 +65,14 @@ def tangent_jac(m, f):
     def g(q, v):
         ode = ChartODE(m, q)
         return jax.jacfwd(lambda z: f(ode.config(z[:m.nv]), z[m.nv:]))(jnp.concatenate([jnp.zeros(m.nv), v]))
+    return g
+
+
+def position_jac(m, f):
+    """f's Jacobian in the nv position tangents alone (f of q only: the kinematics)."""
+    def g(q, v):
+        ode = ChartODE(m, q)
+        return jax.jacfwd(lambda z: f(ode.config(z), v))(jnp.zeros(m.nv))
     return g
 
 
@@ -93,6 +105,8 @@ def main():
     aba_plain = lambda q, v, t: _aba_passes(m, q, v, t, None)[0]              # noqa: E731
     rn = lambda q, v, t: rnea(m, q, v, t)                                      # noqa: E731
     rn_plain = lambda q, v, t: _rnea_passes(m, q, v, t, None)                 # noqa: E731
+    kin = lambda q, v, t: kinematics_and_axes(m, q)                            # noqa: E731
+    kin_plain = lambda q, v, t: K._poses_axes_value(m, K.joint_state(m, q))   # noqa: E731
 
     rhs = lambda q, v, t: ChartODE(m, q, Inputs(tau=t)).g(0.0, jnp.zeros(m.nv), v)  # noqa: E731
     rhs_jac = lambda q, v, t: ChartODE(m, q, Inputs(tau=t)).g_and_jac(0.0, jnp.zeros(m.nv), v)  # noqa: E731
@@ -111,7 +125,10 @@ def main():
              ("its value and Jacobians (ChartODE.g_and_jac)", rhs_jac, "g"),
              ("RNEA", rn, "RNEA"),
              ("its Jacobian, 2 nv tangent directions", with_tau(tangent_jac, rn), "RNEA"),
-             ("the same by forward mode of the passes, no rules", with_tau(tangent_jac, rn_plain), "RNEA")]
+             ("the same by forward mode of the passes, no rules", with_tau(tangent_jac, rn_plain), "RNEA"),
+             ("kinematics (poses and world axes, kinematics_and_axes)", kin, "kin"),
+             ("its Jacobian, nv position tangent directions", with_tau(position_jac, kin), "kin"),
+             ("the same by forward mode of the pass, no rule", with_tau(position_jac, kin_plain), "kin")]
     t_of, rows = {}, []
     for name, f, base in cases:
         fb = jax.jit(jax.vmap(f))
