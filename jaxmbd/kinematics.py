@@ -102,10 +102,11 @@ def forward_kinematics(model, q, v=None) -> Kinematics:
     Its derivatives are those of :func:`kinematics_and_axes` (the poses' own rule); a body's
     velocity is its world twist, the sum of its supporting DoFs' axes times their speeds, in
     its own coordinates."""
-    rot, pos, axes = _poses_axes(model, jnp.asarray(q))
+    q = jnp.asarray(q)
+    _check(model, q, v)
+    rot, pos, axes = _poses_axes(model, q)
     if v is None:
         return Kinematics(rot, pos, jnp.zeros(pos.shape[:-1] + (6,), pos.dtype))
-    _check(model, q, v)
     twist = jnp.asarray(model.topo.support, axes.dtype) @ (axes * jnp.asarray(v)[:, None])   # (n, 6) at the origin
     w = jnp.einsum("nji,nj->ni", rot, twist[:, :3])
     lin = jnp.einsum("nji,nj->ni", rot, twist[:, 3:] + jnp.cross(twist[:, :3], pos))
@@ -124,7 +125,8 @@ def kinematics_and_axes(model, q):
     Derivatives (a ``custom_jvp``, :func:`_poses_axes_jvp`): a body's pose moves by its world
     twist, the sum over its ancestors of each joint's own motion, so one tangent direction costs
     the joints' local derivatives and one product with the ancestor table, not a root-to-leaves
-    pass (Featherstone, RBDA §4.4, the Jacobian's columns as world-frame axes)."""
+    pass (the joints' world-frame axes as the columns of the bodies' Jacobians, as in Carpentier and
+    Mansard, "Analytical derivatives of rigid body dynamics algorithms", RSS 2018)."""
     rot, pos, axes = _poses_axes(model, jnp.asarray(q))
     return Kinematics(rot, pos, jnp.zeros(pos.shape[:-1] + (6,), pos.dtype)), axes
 
