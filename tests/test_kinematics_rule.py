@@ -4,6 +4,8 @@ root-to-leaves pass.  Every check compares with plain forward mode of the pass i
 (``_poses_axes_value``), on random trees of every joint type, a floating base and a mechanism's
 spanning tree."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -113,10 +115,18 @@ def _no_translation(topo, js, rot, pos, d, ancestors=None):
 def test_a_wrong_rule_fails_the_comparison(wrong, monkeypatch):
     """The comparison above can fail: each of these breaks one term of the rule (the sum over
     ancestors; the axes' own change with q, as a universal joint's; the joints' translations)."""
+    model, q, ref = _wrong_rule_case()
+    rule = lambda q: K._poses_axes(model, q)      # noqa: E731  (each jax.jit of it traces anew)
+    monkeypatch.setattr(K, "pose_tangents", wrong)
+    assert worst(jax.jit(jax.jacfwd(rule))(q), ref) > 1e-3
+
+
+@functools.cache
+def _wrong_rule_case():
+    """(model, q, the plain Jacobian) of the wrong rules' test, computed once; the right rule's
+    agreement there is checked too, so a failure above is the wrong rule's."""
     model = TREES[len(TREES) - 2]
     q, _, _ = random_state(model, 110)
     ref = jax.jit(jax.jacfwd(lambda q: plain(model, q)))(q)
-    rule = lambda q: K._poses_axes(model, q)      # noqa: E731  (each jax.jit of it traces anew)
-    assert worst(jax.jit(jax.jacfwd(rule))(q), ref) < TOL
-    monkeypatch.setattr(K, "pose_tangents", wrong)
-    assert worst(jax.jit(jax.jacfwd(rule))(q), ref) > 1e-3
+    assert worst(jax.jit(jax.jacfwd(lambda q: K._poses_axes(model, q)))(q), ref) < TOL
+    return model, q, ref
