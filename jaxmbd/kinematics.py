@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import joints, spatial
-from .tangents import jvp_of_nonzero
+from .tangents import value_and_jvp_of_nonzero
 from .topology import tree_forward
 
 
@@ -149,11 +149,6 @@ def _poses_axes_value(model, js):
     return kin.rot, kin.pos, dof_motion_world(model, kin, js)
 
 
-def _joint_frames(model, q):
-    js = joint_state(model, q)
-    return js.R_up, js.p_up, js.s
-
-
 @jax.custom_jvp
 def _poses_axes(model, q):
     """(rot (n, 3, 3), pos (n, 3), axes (nv, 6)): the bodies' world poses and the DoFs' world axes."""
@@ -174,10 +169,9 @@ def _poses_axes_jvp(primals, tangents):
     d a = d X s + X d s.  The joints' local tangents (d R_up, d p_up, d s) are plain forward mode of
     the joint functions, in q and in the model's joint parameters alike."""
     model, q = primals
-    js = joint_state(model, q)
+    js, d_js = value_and_jvp_of_nonzero(joint_state, primals, tangents)   # one evaluation of the joints
     rot, pos, axes = _poses_axes_value(model, js)
-    d_frames = jvp_of_nonzero(_joint_frames, primals, tangents, (js.R_up, js.p_up, js.s))
-    return (rot, pos, axes), pose_tangents(model.topo, js, rot, pos, d_frames)
+    return (rot, pos, axes), pose_tangents(model.topo, js, rot, pos, (d_js.R_up, d_js.p_up, d_js.s))
 
 
 def pose_tangents(topo, js, rot, pos, d_frames, ancestors=None):

@@ -31,10 +31,23 @@ def jvp_of_nonzero(fn, primals, tangents, like):
     live = [i for i, t in enumerate(tangents) if primals[i] is not None and not is_zero(t)]
     if not live:
         return jax.tree_util.tree_map(jnp.zeros_like, like)
+    return _jvp_live(fn, primals, tangents, live)[1]
+
+
+def value_and_jvp_of_nonzero(fn, primals, tangents):
+    """(fn(*primals), its tangent) as :func:`jvp_of_nonzero`, the value from the same evaluation."""
+    live = [i for i, t in enumerate(tangents) if primals[i] is not None and not is_zero(t)]
+    if not live:
+        out = fn(*primals)
+        return out, jax.tree_util.tree_map(jnp.zeros_like, out)
+    return _jvp_live(fn, primals, tangents, live)
+
+
+def _jvp_live(fn, primals, tangents, live):
 
     def at(*xs):
         args = list(primals)
         for i, x in zip(live, xs):
             args[i] = x
         return fn(*args)
-    return jax.jvp(at, tuple(primals[i] for i in live), tuple(instantiate(tangents[i]) for i in live))[1]
+    return jax.jvp(at, tuple(primals[i] for i in live), tuple(instantiate(tangents[i]) for i in live))
