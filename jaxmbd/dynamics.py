@@ -203,15 +203,15 @@ def soft_configuration(model, q, kin_axes=None):
     ``kinematics_and_axes(model, q)`` where the caller has them."""
     kin_axes, F = _factored(model, q, kin_axes)
     N, T, _ = soft.rows(model, q, jnp.zeros(model.nv, jnp.result_type(q, float)), kin_axes)
-    return eqx.partition((F, N, T), lambda x: isinstance(x, jax.Array))
+    return eqx.partition((F, N, T, kin_axes[1]), lambda x: isinstance(x, jax.Array))
 
 
 def soft_accelerations(model, v, a_free, arrays, static):
     """The accelerations with the soft rows for the velocity v and the accelerations a_free without
     them, from :func:`soft_configuration`'s parts: the values of :func:`soft_stage`."""
-    F, N, T = eqx.combine(arrays, static)
-    N, T = N._replace(vel=N.J @ v), T._replace(vel=T.J @ v)
-    return soft.solve(N, T, a_free, lambda X: ltdl.solve(model, F, X)).a
+    F, N, T, axes = eqx.combine(arrays, static)
+    N, T = N._replace(vel=soft.row_map(N, axes).apply(v)), T._replace(vel=soft.row_map(T, axes).apply(v))
+    return soft.solve(N, T, a_free, lambda X: ltdl.solve(model, F, X), axes).a
 
 
 def free_dynamics(model, q, v, tau, method="aba"):

@@ -59,17 +59,21 @@ def soft_rows(el, model, q, v, kin, axes):
     k = x.shape[0]
     sup = jnp.asarray(np.concatenate([np.zeros((1, model.nv)), np.asarray(model.topo.support, float)]),
                       axes.dtype)
-    P = sup[c["body2"] + 1] - sup[c["body1"] + 1]                        # (k, nv): ±1 on the moving DoFs
-    w, v0 = axes[:, :3], axes[:, 3:]
+    bodies = (c["body1"] + 1, c["body2"] + 1)                            # rows of sup (0: the world)
 
-    def lin(u):
-        return P * (u @ v0.T + jnp.cross(x, u) @ w.T)
+    def lin(u):                    # the spatial direction of a direction u at the contact point
+        return jnp.concatenate([jnp.cross(x, u), u], -1)
 
-    def ang(u):
-        return P * (u @ w.T)
-    Jn = lin(n)
+    def ang(u):                    # of an angular direction u
+        return jnp.concatenate([u, jnp.zeros_like(u)], -1)
+
+    def rows(rho, reps=1):         # (J, J v, its RowGeometry) of directions ρ, reps per contact
+        g = S.RowGeometry(rho, *(jnp.repeat(b, reps) for b in bodies), sup)
+        op = S.RowMap(None, rho, axes, g)
+        return op.matrix(), op.apply(v), g
+    Jn, vn, gn = rows(lin(n))
     solref, solimp, iw = el.solref[pr], el.solimp[pr], el.invweight[pr]
-    N = S.NormalRows(Jn, -c["penetration"], Jn @ v, solref, solimp, iw)
+    N = S.NormalRows(Jn, -c["penetration"], vn, solref, solimp, iw, geo=gn)
     fd = el.fdim
     if fd == 0:
         return N, _no_friction_rows(model.nv, Jn.dtype), c
@@ -79,8 +83,9 @@ def soft_rows(el, model, q, v, kin, axes):
     dirs = [(lin(t1), mu[:, 0]), (lin(t2), mu[:, 0]), (ang(n), mu[:, 1]), (ang(t1), mu[:, 2]),
             (ang(t2), mu[:, 2])][:fd]
     if el.cone == "pyramidal":
-        return _pyramid_rows(el, N, dirs, mu[:, 0], v), _no_friction_rows(model.nv, Jn.dtype), c
-    JT = jnp.stack([d[0] for d in dirs], 1).reshape(k * fd, model.nv)          # contact-major
+        return _pyramid_rows(el, N, dirs, mu[:, 0], rows), _no_friction_rows(model.nv, Jn.dtype), c
+    rhoT = jnp.stack([d[0] for d in dirs], 1).reshape(k * fd, 6)               # contact-major
+    JT, vT, gT = rows(rhoT, fd)
     muT = jnp.stack([d[1] for d in dirs], 1).reshape(-1)
     d = S.impedance(jnp.abs(N.r), solimp)
     _, B = S.ref_coefficients(solref, solimp)
@@ -89,29 +94,30 @@ def soft_rows(el, model, q, v, kin, axes):
     ratio = jnp.where((muT > 0) & (mu0 > 0), mu0 / jnp.where(muT > 0, muT, 1.0), 1.0)   # rows off: any R > 0
     RT = jnp.repeat(Rn / el.impratio, fd) * ratio ** 2
     on = jnp.repeat(S.activation(-N.r, S.onset_width(solref, solimp)), fd) * (muT > 0)
-    T = S.FrictionRows(JT, JT @ v, jnp.repeat(B, fd), RT, on, muT, np.repeat(np.arange(k), fd),
-                       jnp.zeros(k * fd, JT.dtype), np.repeat(np.arange(k), fd))
+    T = S.FrictionRows(JT, vT, jnp.repeat(B, fd), RT, on, muT, np.repeat(np.arange(k), fd),
+                       jnp.zeros(k * fd, JT.dtype), np.repeat(np.arange(k), fd), gT)
     return N, T, c
 
 
-def _pyramid_rows(el, N, dirs, mu0, v):
-    """MuJoCo's pyramidal cone: each contact's normal row N and frictional directions (J_j, μ_j)
-    become 2 fdim unilateral rows, the cone's edges J_n ± μ_j J_j, all at the contact's
-    distance, with R = 2 μ₀² (1 + μ₀²) R_n / impratio (μ₀ the sliding friction, R_n the
-    elliptic normal row's regularizer: MuJoCo's, checked against its efc_R in
+def _pyramid_rows(el, N, dirs, mu0, rows):
+    """MuJoCo's pyramidal cone: each contact's normal row N and frictional directions (ρ_j, μ_j)
+    become 2 fdim unilateral rows, the cone's edges J_n ± μ_j J_j (spatial directions ρ_n ± μ_j ρ_j),
+    all at the contact's distance, with R = 2 μ₀² (1 + μ₀²) R_n / impratio (μ₀ the sliding friction,
+    R_n the elliptic normal row's regularizer: MuJoCo's, checked against its efc_R in
     tests/test_friction_cones.py).  The normal force is the edges' sum and friction j is
     μ_j (f₊ - f₋).  A contact without friction (condim 1) keeps its plain normal row; edges of
-    directions beyond a contact's condim are off."""
+    directions beyond a contact's condim are off.  ``rows(ρ, reps)``: the rows' (J, J v, RowGeometry)."""
     k, fd = N.J.shape[0], len(dirs)
-    Jd = jnp.stack([d[0] for d in dirs], 1)                           # (k, fd, nv)
+    rho_d = jnp.stack([d[0] for d in dirs], 1)                        # (k, fd, 6)
     mud = jnp.stack([d[1] for d in dirs], 1)                          # (k, fd)
-    Je = jnp.stack([N.J[:, None] + mud[..., None] * Jd, N.J[:, None] - mud[..., None] * Jd], 2)
+    rho_n = N.geo.rho[:, None]
+    rho_e = jnp.stack([rho_n + mud[..., None] * rho_d, rho_n - mud[..., None] * rho_d], 2)
     plain = (mu0 <= 0)[:, None] & (jnp.arange(fd) == 0)[None, :]      # a frictionless contact's normal row
-    on = jnp.stack([(mud > 0) | plain, mud > 0], 2).astype(Je.dtype).reshape(-1)
+    on = jnp.stack([(mud > 0) | plain, mud > 0], 2).astype(rho_e.dtype).reshape(-1)
     rscale = jnp.where(mu0 > 0, 2.0 * mu0 ** 2 * (1.0 + mu0 ** 2) / el.impratio, 1.0)
     rep = lambda x: jnp.repeat(x, 2 * fd, axis=0)  # noqa: E731
-    Je = Je.reshape(k * fd * 2, -1)
-    return S.NormalRows(Je, rep(N.r), Je @ v, rep(N.solref), rep(N.solimp), rep(N.invweight), rep(rscale), on)
+    Je, ve, ge = rows(rho_e.reshape(k * fd * 2, 6), 2 * fd)
+    return S.NormalRows(Je, rep(N.r), ve, rep(N.solref), rep(N.solimp), rep(N.invweight), rep(rscale), on, ge)
 
 
 def _no_friction_rows(nv, dtype):

@@ -114,12 +114,75 @@ def activation(delta, width):
     return jnp.where(width > 0, smooth, (delta > 0).astype(delta.dtype))
 
 
+class RowGeometry(NamedTuple):
+    """Rows whose Jacobian is built from the tree's DoF axes: row i of J is P_i ∘ (S ρ_i) + plain_i, with
+    S (nv, 6) the DoFs' world axes (angular; linear) at the world origin
+    (:func:`jaxmbd.kinematics.kinematics_and_axes`), ρ (k, 6) each row's spatial direction (a
+    direction u at the point x: (x × u, u); an angular direction u: (u, 0)), P_i = support[body2_i] -
+    support[body1_i] its ±1 on the DoFs that move its bodies (``support`` (n + 1, nv): row 0 the world,
+    row b + 1 the DoFs that move body b), and ``plain`` (k, nv) the rows given as a matrix (None: none;
+    zero where a row is given by ρ).  A row's product with a velocity is then ρ · (its bodies' relative
+    twist), and its transpose's product with a force sums spatial forces over the bodies and up the
+    tree, so neither product forms J, and their tangents in a position direction take the tangents of
+    ρ and S (k + nv six-vectors), not those of J (k × nv) (:class:`RowMap`)."""
+    rho: jax.Array
+    body1: jax.Array
+    body2: jax.Array
+    support: jax.Array
+    plain: jax.Array | None = None
+
+
+class RowMap(NamedTuple):
+    """The rows' Jacobian J as a linear map: ``plain`` (k, nv) (None: no rows given as a matrix), and
+    with ``geo`` (a :class:`RowGeometry`) and ``axes`` (the DoFs' world axes) the rows it gives.
+    :meth:`apply` (J z) and :meth:`apply_T` (Jᵀ f) take O((k + n nv) · 6) multiplications beyond
+    ``plain``'s product, and their tangents in ρ and the axes as many; :meth:`matrix` forms J."""
+    plain: jax.Array | None
+    rho: jax.Array | None = None
+    axes: jax.Array | None = None
+    geo: RowGeometry | None = None
+
+    def matrix(self):
+        if self.rho is None:
+            return self.plain
+        g = self.geo
+        J = (g.support[g.body2] - g.support[g.body1]) * (self.rho @ self.axes.T)
+        return J if self.plain is None else J + self.plain
+
+    def apply(self, z):
+        if self.rho is None:
+            return self.plain @ z
+        g = self.geo
+        twist = g.support @ (self.axes * z[:, None])              # (n + 1, 6): each body's world twist
+        out = jnp.sum(self.rho * (twist[g.body2] - twist[g.body1]), -1)
+        return out if self.plain is None else out + self.plain @ z
+
+    def apply_T(self, f):
+        if self.rho is None:
+            return self.plain.T @ f
+        g = self.geo
+        w = f[:, None] * self.rho                                 # the rows' spatial forces
+        W = jnp.zeros((g.support.shape[0], 6), w.dtype).at[g.body2].add(w).at[g.body1].add(-w)
+        out = jnp.sum(self.axes * (g.support.T @ W), -1)          # each DoF: the forces on its subtree
+        return out if self.plain is None else out + self.plain.T @ f
+
+
+def row_map(rows, axes=None):
+    """The :class:`RowMap` of NormalRows or FrictionRows (``axes``: the DoFs' world axes, needed where
+    the rows have a :class:`RowGeometry`)."""
+    if rows.geo is None:
+        return RowMap(rows.J)
+    if axes is None:
+        raise ValueError("rows with a RowGeometry need the DoFs' world axes")
+    return RowMap(rows.geo.plain, rows.geo.rho, axes, rows.geo)
+
+
 class NormalRows(NamedTuple):
     """Unilateral rows: J (k, nv), r (k,) signed distance (< 0 violated), vel (k,) = J v, solref (k, 2),
     solimp (k, 5), invweight (k,) (Â: the row's effective inverse mass, which sets the width of its
-    force's ramp at 0), and optionally rscale (k,) (R = (1 - d)/d · Â · rscale; None: 1) and on (k,)
+    force's ramp at 0), and optionally rscale (k,) (R = (1 - d)/d · Â · rscale; None: 1), on (k,)
     (a factor on the activation; None: 1; a pyramidal cone's edges beyond its contact's condim are
-    off)."""
+    off) and geo (J's :class:`RowGeometry`, equal to J; None: J only)."""
     J: jax.Array
     r: jax.Array
     vel: jax.Array
@@ -128,12 +191,14 @@ class NormalRows(NamedTuple):
     invweight: jax.Array
     rscale: jax.Array | None = None
     on: jax.Array | None = None
+    geo: RowGeometry | None = None
 
 
 class FrictionRows(NamedTuple):
     """Frictional rows: J (k, nv), vel (k,), B (k,), R (k,), on (k,) their activation, mu (k,) their
     cone weights (the limit is L = f_N[normal] or ``loss``), normal (k,) index of the normal row whose
-    force bounds them (-1: none), loss (k,), cone (static (k,) int: rows of one cone share it)."""
+    force bounds them (-1: none), loss (k,), cone (static (k,) int: rows of one cone share it), geo
+    (optional: as :class:`NormalRows`)."""
     J: jax.Array
     vel: jax.Array
     B: jax.Array
@@ -143,6 +208,7 @@ class FrictionRows(NamedTuple):
     normal: np.ndarray
     loss: jax.Array
     cone: np.ndarray
+    geo: RowGeometry | None = None
 
 
 def onset_width(solref, solimp):
@@ -302,40 +368,75 @@ class Solution(NamedTuple):
     tau: jax.Array
 
 
-def solve(N, T, a_free, respond):
+def solve(N, T, a_free, respond, axes=None):
     """The accelerations with the rows' forces (module docstring).  N: NormalRows, T: FrictionRows
     (either may have no rows); a_free: the accelerations without them; respond(X) = the acceleration
-    response to generalized forces X, (nv, m) or (nv,) (H⁻¹ X for a tree)."""
-    J = jnp.concatenate([N.J, T.J], axis=0)
+    response to generalized forces X, (nv, m) or (nv,) (H⁻¹ X for a tree); axes: the DoFs' world
+    axes, needed where rows have a :class:`RowGeometry`."""
+    op = joined_map(N, T, axes)
     kN = N.J.shape[0]
     aN, R_N, sN, _ = normal_parameters(N)
     eps = EPS_ACC / jnp.maximum(N.invweight, MINVAL)
     aref = jnp.concatenate([aN, -T.B * T.vel])
     R = jnp.maximum(jnp.concatenate([R_N, T.R]), MINVAL)
-    joint = JOINT_SPACE and J.shape[0] > J.shape[1]
+    k, nv = N.J.shape[0] + T.J.shape[0], N.J.shape[1]
+    joint = JOINT_SPACE and k > nv
     # respond's closed-over arrays (H's factor, a mechanism's constraint terms) become arguments of the
     # forces' rule, for the rows' response Y = respond(Jᵀ) and for one vector, respond(Jᵀ f): the rule
     # takes the tangent of Y f alone, never of Y (nv x rows in every direction)
-    matrix, c_matrix = jax.closure_convert(respond, J.T)
-    vector, c_vector = jax.closure_convert(respond, J[0])
-    f = _forces(T.normal, T.cone, joint, matrix, vector)(J, J @ a_free, aref, R, sN, T.on, T.mu, T.loss,
+    example = jnp.zeros((nv, k), N.J.dtype)
+    matrix, c_matrix = jax.closure_convert(respond, example)
+    vector, c_vector = jax.closure_convert(respond, example[:, 0])
+    f = _forces(T.normal, T.cone, joint, matrix, vector)(op, op.apply(a_free), aref, R, sN, T.on, T.mu, T.loss,
                                                          jax.lax.stop_gradient(eps), c_matrix, c_vector)
-    generalized = J.T @ f
+    generalized = op.apply_T(f)
     return Solution(a_free + respond(generalized), f[:kN], f[kN:], generalized)
 
 
+def joined_map(N, T, axes=None):
+    """The :class:`RowMap` of the normal rows N followed by the frictional rows T."""
+    if N.geo is None and T.geo is None:
+        return RowMap(jnp.concatenate([N.J, T.J], axis=0))
+    return row_map(N._replace(J=jnp.concatenate([N.J, T.J]), geo=join_geometry([N, T])), axes)
+
+
+def join_geometry(row_sets):
+    """The RowGeometry of the row sets (NormalRows or FrictionRows) one after the other (a set given as
+    a matrix: ρ = 0 and its J in ``plain``); None where no set has one."""
+    geos = [r.geo for r in row_sets]
+    if all(g is None for g in geos):
+        return None
+    support = next(g.support for g in geos if g is not None)
+    parts = []
+    for r, g in zip(row_sets, geos):
+        k, nv = r.J.shape
+        if g is None:
+            z = jnp.zeros(k, np.int32)
+            g = RowGeometry(jnp.zeros((k, 6), r.J.dtype), z, z, support, r.J if k else None)
+        parts.append(g)
+    plains = [g.plain for g in parts]
+    plain = None
+    if any(p is not None for p in plains):
+        plain = jnp.concatenate([jnp.zeros(r.J.shape, r.J.dtype) if p is None else p
+                                 for r, p in zip(row_sets, plains)])
+    cat = lambda xs: jnp.concatenate([jnp.asarray(x) for x in xs])  # noqa: E731
+    return RowGeometry(cat([g.rho for g in parts]), cat([g.body1 for g in parts]).astype(np.int32),
+                       cat([g.body2 for g in parts]).astype(np.int32), support, plain)
+
+
 def _forces(normal, cone, joint, matrix, vector):
-    """MuJoCo's forces of the rows, f(J, a0, aref, R, sN, on, mu, loss, eps, c_matrix, c_vector) with
-    A = J Y, Y = matrix(Jᵀ, *c_matrix) the rows' response (H⁻¹ Jᵀ for a tree; ``vector`` the same
-    response of one generalized force, with its arrays ``c_vector``),
-    for frictional rows of the static ``normal`` and ``cone`` indices: a starting point
+    """MuJoCo's forces of the rows, f(op, a0, aref, R, sN, on, mu, loss, eps, c_matrix, c_vector) with
+    op the rows' Jacobian J as a :class:`RowMap`, A = J Y, Y = matrix(Jᵀ, *c_matrix) the rows' response
+    (H⁻¹ Jᵀ for a tree; ``vector`` the same response of one generalized force, with its arrays
+    ``c_vector``), for frictional rows of the static ``normal`` and ``cone`` indices: a starting point
     (:func:`_start`), then Newton iterations on MuJoCo's problem (:func:`_newton`).  Its derivative is the
     implicit function's at the fixed point f = F(a0 + A f - aref) of the force map
     (:func:`_force_map`): (I + D A) df = dF, dF the force map's own derivative at the solution
     (D = -∂F/∂y) in the tangents of a0 - aref + A f (dA f = dJ (Y f) + J d(Y f), d(Y f) the tangent of
-    the response of the one vector Jᵀ f: neither A's nor Y's tangent is formed) and of R and the
-    activations, so every tangent direction costs a forward and a back substitution with one
-    factorization, and nothing of the start or the iterations is
+    the response of the one vector Jᵀ f: neither A's nor Y's tangent is formed, and J's tangent enters
+    only through the products dJ (Y f) and dJᵀ f, the tangents of op's :meth:`RowMap.apply` and
+    :meth:`RowMap.apply_T`) and of R and the activations, so every tangent direction costs a forward
+    and a back substitution with one factorization, and nothing of the start or the iterations is
     differentiated.  ``joint`` (static): Y has fewer rows (joints) than J, and every system of the
     rows' space is solved in joint space (:func:`_woodbury`), so the solve's factorizations cost the
     cube of the joints, not of the rows."""
@@ -344,7 +445,8 @@ def _forces(normal, cone, joint, matrix, vector):
         return FrictionRows(jnp.zeros((k, 0), R.dtype), None, None, R[kN:], on, mu, normal, loss, cone)
 
     @jax.custom_jvp
-    def forces(J, a0, aref, R, sN, on, mu, loss, eps, c_matrix, c_vector):
+    def forces(op, a0, aref, R, sN, on, mu, loss, eps, c_matrix, c_vector):
+        J = op.matrix()
         Y = matrix(J.T, *c_matrix)
         A = J @ Y
         kN = sN.shape[0]
@@ -355,16 +457,21 @@ def _forces(normal, cone, joint, matrix, vector):
 
     @forces.defjvp
     def forces_jvp(primals, tangents):
-        J, a0, aref, R, sN, on, mu, loss, eps, c_matrix, c_vector = primals
-        dJ, da0, daref, dR, dsN, don, dmu, dloss, _, _, dc_vector = tangents
+        op, a0, aref, R, sN, on, mu, loss, eps, c_matrix, c_vector = primals
+        dop, da0, daref, dR, dsN, don, dmu, dloss, _, _, dc_vector = tangents
         kN = sN.shape[0]
         f = forces(*primals)
+        J = op.matrix()
         Y = matrix(J.T, *c_matrix)
         # Y f and its tangent d(Y f) = dY f at fixed f, through the response of one vector
-        Yf, dYf = jax.jvp(lambda J, c: vector(J.T @ f, *c), (J, c_vector), (dJ, dc_vector))
+        # P (which DoFs move a row's bodies) has no tangent: only ρ, the axes and the plain rows' have
+        live = lambda o: (o.plain, o.rho, o.axes)  # noqa: E731
+        at = lambda x: RowMap(*x, op.geo)  # noqa: E731
+        Yf, dYf = jax.jvp(lambda x, c: vector(at(x).apply_T(f), *c), (live(op), c_vector), (live(dop), dc_vector))
+        dJ_Yf = jax.jvp(lambda x: at(x).apply(Yf), (live(op),), (live(dop),))[1]
         y = a0 + J @ Yf - aref
         F = lambda y, R, sN, on, mu, loss: _force_map(y, R, sN, rows_of(R, on, mu, loss, kN), kN)  # noqa: E731
-        dy = da0 + dJ @ Yf + J @ dYf - daref
+        dy = da0 + dJ_Yf + J @ dYf - daref
         dF = jax.jvp(F, (y, R, sN, on, mu, loss), (dy, dR, dsN, don, dmu, dloss))[1]
         blocks = _blocks(normal, cone, kN)
         D = _map_jacobian(lambda y: F(y, R, sN, on, mu, loss), y, blocks)
@@ -598,13 +705,16 @@ def rows(model, q, v, kin_axes=None):
         c0 += int(T.cone.max()) + 1 if len(T.cone) else 0
     cat = lambda xs: jnp.concatenate(xs) if isinstance(xs[0], jax.Array) else np.concatenate(xs)  # noqa: E731
     ones = lambda n, f: jnp.ones(n.r.shape, n.r.dtype) if getattr(n, f) is None else getattr(n, f)  # noqa: E731
-    N = NormalRows(*(cat([ones(n, f) for n in Ns]) for f in NormalRows._fields))
-    T = FrictionRows(*(cat([getattr(t, f) for t in Ts]) for f in FrictionRows._fields))
+
+    N = NormalRows(*(cat([ones(n, f) for n in Ns]) for f in NormalRows._fields[:-1]), join_geometry(Ns))
+    T = FrictionRows(*(cat([getattr(t, f) for t in Ts]) for f in FrictionRows._fields[:-1]), join_geometry(Ts))
     return N, T, extras
 
 
 def dynamics(model, q, v, a_free, respond, kin_axes=None):
     """The model's accelerations with its soft rows (a :class:`Solution`; :func:`solve`)."""
+    from ..kinematics import kinematics_and_axes
+    kin_axes = kinematics_and_axes(model, q) if kin_axes is None else kin_axes
     N, T, extras = rows(model, q, v, kin_axes)
-    sol = solve(N, T, a_free, respond)
+    sol = solve(N, T, a_free, respond, kin_axes[1])
     return sol, (N, T, extras)
