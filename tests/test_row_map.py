@@ -133,12 +133,12 @@ def test_the_derivatives_are_those_of_the_formed_rows(cone, which):
     assert _worst(ours, plain) < 1e-10
 
 
-@pytest.mark.parametrize("wrong", ["axes held in Jᵀ f", "directions held in J z"])
+@pytest.mark.parametrize("wrong", ["axes held in J^T f", "directions held in J z"])
 def test_a_wrong_rule_fails(wrong):
     sg = jax.lax.stop_gradient
 
     def patch(mp):
-        if wrong == "axes held in Jᵀ f":
+        if wrong == "axes held in J^T f":
             at = soft.RowMap.apply_T
             mp.setattr(soft.RowMap, "apply_T", lambda self, f: at(self._replace(axes=sg(self.axes)), f))
         else:

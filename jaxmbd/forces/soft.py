@@ -134,9 +134,11 @@ class RowGeometry(NamedTuple):
 
 class RowMap(NamedTuple):
     """The rows' Jacobian J as a linear map: ``plain`` (k, nv) (None: no rows given as a matrix), and
-    with ``geo`` (a :class:`RowGeometry`) and ``axes`` (the DoFs' world axes) the rows it gives.
-    :meth:`apply` (J z) and :meth:`apply_T` (Jᵀ f) take O((k + n nv) · 6) multiplications beyond
-    ``plain``'s product, and their tangents in ρ and the axes as many; :meth:`matrix` forms J."""
+    rows of spatial directions ``rho`` (k, 6) on the DoFs' world axes ``axes`` (nv, 6), with the body
+    indices and support table of ``geo`` (a :class:`RowGeometry`; its own ρ and plain are not read:
+    the map's are the arguments that carry tangents).  :meth:`apply` (J z) and :meth:`apply_T` (Jᵀ f)
+    take O((k + n nv) · 6) multiplications beyond ``plain``'s product, and their tangents in ρ and the
+    axes as many; :meth:`matrix` forms J."""
     plain: jax.Array | None
     rho: jax.Array | None = None
     axes: jax.Array | None = None
