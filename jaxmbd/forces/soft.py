@@ -466,7 +466,7 @@ def _forces(normal, cone, joint, matrix, vector):
         J = op.matrix()
         Y = matrix(J.T, *c_matrix)
         # Y f and its tangent d(Y f) = dY f at fixed f, through the response of one vector
-        # P (which DoFs move a row's bodies) has no tangent: only ρ, the axes and the plain rows' have
+        # the rows' bodies and the support table have no tangent: only ρ, the axes and the plain rows do
         live = lambda o: (o.plain, o.rho, o.axes)  # noqa: E731
         at = lambda x: RowMap(*x, op.geo)  # noqa: E731
         Yf, dYf = jax.jvp(lambda x, c: vector(at(x).apply_T(f), *c), (live(op), c_vector), (live(dop), dc_vector))
@@ -707,7 +707,6 @@ def rows(model, q, v, kin_axes=None):
         c0 += int(T.cone.max()) + 1 if len(T.cone) else 0
     cat = lambda xs: jnp.concatenate(xs) if isinstance(xs[0], jax.Array) else np.concatenate(xs)  # noqa: E731
     ones = lambda n, f: jnp.ones(n.r.shape, n.r.dtype) if getattr(n, f) is None else getattr(n, f)  # noqa: E731
-
     N = NormalRows(*(cat([ones(n, f) for n in Ns]) for f in NormalRows._fields[:-1]), join_geometry(Ns))
     T = FrictionRows(*(cat([getattr(t, f) for t in Ts]) for f in FrictionRows._fields[:-1]), join_geometry(Ts))
     return N, T, extras
