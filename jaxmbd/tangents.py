@@ -28,7 +28,7 @@ def jvp_of_nonzero(fn, primals, tangents, like):
     """The tangent of fn(*primals) from the arguments whose tangents are not symbolic zeros: the
     others are closed over, so no rule below sees instantiated zeros.  ``like``: a pytree of arrays
     of the output's shapes, for an all-zero result."""
-    live = [i for i, t in enumerate(tangents) if primals[i] is not None and not is_zero(t)]
+    live = _live(primals, tangents)
     if not live:
         return jax.tree_util.tree_map(jnp.zeros_like, like)
     return _jvp_live(fn, primals, tangents, live)[1]
@@ -36,15 +36,19 @@ def jvp_of_nonzero(fn, primals, tangents, like):
 
 def value_and_jvp_of_nonzero(fn, primals, tangents):
     """(fn(*primals), its tangent) as :func:`jvp_of_nonzero`, the value from the same evaluation."""
-    live = [i for i, t in enumerate(tangents) if primals[i] is not None and not is_zero(t)]
+    live = _live(primals, tangents)
     if not live:
         out = fn(*primals)
         return out, jax.tree_util.tree_map(jnp.zeros_like, out)
     return _jvp_live(fn, primals, tangents, live)
 
 
-def _jvp_live(fn, primals, tangents, live):
+def _live(primals, tangents):
+    """The positions of the primals whose tangents are not (symbolic) zeros."""
+    return [i for i, t in enumerate(tangents) if primals[i] is not None and not is_zero(t)]
 
+
+def _jvp_live(fn, primals, tangents, live):
     def at(*xs):
         args = list(primals)
         for i, x in zip(live, xs):

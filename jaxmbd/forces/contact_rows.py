@@ -69,7 +69,7 @@ def soft_rows(el, model, q, v, kin, axes):
 
     def rows(rho, reps=1):         # (J, J v, its RowGeometry) of directions ρ, reps per contact
         g = S.RowGeometry(rho, *(jnp.repeat(b, reps) for b in bodies), sup)
-        op = S.RowMap(None, rho, axes, g)
+        op = S.RowMap(None, rho, axes, g.body1, g.body2, sup)
         return op.matrix(), op.apply(v), g
     Jn, vn, gn = rows(lin(n))
     solref, solimp, iw = el.solref[pr], el.solimp[pr], el.invweight[pr]

@@ -134,49 +134,48 @@ class RowGeometry(NamedTuple):
 
 class RowMap(NamedTuple):
     """The rows' Jacobian J as a linear map: ``plain`` (k, nv) (None: no rows given as a matrix), and
-    rows of spatial directions ``rho`` (k, 6) on the DoFs' world axes ``axes`` (nv, 6), with the body
-    indices and support table of ``geo`` (a :class:`RowGeometry`; its own ρ and plain are not read:
-    the map's are the arguments that carry tangents).  :meth:`apply` (J z) and :meth:`apply_T` (Jᵀ f)
-    take O((k + n nv) · 6) multiplications beyond ``plain``'s product, and their tangents in ρ and the
-    axes as many; :meth:`matrix` forms J."""
+    rows of spatial directions ``rho`` (k, 6) on the DoFs' world axes ``axes`` (nv, 6) between the bodies
+    ``body1``, ``body2`` (rows of ``support``), as in :class:`RowGeometry`.  :meth:`apply` (J z) and
+    :meth:`apply_T` (Jᵀ f) take O((k + n nv) · 6) multiplications beyond ``plain``'s product, and their
+    tangents in ρ and the axes as many; :meth:`matrix` forms J."""
     plain: jax.Array | None
     rho: jax.Array | None = None
     axes: jax.Array | None = None
-    geo: RowGeometry | None = None
+    body1: jax.Array | None = None
+    body2: jax.Array | None = None
+    support: jax.Array | None = None
 
     def matrix(self):
         if self.rho is None:
             return self.plain
-        g = self.geo
-        J = (g.support[g.body2] - g.support[g.body1]) * (self.rho @ self.axes.T)
+        J = (self.support[self.body2] - self.support[self.body1]) * (self.rho @ self.axes.T)
         return J if self.plain is None else J + self.plain
 
     def apply(self, z):
         if self.rho is None:
             return self.plain @ z
-        g = self.geo
-        twist = g.support @ (self.axes * z[:, None])              # (n + 1, 6): each body's world twist
-        out = jnp.sum(self.rho * (twist[g.body2] - twist[g.body1]), -1)
+        twist = self.support @ (self.axes * z[:, None])           # (n + 1, 6): each body's world twist
+        out = jnp.sum(self.rho * (twist[self.body2] - twist[self.body1]), -1)
         return out if self.plain is None else out + self.plain @ z
 
     def apply_T(self, f):
         if self.rho is None:
             return self.plain.T @ f
-        g = self.geo
         w = f[:, None] * self.rho                                 # the rows' spatial forces
-        W = jnp.zeros((g.support.shape[0], 6), w.dtype).at[g.body2].add(w).at[g.body1].add(-w)
-        out = jnp.sum(self.axes * (g.support.T @ W), -1)          # each DoF: the forces on its subtree
+        W = jnp.zeros((self.support.shape[0], 6), w.dtype).at[self.body2].add(w).at[self.body1].add(-w)
+        out = jnp.sum(self.axes * (self.support.T @ W), -1)       # each DoF: the forces on its subtree
         return out if self.plain is None else out + self.plain.T @ f
 
 
 def row_map(rows, axes=None):
     """The :class:`RowMap` of NormalRows or FrictionRows (``axes``: the DoFs' world axes, needed where
     the rows have a :class:`RowGeometry`)."""
-    if rows.geo is None:
+    g = rows.geo
+    if g is None:
         return RowMap(rows.J)
     if axes is None:
         raise ValueError("rows with a RowGeometry need the DoFs' world axes")
-    return RowMap(rows.geo.plain, rows.geo.rho, axes, rows.geo)
+    return RowMap(g.plain, g.rho, axes, g.body1, g.body2, g.support)
 
 
 class NormalRows(NamedTuple):
@@ -397,8 +396,6 @@ def solve(N, T, a_free, respond, axes=None):
 
 def joined_map(N, T, axes=None):
     """The :class:`RowMap` of the normal rows N followed by the frictional rows T."""
-    if N.geo is None and T.geo is None:
-        return RowMap(jnp.concatenate([N.J, T.J], axis=0))
     return row_map(N._replace(J=jnp.concatenate([N.J, T.J]), geo=join_geometry([N, T])), axes)
 
 
@@ -468,7 +465,7 @@ def _forces(normal, cone, joint, matrix, vector):
         # Y f and its tangent d(Y f) = dY f at fixed f, through the response of one vector
         # the rows' bodies and the support table have no tangent: only ρ, the axes and the plain rows do
         live = lambda o: (o.plain, o.rho, o.axes)  # noqa: E731
-        at = lambda x: RowMap(*x, op.geo)  # noqa: E731
+        at = lambda x: RowMap(*x, op.body1, op.body2, op.support)  # noqa: E731
         Yf, dYf = jax.jvp(lambda x, c: vector(at(x).apply_T(f), *c), (live(op), c_vector), (live(dop), dc_vector))
         dJ_Yf = jax.jvp(lambda x: at(x).apply(Yf), (live(op),), (live(dop),))[1]
         y = a0 + J @ Yf - aref
