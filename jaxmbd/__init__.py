@@ -31,7 +31,8 @@ from .runtime import set_xla_flags as _set_xla_flags  # noqa: E402
 
 _set_xla_flags(command=_command)
 
-from .model import Model, ModelBuilder  # noqa: E402
+from .model import Model  # noqa: E402
+from .builder import ModelBuilder  # noqa: E402
 from .topology import Topology, tree_backward, tree_forward  # noqa: E402
 from .kinematics import (  # noqa: E402
     forward_kinematics, frame_jacobian, frame_pose, point_jacobian, kinetic_energy,

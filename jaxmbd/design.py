@@ -38,7 +38,7 @@ import optax
 from . import models
 from .integrators import RK4, RosenbrockNystrom4
 from .kinematics import forward_kinematics, qdot
-from .model import ModelBuilder
+from .builder import ModelBuilder
 from .options import Save, Start, Steps
 from .simulate import simulate
 

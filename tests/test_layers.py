@@ -19,7 +19,7 @@ KERNELS = ("jaxmbd.spatial", "jaxmbd.spatial_unrolled", "jaxmbd.tangents", "jaxm
            "jaxmbd.crba", "jaxmbd.aba", "jaxmbd.aba_unrolled", "jaxmbd.coriolis", "jaxmbd.ltdl",
            "jaxmbd.linalg", "jaxmbd.cost", "jaxmbd.contact")
 ABOVE_KERNELS = ("jaxmbd.forces", "jaxmbd.dynamics", "jaxmbd.odes", "jaxmbd.integrators", "jaxmbd.simulate",
-                 "jaxmbd.systems", "jaxmbd.constraints", "jaxmbd.dae", "jaxmbd.model", "jaxmbd.rollout",
+                 "jaxmbd.systems", "jaxmbd.constraints", "jaxmbd.dae", "jaxmbd.model", "jaxmbd.builder", "jaxmbd.rollout",
                  "jaxmbd.design", "jaxmbd.cli", "jaxmbd.io", "jaxmbd.models", "jaxmbd.view",
                  "jaxmbd.browser")
 
@@ -170,7 +170,8 @@ def test_the_viewer_is_on_top():
 def test_the_force_elements_import_nothing_above_them():
     """The force elements (contact included) sit below the dynamics: no module of jaxmbd.forces
     imports the dynamics, the contact report or anything built on them."""
-    above = ("jaxmbd.dynamics", "jaxmbd.contact_report", "jaxmbd.odes", "jaxmbd.model", "jaxmbd.constraints",
+    above = ("jaxmbd.dynamics", "jaxmbd.contact_report", "jaxmbd.odes", "jaxmbd.model", "jaxmbd.builder",
+             "jaxmbd.constraints",
              "jaxmbd.dae", "jaxmbd.divergence", "jaxmbd.io", "jaxmbd.models", "jaxmbd.view", "jaxmbd.cli")
     g = _graph()
     bad = {n: sorted({m for m, _ in imps if _under(m, above)})
@@ -208,3 +209,15 @@ def test_the_joint_types_import_the_unrolled_algebra_openly():
     assert "jaxmbd.aba_unrolled" in users and "jaxmbd.joints.revolute" in users, users
     handed = sorted(n for n, p in _modules().items() if "sys.modules[" in p.read_text())
     assert not handed, handed
+
+
+def test_the_model_record_is_below_its_builder():
+    """jaxmbd.model holds the Model record and imports no builder, force element, loader or
+    mechanism; the builder (jaxmbd.builder) imports it, and the loaders build through the builder."""
+    g = _graph()
+    bad = sorted({m for m, _ in g["jaxmbd.model"] if _under(m, ("jaxmbd.builder", "jaxmbd.forces", "jaxmbd.io",
+                                                                  "jaxmbd.constraints", "jaxmbd.dynamics"))})
+    assert not bad, bad
+    assert "jaxmbd.model" in {m for m, _ in g["jaxmbd.builder"]}
+    for loader in ("jaxmbd.io.mjcf", "jaxmbd.io.urdf"):
+        assert "jaxmbd.builder" in {m for m, _ in g[loader]}, loader

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxmbd
-from jaxmbd.model import ModelBuilder
+from jaxmbd.builder import ModelBuilder
 
 mujoco = pytest.importorskip("mujoco")
 

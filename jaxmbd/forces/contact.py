@@ -539,7 +539,9 @@ def _mix(g1, g2):
 
 
 def make_contact(model, geoms, bodies, pairs, excludes, options):
-    """The Contact element of a built tree.
+    """The Contact element of a built tree (None without pairs) and the pairs it skipped: a list of
+    ((type1, type2), number of pairs) whose geom types the narrow phase lacks, dropped with
+    ``skip_unsupported`` (empty otherwise).
 
     geoms: dicts (name, body, type, size, R, p on the host, host index, plus GEOM_DEFAULTS keys and
     optional law overrides); bodies: (name, parent name, host index) of every builder body in order;
@@ -586,7 +588,7 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
     if missing and not options.get("skip_unsupported"):
         raise ValueError("contact between " + ", ".join(f"{a} and {b}" for a, b in missing)
                          + " geoms is not supported yet (exclude those pairs or change the geoms)")
-    options["skipped"] = [(k, len(ps.groups[k])) for k in missing]
+    skipped = [(k, len(ps.groups[k])) for k in missing]
     for k in missing:
         del ps.groups[k]
     hosts = [g["host"] for g in geoms]
@@ -637,7 +639,7 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
             rows["invweight"].append(max(iw[hosts[a] + 1] + iw[hosts[b] + 1], 1e-300))
             rows["condim"].append(int(par["condim"]))
     if not groups:
-        return None
+        return None, skipped
     el = build_contact([g["name"] for g in geoms], hosts, [g["type"] for g in geoms],
                        np.stack([g["R"] for g in geoms]), np.stack([g["p"] for g in geoms]),
                        np.stack([g["size"] for g in geoms]), groups,
@@ -649,8 +651,8 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
     if cap != el.capacity:
         el = _replace(el, capacity=cap)
     if options.get("rows") or not el.has_soft:
-        return el
-    return _replace(el, rows=rows_of.default_rows(el, model.topo))
+        return el, skipped
+    return _replace(el, rows=rows_of.default_rows(el, model.topo)), skipped
 
 
 def _replace(el, **fields):

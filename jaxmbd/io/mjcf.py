@@ -90,7 +90,8 @@ import numpy as np
 
 from .. import joints as jtypes
 from .. import checks as _checks
-from ..model import Model, ModelBuilder
+from ..builder import ModelBuilder
+from ..model import Model
 from . import _common as C
 from . import mesh as _mesh
 from ..contact import geometry as _geometry
@@ -897,7 +898,7 @@ class _Compiler:
         model = self.builder.build()
         if self._add_loops(model):
             model = self.builder.build()
-        skipped = getattr(self.builder, "_contact_opts", {}).get("skipped")
+        skipped = self.builder.contact_skipped
         if skipped:
             self.unsupported.append("contacts between " + ", ".join(f"{a} and {b} geoms ({n} pairs)"
                                                                     for (a, b), n in skipped))

@@ -50,7 +50,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import joints as jtypes
-from ..model import Model, ModelBuilder
+from ..builder import ModelBuilder
+from ..model import Model
 from . import _common as C
 
 

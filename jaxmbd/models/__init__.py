@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import joints
-from ..model import ModelBuilder
+from ..builder import ModelBuilder
 
 # the joint types random trees draw by default (JointType.random_trees)
 _DEFAULT_TYPES = tuple(t.name for t in joints.registered() if t.random_trees)

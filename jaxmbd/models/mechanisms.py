@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..model import ModelBuilder
+from ..builder import ModelBuilder
 
 # Andrews' squeezer: the parameters of the IVP test set's problem ``andrews`` (Bari/CWI Test Set for IVP
 # Solvers, andrews.f; the same values as Hairer-Wanner II §VII.7), SI units

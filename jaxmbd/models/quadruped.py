@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import ModelBuilder
+from ..builder import ModelBuilder
 
 TORSO = (0.25, 0.12, 0.05)        # box half-sizes (m)
 THIGH, SHIN = 0.2, 0.2            # segment lengths (m)

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import ModelBuilder
+from ..builder import ModelBuilder
 
 IN = 0.0254
 SUSP_X = {"F": 1.688965, "R": -1.688965}
