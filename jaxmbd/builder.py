@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import joints
+from . import mujoco_defaults as MJ
 from .checks import axis_frame as _axis_frame, quat_rot as _quat_rot, scalar as _scalar, vec as _vec
 from .checks import solimp as _solimp, solref as _solref
 from .model import Model
@@ -337,11 +338,11 @@ class ModelBuilder:
         return self.add_force(FrictionLoss(joint, loss, solref=solref, solimp=solimp))
 
     # -- collision geometry and contact (jaxmbd.forces.contact) --------------------------------------
-    GEOM_SIZES = {"plane": 0, "sphere": 1, "capsule": 2, "cylinder": 2, "box": 3, "ellipsoid": 3}
+    GEOM_SIZES = MJ.GEOM_SIZE_COUNT
 
     def add_geom(self, body, type, size=(), *, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), name=None,
-                 contype=1, conaffinity=1, condim=3, friction=(1.0, 0.005, 0.0001), solref=(0.02, 1.0),
-                 solimp=(0.9, 0.95, 0.001, 0.5, 2.0), margin=0.0, priority=0, solmix=1.0,
+                 contype=1, conaffinity=1, condim=MJ.CONDIM, friction=MJ.FRICTION, solref=MJ.SOLREF,
+                 solimp=MJ.SOLIMP, margin=0.0, priority=0, solmix=1.0,
                  vertices=None, maxhullvert=None, elevation=None) -> "ModelBuilder":
         """A collision geom on ``body`` ("world" for static geometry), in MuJoCo's conventions: ``type``
         plane (normal +z of its frame), sphere (radius), capsule and cylinder (radius, half-length along
@@ -416,8 +417,8 @@ class ModelBuilder:
                           maxhullvert=None if maxhullvert is None else int(maxhullvert), hfield=hfield))
         return self
 
-    def add_contact_pair(self, geom1, geom2, *, condim=3, friction=(1.0, 0.005, 0.0001), solref=(0.02, 1.0),
-                         solimp=(0.9, 0.95, 0.001, 0.5, 2.0), margin=0.0, stiffness=None, damping=None,
+    def add_contact_pair(self, geom1, geom2, *, condim=MJ.CONDIM, friction=MJ.FRICTION, solref=MJ.SOLREF,
+                         solimp=MJ.SOLIMP, margin=0.0, stiffness=None, damping=None,
                          exponent=None, width=None, viscous=None) -> "ModelBuilder":
         """An explicit contact pair (MuJoCo's ``<pair>``: it collides whatever the geoms' bitmasks and
         exclusions, with these parameters instead of the geoms' mix).  ``stiffness`` (N/m^p),

@@ -14,7 +14,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-GEOM_TYPES = ("plane", "sphere", "capsule", "cylinder", "box", "ellipsoid", "mesh")
+from .mujoco_defaults import DRAWN_TYPES
+
+GEOM_TYPES = DRAWN_TYPES
 DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
 """MuJoCo's geom colour when a file gives none."""
 PALETTE = ((0.90, 0.55, 0.20, 1.0), (0.25, 0.55, 0.85, 1.0), (0.35, 0.70, 0.35, 1.0), (0.80, 0.30, 0.35, 1.0),

@@ -128,7 +128,8 @@ def test_kernels_import_nothing_above_them():
 
 
 def test_contact_imports_only_the_algebra():
-    bad = {n: sorted({m for m, _ in imps if not _under(m, ("jaxmbd.contact", "jaxmbd.spatial"))})
+    bad = {n: sorted({m for m, _ in imps if not _under(m, ("jaxmbd.contact", "jaxmbd.spatial",
+                                                            "jaxmbd.mujoco_defaults"))})
            for n, imps in _graph().items() if _under(n, ("jaxmbd.contact",))}
     assert bad and not {n: b for n, b in bad.items() if b}, bad
 
@@ -221,3 +222,30 @@ def test_the_model_record_is_below_its_builder():
     assert "jaxmbd.model" in {m for m, _ in g["jaxmbd.builder"]}
     for loader in ("jaxmbd.io.mjcf", "jaxmbd.io.urdf"):
         assert "jaxmbd.builder" in {m for m, _ in g[loader]}, loader
+
+
+def _literal_tuples(path):
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.Tuple, ast.List)) and node.elts and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, (int, float, str)) for e in node.elts):
+            out.append((tuple(e.value for e in node.elts), node.lineno))
+    return out
+
+
+def test_mujocos_defaults_are_written_once():
+    """MuJoCo's default solref, solimp and friction and its geom type names live in
+    jaxmbd.mujoco_defaults, a leaf; no other module writes them out."""
+    from jaxmbd import mujoco_defaults as MJ
+    g = _graph()
+    assert not g["jaxmbd.mujoco_defaults"], g["jaxmbd.mujoco_defaults"]
+    watched = {MJ.SOLREF, MJ.SOLIMP, MJ.FRICTION, MJ.PAIR_FRICTION, MJ.GEOM_TYPES, MJ.SOLID_TYPES}
+    assert (0.02, 1) in watched and (0.9, 0.95, 0.001, 0.5, 2) in watched      # the table's values, as numbers
+    found = [(n, line) for n, p in _modules().items() if n != "jaxmbd.mujoco_defaults"
+             for t, line in _literal_tuples(p) if t in watched or tuple(sorted(map(str, t))) in
+             {tuple(sorted(w)) for w in (MJ.GEOM_TYPES, MJ.SOLID_TYPES)}]
+    assert not found, found
+    users = sorted(n for n, imps in g.items() if any(m == "jaxmbd.mujoco_defaults" for m, _ in imps))
+    for n in ("jaxmbd.builder", "jaxmbd.io.mjcf", "jaxmbd.forces.soft", "jaxmbd.forces.contact",
+              "jaxmbd.contact.geometry"):
+        assert n in users, (n, users)

@@ -82,11 +82,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ..mujoco_defaults import GEOM_TYPES
 from .convex import convex_pair
 from .hfield import HField, hfield_pair
 from .hfield import num_contacts as _hfield_count
 
-TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh")  # mjtGeom order
+TYPES = GEOM_TYPES   # mjtGeom order
 
 
 class Contacts(NamedTuple):

@@ -54,6 +54,7 @@ import numpy as np
 
 from ..contact import geometry as G
 from ..contact.convex import KINDS as _KINDS, convex as _convex
+from .. import mujoco_defaults as MJ
 from ..kinematics import forward_kinematics, kinematics_and_axes
 from . import contact_broadphase as broad, contact_rows as rows_of
 from .base import JointElement, SoftRows, dofs_of_bodies, make
@@ -501,9 +502,8 @@ def _soft_fields(params):
 
 # --- building the element from the builder's tables ------------------------------------------------
 
-GEOM_DEFAULTS = dict(contype=1, conaffinity=1, condim=3, friction=(1.0, 0.005, 0.0001), solref=(0.02, 1.0),
-                     solimp=(0.9, 0.95, 0.001, 0.5, 2.0), margin=0.0, priority=0, solmix=1.0)
-PAIR_DEFAULT_FRICTION = (1.0, 0.005, 0.0001)
+GEOM_DEFAULTS = MJ.GEOM
+PAIR_DEFAULT_FRICTION = MJ.FRICTION
 MAXHULLVERT_DEFAULT = 64     # the collision hull's vertex limit of a mesh geom that sets none (MuJoCo: no limit)
 SMOOTHING_DEFAULT = 1e-2      # m/s: below it friction is viscous (law.friction_force); explicit steps up to ~2 ms stay stable
 
@@ -603,7 +603,7 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
             g1, g2 = geoms[a], geoms[b]
             if src >= 0:
                 p = pairs[src]
-                par = dict(condim=p.get("condim", 3), friction=np.asarray(p.get("friction", PAIR_DEFAULT_FRICTION)),
+                par = dict(condim=p.get("condim", MJ.CONDIM), friction=np.asarray(p.get("friction", PAIR_DEFAULT_FRICTION)),
                            solref=np.asarray(p.get("solref", GEOM_DEFAULTS["solref"])),
                            solimp=np.asarray(p.get("solimp", GEOM_DEFAULTS["solimp"])))
                 margin = p.get("margin", 0.0)

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..checks import scalar
+from ..mujoco_defaults import SOLIMP, SOLREF
 from .base import JointElement, SoftRows, f64, make
 from .law import normal_force, normal_potential
 
@@ -59,8 +60,8 @@ class JointLimit(SoftRows, JointElement):
         soft = stiffness is None
         if soft:
             k, c, p, w, bv = 1.0, 0.0, 1.0, 0.0, 0.0
-            sr = check_solref((0.02, 1.0) if solref is None else solref, f"{what}: solref")
-            si = check_solimp((0.9, 0.95, 0.001, 0.5, 2.0) if solimp is None else solimp, f"{what}: solimp")
+            sr = check_solref(SOLREF if solref is None else solref, f"{what}: solref")
+            si = check_solimp(SOLIMP if solimp is None else solimp, f"{what}: solimp")
             iw = np.nan if invweight is None else scalar(invweight, f"{what}: invweight")
             if not (np.isnan(iw) or iw > 0):
                 raise ValueError(f"{what}: invweight must be > 0, got {iw}")
@@ -74,7 +75,7 @@ class JointLimit(SoftRows, JointElement):
             if k <= 0 or c < 0 or p < 1 or w < 0 or bv < 0:
                 raise ValueError(f"{what}: needs stiffness > 0, damping >= 0, exponent >= 1, width >= 0 and "
                                  f"viscous >= 0 (got {k}, {c}, {p}, {w}, {bv})")
-            sr, si, iw = (0.02, 1.0), (0.9, 0.95, 0.001, 0.5, 2.0), 1.0
+            sr, si, iw = SOLREF, SOLIMP, 1.0
         self.dofs = (joint,)
         self.lower, self.upper = f64([lo]), f64([hi])
         self.stiffness, self.damping = f64([k]), f64([c])

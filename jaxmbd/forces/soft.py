@@ -65,6 +65,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..mujoco_defaults import SOLIMP, SOLREF
 from .law import ramp
 
 NEWTON = 1              # Newton iterations on MuJoCo's problem from the starting forces, at least,
@@ -651,8 +652,7 @@ def _newton(A, a0, aref, R, sN, T, f, JY=None):
     return jax.lax.while_loop(more, step, (jnp.asarray(0), f, residual(f)))[1]
 
 
-SOLREF_DEFAULT = (0.02, 1.0)
-SOLIMP_DEFAULT = (0.9, 0.95, 0.001, 0.5, 2.0)
+SOLREF_DEFAULT, SOLIMP_DEFAULT = SOLREF, SOLIMP
 
 
 def _completed(x, defaults, check, name, what):

@@ -26,6 +26,8 @@ import struct
 
 import numpy as np
 
+from ..mujoco_defaults import SOLID_TYPES
+
 INERTIA_MODES = ("convex", "exact", "legacy", "shell")
 
 
@@ -325,7 +327,7 @@ def principal_frame(I, eps=1e-12):
     return lam, q
 
 
-FIT_TYPES = ("sphere", "capsule", "cylinder", "box", "ellipsoid")
+FIT_TYPES = SOLID_TYPES
 
 
 def fit_primitive(kind, V, measure, com, unit, fitaabb=False, fitscale=1.0):

@@ -92,6 +92,7 @@ from .. import joints as jtypes
 from .. import checks as _checks
 from ..builder import ModelBuilder
 from ..model import Model
+from ..mujoco_defaults import FRICTION, GEOM_TYPES, PAIR_FRICTION, SOLID_TYPES, SOLIMP, SOLREF
 from . import _common as C
 from . import mesh as _mesh
 from ..contact import geometry as _geometry
@@ -103,7 +104,7 @@ def joint_types():
     return {t.mjcf: t.name for t in jtypes.registered() if t.mjcf}
 
 
-SOLIDS = ("sphere", "capsule", "cylinder", "box", "ellipsoid")
+SOLIDS = SOLID_TYPES
 TOP_LEVEL = {"compiler", "option", "size", "visual", "statistic", "default", "custom", "asset", "worldbody",
              "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "extension", "deformable"}
 NOT_MODELLED = {"tendon": "tendons",
@@ -111,7 +112,6 @@ NOT_MODELLED = {"tendon": "tendons",
                 "extension": "plugins"}
 ORIENTATIONS = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
 PARTIAL = ("size", "friction", "solref", "solimp", "solreflimit", "solimplimit", "solreffriction")
-SOLREF, SOLIMP = (0.02, 1.0), (0.9, 0.95, 0.001, 0.5, 2.0)     # MuJoCo's defaults
 KEY_ATTRS = ("name", "time", "qpos", "qvel", "act", "ctrl", "mpos", "mquat")
 IGNORED_IN_BODY = {"site", "camera", "light"}
 ATTACHED = "\x00attached"   # the empty default class of elements an <attach> brought (their values are explicit)
@@ -955,10 +955,10 @@ class _Compiler:
             if not (collides or r["id_name"] in in_pair):
                 continue
             kind = a.get("type", "sphere")
-            if kind not in ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf"):
+            if kind not in GEOM_TYPES + ("sdf",):
                 raise MJCFError(f"{gw}: unknown geom type {kind!r}")
             hull = self._hull(a["mesh"], gw) if kind == "mesh" and "mesh" in a else None
-            if kind not in ("plane", "hfield", "sphere", "capsule", "cylinder", "box", "ellipsoid", "mesh") or (
+            if kind not in GEOM_TYPES or (
                     "mesh" in a and kind != "mesh") or (kind == "mesh" and hull is None):
                 skipped[kind] = skipped.get(kind, 0) + 1
                 continue
@@ -982,7 +982,7 @@ class _Compiler:
                 kind, size, pos, R = self._geom_shape(a, gw)
             num = lambda key, d: C.numbers(a.get(key, d), None, f"{gw}: {key}")  # noqa: E731
             fr = num("friction", "1 0.005 0.0001")
-            fr = np.concatenate([fr, [1.0, 0.005, 0.0001][len(fr):]])[:3]
+            fr = np.concatenate([fr, FRICTION[len(fr):]])[:3]
             if C.number(a.get("gap", "0"), f"{gw}: gap"):
                 gaps.append(r["id_name"])
             solref = self._solref_attr(a.get("solref"), f"{gw}: solref")
@@ -1004,7 +1004,7 @@ class _Compiler:
                 skipped["pair with an SDF geom"] = skipped.get("pair with an SDF geom", 0) + 1
                 continue
             fr = C.numbers(a.get("friction", "1 1 0.005 0.0001 0.0001"), None, f"{pw}: friction")
-            fr = np.concatenate([fr, [1.0, 1.0, 0.005, 0.0001, 0.0001][len(fr):]])[:5]
+            fr = np.concatenate([fr, PAIR_FRICTION[len(fr):]])[:5]
             if fr[0] != fr[1] or fr[3] != fr[4]:
                 self.unsupported.append(f"anisotropic pair friction ({pw}; the first of each kind is used)")
             if C.number(a.get("gap", "0"), f"{pw}: gap"):
@@ -1051,7 +1051,7 @@ class _Compiler:
         for i, r in enumerate(recs):
             a, gw = r["a"], r["what"]
             kind = a.get("type", "sphere")
-            if kind not in ("plane", "hfield", "sphere", "capsule", "cylinder", "box", "ellipsoid", "mesh"):
+            if kind not in GEOM_TYPES:
                 continue
             if "rgba" in a:
                 rgba = C.numbers(a["rgba"], 4, f"{gw}: rgba")
