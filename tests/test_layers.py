@@ -246,6 +246,26 @@ def test_mujocos_defaults_are_written_once():
              {tuple(sorted(w)) for w in (MJ.GEOM_TYPES, MJ.SOLID_TYPES)}]
     assert not found, found
     users = sorted(n for n, imps in g.items() if any(m == "jaxmbd.mujoco_defaults" for m, _ in imps))
-    for n in ("jaxmbd.builder", "jaxmbd.io.mjcf", "jaxmbd.forces.soft", "jaxmbd.forces.contact",
+    for n in ("jaxmbd.builder", "jaxmbd.io.mjcf_geoms", "jaxmbd.forces.soft", "jaxmbd.forces.contact",
               "jaxmbd.contact.geometry"):
         assert n in users, (n, users)
+
+
+MJCF_STAGES = ("jaxmbd.io.mjcf_defaults", "jaxmbd.io.mjcf_assets", "jaxmbd.io.mjcf_attach", "jaxmbd.io.mjcf_bodies",
+               "jaxmbd.io.mjcf_joints", "jaxmbd.io.mjcf_geoms", "jaxmbd.io.mjcf_actuator", "jaxmbd.io.mjcf_equality",
+               "jaxmbd.io.mjcf_keyframes")
+
+
+def test_the_mjcf_compiler_is_split_by_stage():
+    """jaxmbd.io.mjcf composes one module per stage of MuJoCo's compiler; a stage imports no other
+    stage and not the composer (shared names come from jaxmbd.io.mjcf_base), except that <attach>
+    reads an attached model's actuator defaults, and none is large."""
+    g, mods = _graph(), _modules()
+    composer = {m for m, _ in g["jaxmbd.io.mjcf"]}
+    assert set(MJCF_STAGES) <= composer, sorted(set(MJCF_STAGES) - composer)
+    for n in MJCF_STAGES:
+        allowed = {n, "jaxmbd.io.mjcf_actuator"} if n == "jaxmbd.io.mjcf_attach" else {n}
+        bad = sorted({m for m, _ in g[n] if m in MJCF_STAGES + ("jaxmbd.io.mjcf",) and m not in allowed})
+        assert not bad, (n, bad)
+    sizes = {n: len(mods[n].read_text().splitlines()) for n in MJCF_STAGES + ("jaxmbd.io.mjcf",)}
+    assert max(sizes.values()) <= 500, sizes
