@@ -57,6 +57,8 @@ from .rollout import rollout, Rollout  # noqa: E402
 from .io import load_mjcf, load_urdf  # noqa: E402
 from .runtime import enable_compilation_cache, release_compiled_programs  # noqa: E402
 from .view import view, View  # noqa: E402
+from . import sensors  # noqa: E402
+from .sensors import sensordata  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -71,4 +73,5 @@ __all__ = [
     "Save", "Solver", "Solution", "status_name", "rollout", "Rollout",
     "load_mjcf", "load_urdf", "forces", "constraints", "dae", "dynamics", "odes", "static_equilibrium", "Mechanism", "constraint_residual",
     "constraint_jacobian", "constraint_bias", "constrained_dynamics", "assemble", "view", "View",
+    "sensors", "sensordata",
 ]

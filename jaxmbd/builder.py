@@ -125,6 +125,8 @@ class ModelBuilder:
         self._actuator_limits = {}  # joint -> actuator force range (set_actuator_force_range)
         self._loops = []            # loop constraints (add_loop)
         self._init = (None, None)   # set_initial_state's (q0, v0)
+        self._sites = {}            # name -> (body, R, p): frames fixed in a body (add_site)
+        self._sensors = []          # sensor specifications (add_sensor), in sensordata's order
         self.contact_skipped = []   # ((type1, type2), n_pairs) dropped by skip_unsupported at the last build
 
     def add_body(self, name: str, parent: str = "world", joint: str = "revolute", *,
@@ -132,7 +134,7 @@ class ModelBuilder:
                  anchor=(0.0, 0.0, 0.0), pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0),
                  mass: float = 1.0, com=(0.0, 0.0, 0.0), inertia=None,
                  damping=0.0, armature=0.0, stiffness=0.0, spring_ref=None, strict_inertia=True,
-                 joint_name: str | None = None) -> "ModelBuilder":
+                 joint_name: str | None = None, gravcomp: float = 0.0) -> "ModelBuilder":
         """Add a body and its inboard joint.
 
         ``mass=0`` makes a massless body (its ``inertia`` must then be zero or
@@ -140,7 +142,9 @@ class ModelBuilder:
         that MJCF puts in one body.  ``build`` checks that something with mass
         hangs below every massless moving body.  ``inertia`` defaults to
         1e-2 * identity for a body with mass.  ``joint_name`` names the joint
-        (``model.joint_names``); it defaults to the body name.
+        (``model.joint_names``); it defaults to the body name.  ``gravcomp``: MuJoCo's gravity
+        compensation, an upward force of that fraction of the body's weight at its centre of mass
+        (1 cancels gravity on the body; :class:`jaxmbd.forces.gravcomp.GravityCompensation`).
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"body name must be a non-empty string, got {name!r}")
@@ -208,11 +212,12 @@ class ModelBuilder:
             raise ValueError(f"{what}: stiffness is supported for joints with scalar coordinates "
                              f"({', '.join(joints.SCALAR_COORDS)}), not {jt}")
         ref = np.zeros(jspec.nq) if spring_ref is None else per_dof(spring_ref, "spring_ref", nonneg=False)
+        gc = _scalar(gravcomp, f"{what}: gravcomp")
         if jspec.welded and np.any(np.concatenate([damp, arm, stiff])):
             raise ValueError(f"{what}: a fixed joint has no DoF for damping/armature/stiffness")
         self._bodies.append(dict(name=name, parent=parent, jtype=jt, axis=ax, pitch=pitch, anchor=anc,
                                  R=R, p=p, mass=m, com=c, inertia=Ic, damping=damp, armature=arm,
-                                 stiffness=stiff, spring_ref=ref, joint_name=jname))
+                                 stiffness=stiff, spring_ref=ref, joint_name=jname, gravcomp=gc))
         self._names.add(name)
         return self
 
@@ -620,6 +625,71 @@ class ModelBuilder:
         return bind(self._actuators, self._actuator_limits, joint_bodies,
                     BuildContext(topo, self._frames_of(None)))
 
+    def add_site(self, name: str, body: str, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0)) -> "ModelBuilder":
+        """A named frame fixed in ``body`` ("world" for the fixed base) at ``pos`` with orientation
+        ``quat`` (w, x, y, z) in the body's frame, as MuJoCo's ``<site>``: what frame sensors,
+        gyros, velocimeters and accelerometers read (:meth:`add_sensor`)."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"site name must be a non-empty string, got {name!r}")
+        if name in self._sites:
+            raise ValueError(f"duplicate site name {name!r}")
+        qv = _vec(quat, 4, f"site {name!r}: quat")
+        if not np.linalg.norm(qv) > 0:
+            raise ValueError(f"site {name!r}: quat must be nonzero")
+        self._sites[name] = (body, _quat_rot(qv / np.linalg.norm(qv)), _vec(pos, 3, f"site {name!r}: pos"))
+        return self
+
+    def add_sensor(self, kind: str, *, name: str | None = None, joint=None, actuator=None, site=None,
+                   body=None, obj=None, objtype=None, ref=None, reftype=None, cutoff=0.0,
+                   placeholder_dim: int | None = None) -> "ModelBuilder":
+        """A sensor, in ``model.sensors`` and :func:`jaxmbd.sensors.sensordata` in the order added
+        (the kinds and their values: :mod:`jaxmbd.sensors`).  Its target by kind: ``joint``
+        (jointpos, jointvel, ballquat, ballangvel, jointactuatorfrc), ``actuator`` (actuatorpos,
+        actuatorvel, actuatorfrc), ``site`` (gyro, velocimeter, accelerometer), ``body`` (subtreecom,
+        subtreelinvel, subtreeangmom; "world" for the whole model), ``obj`` with ``objtype`` "site",
+        "xbody" or "body" (the frame kinds), and optionally ``ref`` with ``reftype`` (positions and
+        orientations in that frame).  ``cutoff`` > 0 clamps the values as MuJoCo does.
+        ``placeholder_dim``: a slot of that many zeros for a kind jaxmbd does not model (the MJCF
+        loader keeps MuJoCo's layout with them)."""
+        from . import sensors as S
+        what = f"sensor {name!r} ({kind})" if name else f"sensor #{len(self._sensors)} ({kind})"
+        if placeholder_dim is None and kind not in S.DIMS:
+            raise ValueError(f"{what}: unknown kind; expected one of {', '.join(S.DIMS)}")
+        need = {**{k: ("joint", joint) for k in S.JOINT_KINDS}, **{k: ("actuator", actuator) for k in S.ACTUATOR_KINDS},
+                **{k: ("site", site) for k in S.SITE_KINDS}, **{k: ("body", body) for k in S.SUBTREE_KINDS},
+                **{k: ("obj", obj) for k in S.FRAME_KINDS}}
+        if placeholder_dim is None and need[kind][1] is None:
+            raise ValueError(f"{what}: needs {need[kind][0]}=")
+        if placeholder_dim is None and kind in S.FRAME_KINDS and objtype is None:
+            raise ValueError(f"{what}: needs objtype= ({', '.join(S.OBJTYPES)})")
+        if ref is not None and reftype is None:
+            raise ValueError(f"{what}: ref= needs reftype= ({', '.join(S.OBJTYPES)})")
+        c = _scalar(cutoff, f"{what}: cutoff")
+        if c < 0:
+            raise ValueError(f"{what}: cutoff must be >= 0 (0: none), got {c}")
+        if placeholder_dim is not None and not (isinstance(placeholder_dim, int) and placeholder_dim > 0):
+            raise ValueError(f"{what}: placeholder_dim must be a positive int")
+        if name is not None and any(sp["name"] == name for sp in self._sensors):
+            raise ValueError(f"duplicate sensor name {name!r}")
+        self._sensors.append(dict(kind=kind, name=name, joint=joint, actuator=actuator,
+                                  obj=site if kind in S.SITE_KINDS else obj, objtype=objtype, body=body, ref=ref,
+                                  reftype=reftype, cutoff=c, placeholder=placeholder_dim is not None,
+                                  dim=placeholder_dim))
+        return self
+
+    def _sensor_record(self, topo, eff, joint_names, actuator_names):
+        """The built model's :class:`jaxmbd.sensors.Sensors`, or None without sensors."""
+        if not self._sensors:
+            return None
+        from .sensors import bind
+        frames = dict(eff)
+        frames["world"] = ("world", np.eye(3), np.zeros(3))
+        for n, (b, _, _) in self._sites.items():
+            if b not in frames:
+                raise ValueError(f"site {n!r}: no body named {b!r}")
+        return bind(self._sensors, topo, joint_names, frames, self._sites, actuator_names,
+                    {b["name"]: b["com"] for b in self._bodies})
+
     def build(self, coordinate_order=None):
         """Validate and build.  Returns a :class:`Model` for a plain tree, or a
         :class:`jaxmbd.constraints.Mechanism` when loop constraints were
@@ -803,6 +873,11 @@ class ModelBuilder:
             forces=self._force_elements(topo, self._frames_of(None)),
             actuators=self._actuator_elements(topo),
         )
+        model = self._with_gravcomp(model, order, eff, index)
+        sensors = self._sensor_record(topo, eff, tuple(jnames),
+                                      list(model.actuators.names) if model.actuators is not None else [])
+        if sensors is not None:
+            model = dataclasses.replace(model, sensors=sensors)
         if model.actuators is not None:
             from .forces.actuator import resolve_dampratios
             model = resolve_dampratios(model, self._actuators)
@@ -813,6 +888,22 @@ class ModelBuilder:
         if visuals is not None:
             model = dataclasses.replace(model, visual_data=visuals)
         return _fill_invweights(model)
+
+    def _with_gravcomp(self, model, order, eff, index):
+        """The model with its GravityCompensation element (jaxmbd.forces.gravcomp) if a body has a
+        nonzero gravcomp: each body's share on its moving host."""
+        if not any(b["gravcomp"] for b in order):
+            return model
+        from .forces.gravcomp import rows
+        parts = []
+        for b in order:
+            host, Ro, po = eff[b["name"]]
+            if host != "world":
+                parts.append((index[host], b["gravcomp"], b["mass"], po + Ro @ b["com"]))
+        el = rows(parts, np.asarray(model.mass))
+        if el is None:
+            return model
+        return dataclasses.replace(model, forces=(model.forces or ()) + (el,))
 
     def _visual_record(self, eff, index):
         """The built model's :class:`jaxmbd.visuals.Visuals`: the ``add_visual`` geoms, or else the

@@ -49,6 +49,7 @@ class Model(eqx.Module):
     moving body ``frame_body[f]`` at pose (frame_rot[f], frame_pos[f]).
     ``forces``: the force elements; ``actuators``: the actuators, whose input
     is the control vector ``ctrl`` (nu,) (:func:`jaxmbd.actuator_force`).
+    ``sensors``: what :func:`jaxmbd.sensors.sensordata` reports (:class:`jaxmbd.sensors.Sensors`).
     ``keyframes``: named stored states (:class:`Keyframe`; an MJCF file's ``<key>``s), static.
     """
 
@@ -77,6 +78,7 @@ class Model(eqx.Module):
     actuators: object = None  # jaxmbd.forces.Actuators (inputs: ctrl), or None (none)
     # ((name, time, qpos, qvel, ctrl, act), ...) as tuples of floats (hashable): see ``keyframes``
     keyframe_data: tuple = eqx.field(static=True, default=())
+    sensors: object = None  # jaxmbd.sensors.Sensors (what sensordata reports), or None (none)
     # how the model looks (jaxmbd.visuals.Visuals: geoms, colours, meshes; never computed with), or None
     visual_data: object = eqx.field(static=True, default=None)
 

@@ -21,7 +21,7 @@ KERNELS = ("jaxmbd.spatial", "jaxmbd.spatial_unrolled", "jaxmbd.tangents", "jaxm
 ABOVE_KERNELS = ("jaxmbd.forces", "jaxmbd.dynamics", "jaxmbd.odes", "jaxmbd.integrators", "jaxmbd.simulate",
                  "jaxmbd.systems", "jaxmbd.constraints", "jaxmbd.dae", "jaxmbd.model", "jaxmbd.builder", "jaxmbd.rollout",
                  "jaxmbd.design", "jaxmbd.cli", "jaxmbd.io", "jaxmbd.models", "jaxmbd.view",
-                 "jaxmbd.browser")
+                 "jaxmbd.browser", "jaxmbd.sensors")
 
 
 def _module_name(path):
@@ -253,7 +253,7 @@ def test_mujocos_defaults_are_written_once():
 
 MJCF_STAGES = ("jaxmbd.io.mjcf_defaults", "jaxmbd.io.mjcf_assets", "jaxmbd.io.mjcf_attach", "jaxmbd.io.mjcf_bodies",
                "jaxmbd.io.mjcf_joints", "jaxmbd.io.mjcf_geoms", "jaxmbd.io.mjcf_actuator", "jaxmbd.io.mjcf_equality",
-               "jaxmbd.io.mjcf_keyframes")
+               "jaxmbd.io.mjcf_keyframes", "jaxmbd.io.mjcf_sensors")
 
 
 def test_the_mjcf_compiler_is_split_by_stage():

@@ -17,6 +17,7 @@ element                        file                                   builder he
 :class:`JointLimit`            ``joint_limit.py`` (``soft.py``, ``law.py``) ``add_joint_limit``
 :class:`FrictionLoss`          ``friction_loss.py`` (``soft.py``)     ``add_friction_loss``
 :class:`Contact`               ``contact.py`` (geometry: ``contact/``) ``add_geom``, ``add_contact_pair``
+:class:`GravityCompensation`   ``gravcomp.py``                        ``add_body(gravcomp=...)``
 =============================  =====================================  ==============================
 
 Actuators (``actuator.py``, :class:`Actuators`, ``ModelBuilder.add_actuator``)
@@ -46,6 +47,7 @@ from .coordinate_spring import CoordinateSpringDamper
 from .joint_force import JointForce
 from .joint_limit import JointLimit
 from .friction_loss import FrictionLoss
+from .gravcomp import GravityCompensation
 from . import soft  # noqa: F401
 from .joint_limit import joint_limit_penetrations as _joint_limit_penetrations
 from .contact import Contact
@@ -94,4 +96,4 @@ def __getattr__(name):
 
 __all__ = ["Actuators", "ForceElement", "PoseElement", "JointElement", "BuildContext", "generalized_force", "potential",
            "couplings", "elements", "PointSpringDamper", "CoordinateSpringDamper", "JointForce",
-           "RotationalSpringDamper", "Tire", "LinearBushing", "JointLimit", "FrictionLoss", "soft", "joint_limit_penetrations", "law", "Contact", "road_height", "tire_forces", "spring_lengths", "has_forces", "without"]
+           "RotationalSpringDamper", "Tire", "LinearBushing", "JointLimit", "FrictionLoss", "GravityCompensation", "soft", "joint_limit_penetrations", "law", "Contact", "road_height", "tire_forces", "spring_lengths", "has_forces", "without"]

@@ -66,8 +66,9 @@ naming a mesh is fitted to it as MuJoCo fits it (:func:`jaxmbd.io.mesh.fit_primi
 ``<compiler fitaabb>``, ``fitscale``).
 
 Not modelled (listed once in a warning, never dropped silently):
-tendons, sensors, ball-joint limits, fluid forces,
-gravity compensation, mocap bodies, and equality constraints other
+tendons, ball-joint limits, fluid forces, the sensor kinds :mod:`jaxmbd.sensors` does not model
+(their slots in ``sensordata`` are kept as zeros),
+mocap bodies, and equality constraints other
 than ``connect``/``weld`` (returned in ``MJCFImport.equality``); options and flags that change
 MuJoCo's contacts or dynamics but not jaxmbd's (``noslip_iterations``, ``<flag override>`` with its ``o_*`` values, pair
 ``solreffriction``, ``<flag spring/damper/equality="disable">``, ``<flag
@@ -98,6 +99,7 @@ from .mjcf_equality import Equality
 from .mjcf_geoms import Geoms
 from .mjcf_joints import Joints
 from .mjcf_keyframes import Keyframes
+from .mjcf_sensors import Sensors
 
 
 @dataclass
@@ -199,11 +201,11 @@ def _expand_includes(el, base, here=None, depth=0):
     el[:] = out
 
 
-class _Compiler(Defaults, Assets, Attach, Bodies, Joints, Geoms, Equality, Keyframes):
+class _Compiler(Defaults, Assets, Attach, Bodies, Joints, Geoms, Equality, Keyframes, Sensors):
     """One document's compilation, in MuJoCo's stages: defaults and classes (mjcf_defaults), assets
     (mjcf_assets) and attached models (mjcf_attach); bodies and inertia (mjcf_bodies), joints
     (mjcf_joints); geoms and contacts (mjcf_geoms); actuators (mjcf_actuator); equality (mjcf_equality);
-    keyframes (mjcf_keyframes)."""
+    keyframes (mjcf_keyframes); sensors (mjcf_sensors)."""
 
     def __init__(self, root, base, contact_capacity=None, law="soft", contact_rows=None):
         self.contact_capacity = contact_capacity
@@ -343,6 +345,7 @@ class _Compiler(Defaults, Assets, Attach, Bodies, Joints, Geoms, Equality, Keyfr
                 self.builder.add_friction_loss(body_of[d["joint"]], d["loss"], solref=self._solref(d["solref"]),
                                                solimp=d["solimp"])
         self.unsupported.extend(_actuators.read(self, opt, flags))   # MJCFError from ValueError in load_mjcf
+        self.unsupported.extend(self._read_sensors())
         self._add_visuals()
         self.builder.set_initial_state(q0=np.concatenate(self.q0) if self.q0 else np.zeros(0))
         model = self.builder.build()

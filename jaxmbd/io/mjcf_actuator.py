@@ -210,6 +210,7 @@ def read(comp, opt, flags):
             if not clamp:
                 kw["ctrllimited"] = False
             comp.builder.add_actuator(**kw)
+    gc_limited = []
     for name, (jt, a) in comp.joint_attrs.items():
         rng = a.get("actuatorfrcrange")
         what = f"joint {name!r}"
@@ -228,8 +229,14 @@ def read(comp, opt, flags):
         # MuJoCo applies it to hinge and slide joints only; without actuators there is nothing to clamp
         if limited and jt in ("hinge", "slide") and n:
             comp.builder.set_actuator_force_range(name, r)
-    return [f"actuators ({len(v)}: {k}; they keep their ctrl slot and exert no force: {', '.join(v)})"
-            for k, v in notes.items()]
+            if a.get("actuatorgravcomp", "false") == "true":
+                gc_limited.append(name)
+    out = [f"actuators ({len(v)}: {k}; they keep their ctrl slot and exert no force: {', '.join(v)})"
+           for k, v in notes.items()]
+    if gc_limited:
+        out.append("actuatorgravcomp on joints with an actuatorfrcrange (their gravity compensation is "
+                   f"a passive force, not clamped by the range: {', '.join(gc_limited)})")
+    return out
 
 
 def _one(comp, el, p, what, notes):

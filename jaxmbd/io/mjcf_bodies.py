@@ -67,6 +67,23 @@ class Bodies:
             raise MJCFError(f"duplicate site name {sname!r}")
         self.sites[sname] = (el, body, frame, cls)
 
+    def _site_frame(self, name, what):
+        """(body, position, rotation) of a named site in its body's frame."""
+        if name not in self.sites:
+            raise MJCFError(f"{what}: no site named {name!r}")
+        el, body, (Rf, pf), cls = self.sites[name]
+        a = self.attrs(el, cls)
+        swhat = f"site {name!r}"
+        if "fromto" in a:
+            ft = C.numbers(a["fromto"], 6, f"{swhat}: fromto")
+            if np.linalg.norm(ft[:3] - ft[3:]) < 1e-12:
+                raise MJCFError(f"{swhat}: fromto has zero length")
+            pos, R = 0.5 * (ft[:3] + ft[3:]), C.quat_to_rot(C.z_to_vec(ft[:3] - ft[3:]))
+        else:
+            pos = C.numbers(a.get("pos", "0 0 0"), 3, f"{swhat}: pos")
+            R = C.quat_to_rot(self.orientation(a, swhat))
+        return body, pf + Rf @ pos, Rf @ R
+
     def _body(self, el, parent, Rf, pf, cls, top=False):
         name = el.get("name") or self.auto_name[id(el)]
         what = f"body {name!r}"
@@ -79,8 +96,7 @@ class Bodies:
             raise MJCFError(f"{what}: unknown childclass {ccls!r}")
         if a.get("mocap", "false") == "true":
             self.unsupported.append(f"mocap body {name!r} (welded)")
-        if C.number(a.get("gravcomp", "0"), f"{what}: gravcomp"):
-            self.unsupported.append(f"gravity compensation (body {name!r})")
+        gravcomp = C.number(a.get("gravcomp", "0"), f"{what}: gravcomp")
         joints, geoms, inertial, children = [], [], None, []
         for item, frame, icls in self._items(el, (np.eye(3), np.zeros(3)), ccls):
             t = item.tag
@@ -105,7 +121,7 @@ class Bodies:
             else:
                 raise MJCFError(f"{what}: unknown element <{t}>")
         mass, com, inertia = self._inertia(name, inertial, geoms)
-        body = dict(mass=mass, com=com, inertia=inertia)
+        body = dict(mass=mass, com=com, inertia=inertia, gravcomp=gravcomp)
         self.bodies.append(body)
         last = self._joints(name, parent, R, p, joints, body, top)
         self.builder_name[name] = last
@@ -274,7 +290,7 @@ class Bodies:
             if b is None:
                 kw.update(mass=0.0, inertia=None)
                 continue
-            kw.update(mass=b["mass"], com=b["com"], inertia=b["inertia"])
+            kw.update(mass=b["mass"], com=b["com"], inertia=b["inertia"], gravcomp=b["gravcomp"])
             if b["mass"] <= 0:
                 continue
             ev = np.linalg.eigvalsh(0.5 * (b["inertia"] + b["inertia"].T))

@@ -91,19 +91,3 @@ class Equality:
             n += 1
         return n
 
-    def _site_frame(self, name, what):
-        """(body, position, rotation) of a named site in its body's frame."""
-        if name not in self.sites:
-            raise MJCFError(f"{what}: no site named {name!r}")
-        el, body, (Rf, pf), cls = self.sites[name]
-        a = self.attrs(el, cls)
-        swhat = f"site {name!r}"
-        if "fromto" in a:
-            ft = C.numbers(a["fromto"], 6, f"{swhat}: fromto")
-            if np.linalg.norm(ft[:3] - ft[3:]) < 1e-12:
-                raise MJCFError(f"{swhat}: fromto has zero length")
-            pos, R = 0.5 * (ft[:3] + ft[3:]), C.quat_to_rot(C.z_to_vec(ft[:3] - ft[3:]))
-        else:
-            pos = C.numbers(a.get("pos", "0 0 0"), 3, f"{swhat}: pos")
-            R = C.quat_to_rot(self.orientation(a, swhat))
-        return body, pf + Rf @ pos, Rf @ R
