@@ -128,6 +128,7 @@ class ModelBuilder:
         self._sites = {}            # name -> (body, R, p): frames fixed in a body (add_site)
         self._sensors = []          # sensor specifications (add_sensor), in sensordata's order
         self.contact_skipped = []   # ((type1, type2), n_pairs) dropped by skip_unsupported at the last build
+        self.loop_anchor_shifts = []   # ((loop name, gap), ...) closed by moving anchors at the last build
 
     def add_body(self, name: str, parent: str = "world", joint: str = "revolute", *,
                  axis: Sequence[float] | None = None, pitch: float = 0.0,
@@ -695,7 +696,13 @@ class ModelBuilder:
         :class:`jaxmbd.constraints.Mechanism` when loop constraints were
         added or ``coordinate_order`` is given: a list of joint names (body
         names by default) fixing the order of the coordinates (every joint
-        with scalar coordinates; default: the tree's order)."""
+        with scalar coordinates; default: the tree's order).
+
+        Loops whose frames at q0 are apart by gaps that no joint motion closes, of at most
+        ``jaxmbd.constraints.ANCHOR_TOL`` (a file's sites that agree to its printed digits only),
+        are closed by moving their frame on the second body (point and weld constraints), as
+        MuJoCo's soft equality pulls them together; ``builder.loop_anchor_shifts`` names them."""
+        self.loop_anchor_shifts = []
         loops = self._loops
         if not loops and coordinate_order is None:
             return self._build_tree()
@@ -775,20 +782,26 @@ class ModelBuilder:
                          q0=jnp.asarray(uq0, f64), v0=jnp.asarray(uv0, f64))
         return self._redundancy(mech)
 
-    @staticmethod
-    def _redundancy(mech):
+    def _redundancy(self, mech):
         """Find the redundant constraint rows (a planar loop closed by a 3-row
         point constraint has one) and let the dynamics use only independent
         rows: their choice, made once here, is static.  The rank is that of
         Φ_q on the constraint manifold near q0 (q0 assembled and configurations
         around it; :func:`jaxmbd.constraints.redundant_rows`).  Nearly redundant
-        rows, a q0 that cannot be assembled and a q0 at a singular configuration
-        are recorded (``rows_undecided``, ``start_issue``: messages naming the
+        rows, a q0 that cannot be assembled (beyond the anchors' gaps of ``build``) and a q0 at a
+        singular configuration are recorded (``rows_undecided``, ``start_issue``: messages naming the
         rows) and refused by simulate before anything is compiled."""
-        from .constraints import redundant_rows
+        from .constraints import close_by_anchors, redundant_rows
         if mech.nc == 0:
             return mech
         keep, _, undecided, start = redundant_rows(mech)
+        if start is not None:   # micrometre gaps the joints cannot close: taken up by the anchors on B
+            moved, shifts = close_by_anchors(mech)
+            if moved is not None:
+                keep2, _, undecided2, start2 = redundant_rows(moved)
+                if start2 is None:
+                    mech, keep, undecided, start = moved, keep2, undecided2, None
+                    self.loop_anchor_shifts = list(shifts)
         return dataclasses.replace(mech, active_rows=keep, rows_undecided=undecided, start_issue=start)
 
     def _frames_of(self, tree):

@@ -35,6 +35,7 @@ constrained dynamics are :func:`constrained_dynamics`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import equinox as eqx
@@ -224,7 +225,7 @@ def _frames(mech, q_tree):
 
 def _rows(kind, Ra, pa, Rb, pb, dist, plane):
     d = pb - pa
-    x, y, z = Ra[:, 0], Ra[:, 1], Ra[:, 2]
+    x, y = Ra[:, 0], Ra[:, 1]
     if kind == "point":
         return pa - pb
     if kind == "point_planar":
@@ -343,6 +344,8 @@ ASSEMBLY_TOL = 1e-12       # |Φ|∞ of an assembled configuration, relative to 
 SAMPLES = 3                # configurations on the manifold near q0 (besides q0 itself)
 SAMPLE_STEP = 0.1          # their distance from q0 along the null space of Φ_q (largest coordinate)
 RESTARTS = 4               # Gauss-Newton restarts from q0 moved by random steps (up to 0.05), where it stalls
+ANCHOR_TOL = 1e-5          # m (rad): the largest gap at q0 that no joint closes which the build takes up
+                           # by moving the constraint's frame on body B (close_by_anchors)
 
 
 def row_labels(mech) -> list:
@@ -398,6 +401,47 @@ def host_assemble(mech, q_tree, iterations=30):
         q, r, G = qn, rn, Gn
     res = float(np.abs(r).max(initial=0.0))
     return q, res, res <= ASSEMBLY_TOL * (1.0 + np.abs(q).max())
+
+
+def close_by_anchors(mech):
+    """Where Gauss-Newton from q0 leaves loops open by gaps that no joint motion closes and that
+    are at most ANCHOR_TOL (a file's sites that coincide to its printed digits only, which MuJoCo's
+    soft equality pulls together): the mechanism with those point and weld constraints' frames on
+    body B moved onto their frames A at the least-squares configuration, which the least-squares
+    residual leaves only in directions the joints cannot move (it is orthogonal to the range of
+    Φ_q).  Build time, NumPy.  Returns (mechanism, ((loop name, gap), ...)), or (None, ()) when that
+    does not close every loop."""
+    from .kinematics import host_kinematics
+    tree = mech.tree
+    q, res, ok = host_assemble(mech, np.asarray(tree.q0, np.float64))
+    if ok or res > ANCHOR_TOL:
+        return None, ()
+    R, p, _, _ = host_kinematics(tree, q)
+    r = host_phi_and_jacobian(mech, q)[0]
+    pos_b, rot_b = np.array(mech.loop_pos_b, np.float64), np.array(mech.loop_rot_b, np.float64)
+    pos_a, rot_a = np.asarray(mech.loop_pos_a, np.float64), np.asarray(mech.loop_rot_a, np.float64)
+    tol = ASSEMBLY_TOL * (1.0 + np.abs(q).max())
+    shifts, at = [], 0
+
+    def pose(b):
+        return (np.eye(3), np.zeros(3)) if b < 0 else (R[b], p[b])
+    for i, c in enumerate(mech.loops):
+        kind, a, b = c[:3]
+        gap = float(np.abs(r[at:at + ROWS[kind]]).max(initial=0.0))
+        at += ROWS[kind]
+        if gap <= tol:
+            continue
+        if kind not in ("point", "weld"):
+            return None, ()
+        (RA, pA), (RB, pB) = pose(a), pose(b)
+        pos_b[i] = RB.T @ (pA + RA @ pos_a[i] - pB)
+        if kind == "weld":
+            rot_b[i] = RB.T @ RA @ rot_a[i]
+        shifts.append((mech.loop_names[i], gap))
+    moved = dataclasses.replace(mech, loop_pos_b=jnp.asarray(pos_b), loop_rot_b=jnp.asarray(rot_b))
+    if not host_assemble(moved, q)[2]:
+        return None, ()
+    return moved, tuple(shifts)
 
 
 def _rows_in(labels, u, share=0.1):

@@ -62,7 +62,6 @@ def mass_matrix_compact(model, q):
     H(k,λ(λ(k))), ...] (MuJoCo's qM order); ``topo.M_rows``/``topo.M_cols``
     give each entry's (row, column).  Armature is included on the diagonal.
     """
-    topo = model.topo
     return _compact(model, *_axes_and_forces(model, q))
 
 

@@ -34,7 +34,6 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
-import numpy as np
 
 from . import linalg, ltdl
 from .crba import mass_matrix, mass_matrix_compact

@@ -63,7 +63,7 @@ def _chain_correction(S, qd):
 def joint_state(model, q, v=None) -> JointState:
     """Evaluate every joint (grouped by joint type, vectorised within a group)."""
     topo = model.topo
-    n, nv = topo.n_bodies, topo.nv
+    nv = topo.nv
     q = jnp.asarray(q)
     _check(model, q, v)
     v = jnp.zeros(nv, q.dtype) if v is None else jnp.asarray(v)

@@ -403,7 +403,7 @@ def _factor_tangent(pl, kind, dense, inv_L):
     is_diag[pl.diag] = True
 
     def tangent(f, primals, vals, tangents):
-        (H,), (dH,) = primals, tangents
+        (dH,) = tangents
         if _is_zero(dH):
             return jnp.zeros_like(vals)
         dHd = _dense((dH[rows, cols] if dense else dH).astype(vals.dtype), sym)

@@ -13,7 +13,7 @@ import numpy as np
 from . import crba, rnea_partials, spatial
 from .crba import _tree_roots
 from .kinematics import _check, body_inertias, joint_state, kinematics_and_axes, node_inertias
-from .tangents import is_zero as _is_zero, instantiate as _instantiate, jvp_of_nonzero
+from .tangents import is_zero as _is_zero, instantiate as _instantiate
 from .topology import tree_backward, tree_forward
 
 

@@ -130,7 +130,7 @@ def _mv(M, x):
 def partials(model, q, v, a, f_ext=None) -> Partials:
     """τ = RNEA(q, v, a, f_ext) with ∂τ/∂δ (tangent), ∂τ/∂v and ∂τ/∂a (module docstring)."""
     topo = model.topo
-    n, nv = topo.n_bodies, topo.nv
+    n = topo.n_bodies
     js = joint_state(model, q, v)
     kin = _forward(model, js)
     dt = js.X_up.dtype

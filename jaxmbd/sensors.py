@@ -151,10 +151,14 @@ def _quat(R):
 def sensordata(model, q, v, ctrl=None):
     """MuJoCo's ``sensordata`` of ``model.sensors`` at (q, v) with the actuators at ``ctrl``
     ((nu,); None: zeros, MuJoCo's default), shape (model.sensors.size,); (0,) without sensors.
-    A :class:`jaxmbd.Mechanism` reports those of its tree at (q, v)."""
+    A :class:`jaxmbd.Mechanism` reports those of its tree, (q, v) in the mechanism's order, its
+    accelerometers from its constrained dynamics."""
     tree = getattr(model, "tree", model)
     s = tree.sensors
     q, v = jnp.asarray(q), jnp.asarray(v)
+    qm, vm = q, v
+    if tree is not model:     # a mechanism's coordinates, in its own order
+        q, v = model.to_tree(q), model.to_tree(v)
     dt = jnp.result_type(q, v, float)
     if s is None or not s.n:
         return jnp.zeros(0, dt)
@@ -167,7 +171,7 @@ def sensordata(model, q, v, ctrl=None):
         act_f, moments = tree.actuators.forces(q, v, ctrl)
         qfrc_act = tree.actuators.generalized_force(tree.nv, q, v, ctrl)
         act_v = jnp.sum(moments * v[np.asarray(tree.actuators.dofs, np.int64)], -1)
-    acc = _accelerometers(model, tree, s, q, v, ctrl) if "accelerometer" in s.kinds else {}
+    acc = _accelerometers(model, tree, s, (qm, vm), q, v, ctrl) if "accelerometer" in s.kinds else {}
     out = []
     for i, (kind, n, idx, ref) in enumerate(zip(s.kinds, s.dims, s.index, s.ref)):
         if s.placeholder[i]:
@@ -224,16 +228,18 @@ def _cut(x, kind, c):
     return jnp.where(c > 0, jnp.clip(x, -c, c), x)
 
 
-def _accelerometers(model, tree, s, q, v, ctrl):
+def _accelerometers(model, tree, s, mech_state, q, v, ctrl):
     """{sensor index: its reading}: the sites' classical accelerations minus gravity, in the sites'
-    coordinates, from the full dynamics' accelerations (MuJoCo's mj_objectAcceleration on cacc,
-    which starts at -gravity)."""
+    coordinates, from the full dynamics' accelerations (a mechanism's: its constrained dynamics;
+    MuJoCo's mj_objectAcceleration on cacc, which starts at -gravity)."""
     from .dynamics import actuator_force, forward_dynamics
     from .kinematics import forward_kinematics, qdot
-    if hasattr(model, "tree"):
-        raise NotImplementedError("accelerometer sensors on a mechanism with loop constraints")
     tau = actuator_force(tree, q, v, ctrl) if tree.nu else jnp.zeros(tree.nv, v.dtype)
-    a = forward_dynamics(tree, q, v, tau)
+    if tree is model:
+        a = forward_dynamics(tree, q, v, tau)
+    else:
+        from .dae import constrained_dynamics
+        a = model.to_tree(constrained_dynamics(model, *mech_state, model.from_tree(tau))[0])
     sel = [i for i, k in enumerate(s.kinds) if k == "accelerometer" and not s.placeholder[i]]
 
     def point_velocities(qq, vv):

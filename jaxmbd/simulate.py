@@ -469,7 +469,6 @@ class _Run:
         # step instead of h = 0, so that no derivative of the masked step is infinite (0 * inf = NaN)
         h = jnp.where(clipped & ~s.done, remaining, s.h)
         tried = self.attempt(s, ode, h, clipped)
-        att, q1, v1 = tried.att, tried.q1, tried.v1
         t_new = jnp.where(clipped, target, s.t + h)
         # the start state's contacts (one traced check in the loop covers the initial state and every
         # accepted one)

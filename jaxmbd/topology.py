@@ -278,7 +278,6 @@ def tree_backward(topo, fn, acc, inputs):
     ``keep`` pytree.
     """
     _nonempty(topo)
-    W = topo.level_width
     vfn = jax.vmap(fn)
     acc_l = _by_level(topo, acc)
     carry0 = jax.tree.map(lambda a: jnp.zeros_like(a[0]), acc_l)

@@ -11,8 +11,6 @@ as MuJoCo's); above it, it slides against a force of the loss."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp

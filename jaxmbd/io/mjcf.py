@@ -351,6 +351,11 @@ class _Compiler(Defaults, Assets, Attach, Bodies, Joints, Geoms, Equality, Keyfr
         model = self.builder.build()
         if self._add_loops(model):
             model = self.builder.build()
+        shifts = self.builder.loop_anchor_shifts
+        if shifts:
+            self.unsupported.append("equality constraints open at qpos0 by gaps no joint closes, closed by moving "
+                                    "their frame on body2 (MuJoCo's soft equality pulls them together): "
+                                    + ", ".join(f"{n} ({g:.3g} m)" for n, g in shifts))
         skipped = self.builder.contact_skipped
         if skipped:
             self.unsupported.append("contacts between " + ", ".join(f"{a} and {b} geoms ({n} pairs)"
