@@ -115,7 +115,8 @@ def biped(foot_axis="0 1 0", sites=None):
 
 PLANTAR_Y = (1, 7)      # the world y rows of the two plantar connects (rows 0-2, 6-8; achilles 3-5, 9-11)
 IN_PLANE = ((1.4e-6, 0.0, 0.0), (0.0, 0.0, 0.0))      # the rod's end 1.4e-6 m off, along the rod
-ACROSS = ((0.0, 1.4e-6, 0.0), (0.0, 0.0, 0.0))        # ... across the loop's plane: the loop cannot close
+ACROSS = ((0.0, 1.4e-6, 0.0), (0.0, 0.0, 0.0))        # ... across the loop's plane: no joint closes it
+FAR_ACROSS = ((0.0, 1.4e-4, 0.0), (0.0, 0.0, 0.0))    # ... 0.14 mm across: beyond what the build takes up
 
 
 @pytest.fixture(scope="module")
@@ -233,8 +234,9 @@ def test_undecidable_rows_and_starts_are_refused_before_compiling(caplog):
     * the foot hinge tilted by 3e-7 rad, so that the plantar loops are almost
       but not exactly planar: their rows are neither dependent nor clearly
       independent (an exact constraint would lock what a soft one lets move);
-    * the plantar sites 1.4e-6 m apart across the loop's plane: the loops
-      cannot close, so q0 cannot be assembled;
+    * the plantar sites 0.14 mm apart across the loop's plane: the loops
+      cannot close, so q0 cannot be assembled (1.4 µm, a file's rounding, is taken
+      up by the pins' anchors and named in the warning);
     * a four-bar built at the singular configuration of a change-point
       linkage (rank 1 there, 2 on the branches through it)."""
     tilted = jaxmbd.load_mjcf(biped(foot_axis="0 1 3e-7"), warn=False)
@@ -242,7 +244,10 @@ def test_undecidable_rows_and_starts_are_refused_before_compiling(caplog):
     assert "left_plantar[" in tilted.rows_undecided or "right_plantar[" in tilted.rows_undecided
     assert "achilles" not in tilted.rows_undecided
     _refused(tilted, "cannot decide the rank of the loop constraints", caplog)
-    across = jaxmbd.load_mjcf(biped(sites=ACROSS), warn=False)
+    near = jaxmbd.load_mjcf(biped(sites=ACROSS), return_info=True, warn=False)
+    assert near.model.start_issue is None and near.model.rows_undecided is None
+    assert any("left_plantar (1.4e-06 m)" in u and "right_plantar (1.4e-06 m)" in u for u in near.unsupported)
+    across = jaxmbd.load_mjcf(biped(sites=FAR_ACROSS), warn=False)
     assert across.rows_undecided is None and "cannot be assembled" in across.start_issue
     assert "left_plantar[1]" in across.start_issue and "right_plantar[1]" in across.start_issue
     _refused(across, "cannot be assembled from the initial configuration", caplog)
