@@ -343,6 +343,18 @@ class ModelBuilder:
             raise ValueError(f"friction loss: body {joint!r} is not defined")
         return self.add_force(FrictionLoss(joint, loss, solref=solref, solimp=solimp))
 
+    def add_joint_coupling(self, joint1, joint2=None, *, polycoef=(0.0, 1.0, 0.0, 0.0, 0.0), solref=None,
+                           solimp=None) -> "ModelBuilder":
+        """Hold hinge or slide ``joint1`` to a polynomial of ``joint2``: q1 - q1₀ = c₀ + c₁ x + ... + c₄ x⁴,
+        x = q2 - q2₀ (q₀: the model's q0), or to q1₀ + c₀ without ``joint2`` (MuJoCo's ``<equality
+        joint>``, a soft row: :class:`jaxmbd.forces.joint_coupling.JointCoupling`); joints are named by
+        their body."""
+        from .forces.joint_coupling import JointCoupling
+        for j in (joint1, joint2):
+            if j is not None and j not in self._names:
+                raise ValueError(f"joint coupling: body {j!r} is not defined")
+        return self.add_force(JointCoupling(joint1, joint2, polycoef=polycoef, solref=solref, solimp=solimp))
+
     # -- collision geometry and contact (jaxmbd.forces.contact) --------------------------------------
     GEOM_SIZES = MJ.GEOM_SIZE_COUNT
 
@@ -1050,7 +1062,8 @@ class ModelBuilder:
 
 def _fill_invweights(model):
     """The model with every soft joint row's unset ``invweight`` (NaN) set to MuJoCo's
-    ``dof_invweight0``: (H⁻¹)_ii at the model's q0."""
+    ``dof_invweight0``: (H⁻¹)_ii at the model's q0 (elements with a ``filled(model, dof_invweight0)``
+    method fill themselves)."""
     from .forces.base import SoftRows, elements
     els = elements(model)
     todo = [i for i, e in enumerate(els) if isinstance(e, SoftRows) and e.has_soft and hasattr(e, "invweight")
@@ -1063,6 +1076,9 @@ def _fill_invweights(model):
     new = list(els)
     for i in todo:
         e = els[i]
+        if hasattr(e, "filled"):      # an element that fills its own (jaxmbd.forces.joint_coupling)
+            new[i] = e.filled(model, dof_iw)
+            continue
         iw = np.asarray(e.invweight, np.float64)
         iw = np.where(np.isnan(iw), dof_iw[np.asarray(e.dofs, np.int64)], iw)
         new[i] = make(type(e), **dict({f.name: getattr(e, f.name) for f in dataclasses.fields(e)},

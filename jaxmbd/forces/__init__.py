@@ -18,6 +18,7 @@ element                        file                                   builder he
 :class:`FrictionLoss`          ``friction_loss.py`` (``soft.py``)     ``add_friction_loss``
 :class:`Contact`               ``contact.py`` (geometry: ``contact/``) ``add_geom``, ``add_contact_pair``
 :class:`GravityCompensation`   ``gravcomp.py``                        ``add_body(gravcomp=...)``
+:class:`JointCoupling`         ``joint_coupling.py`` (``soft.py``)    ``add_joint_coupling``
 =============================  =====================================  ==============================
 
 Actuators (``actuator.py``, :class:`Actuators`, ``ModelBuilder.add_actuator``)
@@ -48,6 +49,7 @@ from .joint_force import JointForce
 from .joint_limit import JointLimit
 from .friction_loss import FrictionLoss
 from .gravcomp import GravityCompensation
+from .joint_coupling import JointCoupling
 from . import soft  # noqa: F401
 from .joint_limit import joint_limit_penetrations as _joint_limit_penetrations
 from .contact import Contact
@@ -96,4 +98,4 @@ def __getattr__(name):
 
 __all__ = ["Actuators", "ForceElement", "PoseElement", "JointElement", "BuildContext", "generalized_force", "potential",
            "couplings", "elements", "PointSpringDamper", "CoordinateSpringDamper", "JointForce",
-           "RotationalSpringDamper", "Tire", "LinearBushing", "JointLimit", "FrictionLoss", "GravityCompensation", "soft", "joint_limit_penetrations", "law", "Contact", "road_height", "tire_forces", "spring_lengths", "has_forces", "without"]
+           "RotationalSpringDamper", "Tire", "LinearBushing", "JointLimit", "FrictionLoss", "GravityCompensation", "JointCoupling", "soft", "joint_limit_penetrations", "law", "Contact", "road_height", "tire_forces", "spring_lengths", "has_forces", "without"]

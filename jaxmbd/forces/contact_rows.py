@@ -95,7 +95,7 @@ def soft_rows(el, model, q, v, kin, axes):
     RT = jnp.repeat(Rn / el.impratio, fd) * ratio ** 2
     on = jnp.repeat(S.activation(-N.r, S.onset_width(solref, solimp)), fd) * (muT > 0)
     T = S.FrictionRows(JT, vT, jnp.repeat(B, fd), RT, on, muT, np.repeat(np.arange(k), fd),
-                       jnp.zeros(k * fd, JT.dtype), np.repeat(np.arange(k), fd), gT)
+                       jnp.zeros(k * fd, JT.dtype), np.repeat(np.arange(k), fd), geo=gT)
     return N, T, c
 
 

@@ -199,8 +199,9 @@ class NormalRows(NamedTuple):
 class FrictionRows(NamedTuple):
     """Frictional rows: J (k, nv), vel (k,), B (k,), R (k,), on (k,) their activation, mu (k,) their
     cone weights (the limit is L = f_N[normal] or ``loss``), normal (k,) index of the normal row whose
-    force bounds them (-1: none), loss (k,), cone (static (k,) int: rows of one cone share it), geo
-    (optional: as :class:`NormalRows`)."""
+    force bounds them (-1: none), loss (k,), cone (static (k,) int: rows of one cone share it), kr
+    (optional (k,): a position term, the reference acceleration -B vel - kr; bilateral equality rows,
+    :mod:`jaxmbd.forces.joint_coupling`; None: 0), geo (optional: as :class:`NormalRows`)."""
     J: jax.Array
     vel: jax.Array
     B: jax.Array
@@ -210,6 +211,7 @@ class FrictionRows(NamedTuple):
     normal: np.ndarray
     loss: jax.Array
     cone: np.ndarray
+    kr: jax.Array | None = None
     geo: RowGeometry | None = None
 
 
@@ -379,7 +381,7 @@ def solve(N, T, a_free, respond, axes=None):
     kN = N.J.shape[0]
     aN, R_N, sN, _ = normal_parameters(N)
     eps = EPS_ACC / jnp.maximum(N.invweight, MINVAL)
-    aref = jnp.concatenate([aN, -T.B * T.vel])
+    aref = jnp.concatenate([aN, -T.B * T.vel - (0.0 if T.kr is None else T.kr)])
     R = jnp.maximum(jnp.concatenate([R_N, T.R]), MINVAL)
     k, nv = N.J.shape[0] + T.J.shape[0], N.J.shape[1]
     joint = JOINT_SPACE and k > nv
@@ -705,7 +707,9 @@ def rows(model, q, v, kin_axes=None):
     cat = lambda xs: jnp.concatenate(xs) if isinstance(xs[0], jax.Array) else np.concatenate(xs)  # noqa: E731
     ones = lambda n, f: jnp.ones(n.r.shape, n.r.dtype) if getattr(n, f) is None else getattr(n, f)  # noqa: E731
     N = NormalRows(*(cat([ones(n, f) for n in Ns]) for f in NormalRows._fields[:-1]), join_geometry(Ns))
-    T = FrictionRows(*(cat([getattr(t, f) for t in Ts]) for f in FrictionRows._fields[:-1]), join_geometry(Ts))
+    zeros = lambda t, f: jnp.zeros(t.R.shape, t.R.dtype) if getattr(t, f) is None else getattr(t, f)  # noqa: E731
+    kr = None if all(t.kr is None for t in Ts) else cat([zeros(t, "kr") for t in Ts])
+    T = FrictionRows(*(cat([getattr(t, f) for t in Ts]) for f in FrictionRows._fields[:-2]), kr, join_geometry(Ts))
     return N, T, extras
 
 

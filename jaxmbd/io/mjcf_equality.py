@@ -1,4 +1,5 @@
-"""MJCF ``<equality>``: connect and weld constraints as the mechanism's loop constraints (site or body frames), the others read and listed.
+"""MJCF ``<equality>``: connect and weld constraints as the mechanism's loop constraints (site or body frames), joint
+couplings as soft rows (:mod:`jaxmbd.forces.joint_coupling`), the others read and listed.
 
 A part of the MJCF compiler (:mod:`jaxmbd.io.mjcf`): a mixin of its ``_Compiler``, whose state it shares."""
 
@@ -7,18 +8,51 @@ from __future__ import annotations
 import numpy as np
 
 from . import _common as C
-from .mjcf_base import MJCFError
+from .mjcf_base import MJCFError, _over
+
+
+MODELLED = ("connect", "weld", "joint")
 
 
 class Equality:
+    def _add_couplings(self):
+        """<equality><joint>: joint couplings, soft rows as MuJoCo's (ModelBuilder.add_joint_coupling),
+        with the <default><equality> class values under the element's own."""
+        body_of = {kw.get("joint_name"): kw["name"] for kw in self._planned}
+        for sec in self.root.findall("equality"):
+            for el in sec:
+                if el.tag != "joint":
+                    continue
+                cls = el.get("class", "main")
+                if cls not in self.classes:
+                    raise MJCFError(f"<equality><joint>: unknown default class {cls!r}")
+                a = _over(self.classes[cls].get("equality", {}), el.attrib)
+                if a.get("active", "true") == "false":
+                    continue
+                what = f"<equality><joint joint1={a.get('joint1')!r}>"
+                if "joint1" not in a:
+                    raise MJCFError(f"{what}: joint1 is required")
+                joints = [a["joint1"]] + ([a["joint2"]] if "joint2" in a else [])
+                for j in joints:
+                    if j not in body_of:
+                        raise MJCFError(f"{what}: no joint named {j!r}")
+                poly = self._leading(a.get("polycoef"), (0.0, 1.0, 0.0, 0.0, 0.0), f"{what}: polycoef")
+                solref = self._solref(self._solref_attr(a.get("solref"), f"{what}: solref"))
+                solimp = self._solimp(a.get("solimp"), f"{what}: solimp")
+                try:
+                    self.builder.add_joint_coupling(body_of[joints[0]], body_of[joints[1]] if len(joints) > 1 else None,
+                                                    polycoef=poly, solref=solref, solimp=solimp)
+                except ValueError as e:
+                    raise MJCFError(f"{what}: {e}") from None
+
     def _read_equality(self):
         out = []
         for sec in self.root.findall("equality"):
             for el in sec:
                 d = dict(type=el.tag, **el.attrib)
                 out.append(d)
-        other = [d for d in out if d["type"] not in ("connect", "weld")]
-        inactive = [d for d in out if d["type"] in ("connect", "weld") and d.get("active", "true") == "false"]
+        other = [d for d in out if d["type"] not in MODELLED]
+        inactive = [d for d in out if d["type"] in MODELLED and d.get("active", "true") == "false"]
         if other:
             kinds = sorted({d["type"] for d in other})
             self.unsupported.append(f"equality constraints ({len(other)}: {', '.join(kinds)}; "
