@@ -126,6 +126,7 @@ class ModelBuilder:
         self._loops = []            # loop constraints (add_loop)
         self._init = (None, None)   # set_initial_state's (q0, v0)
         self._sites = {}            # name -> (body, R, p): frames fixed in a body (add_site)
+        self._tendons = {}          # name -> fixed tendon record (add_fixed_tendon)
         self._sensors = []          # sensor specifications (add_sensor), in sensordata's order
         self.contact_skipped = []   # ((type1, type2), n_pairs) dropped by skip_unsupported at the last build
         self.loop_anchor_shifts = []   # ((loop name, gap), ...) closed by moving anchors at the last build
@@ -515,9 +516,43 @@ class ModelBuilder:
             opts["timestep"] = float(timestep)
         return self
 
+    def add_fixed_tendon(self, name: str, joints, coef, *, stiffness=0.0, damping=0.0,
+                         springlength=None) -> "ModelBuilder":
+        """A fixed tendon (MuJoCo's ``<tendon><fixed>``): length L = Σ coefᵢ qᵢ over hinge and slide
+        ``joints`` (named by their body), with a spring of ``stiffness`` about ``springlength`` (one
+        number, or two: a dead band; None: L at q0) and ``damping`` on L'
+        (:mod:`jaxmbd.forces.tendon`); ``add_actuator(None, tendon=name)`` drives it."""
+        what = f"tendon {name!r}"
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"tendon name must be a non-empty string, got {name!r}")
+        if name in self._tendons:
+            raise ValueError(f"duplicate tendon name {name!r}")
+        joints = tuple(joints)
+        if not joints:
+            raise ValueError(f"{what}: needs at least one joint")
+        for j in joints:
+            if j not in self._names:
+                raise ValueError(f"{what}: body {j!r} is not defined")
+        c = np.asarray(coef, np.float64).reshape(-1)
+        if c.shape != (len(joints),) or not np.all(np.isfinite(c)):
+            raise ValueError(f"{what}: one finite coefficient per joint expected, got {coef!r}")
+        k, b = _scalar(stiffness, f"{what}: stiffness"), _scalar(damping, f"{what}: damping")
+        if k < 0 or b < 0:
+            raise ValueError(f"{what}: stiffness and damping must be >= 0")
+        sl = None
+        if springlength is not None:
+            sl = np.asarray(springlength, np.float64).reshape(-1)
+            if sl.size == 1:
+                sl = np.repeat(sl, 2)
+            if sl.shape != (2,) or not np.all(np.isfinite(sl)) or sl[0] > sl[1]:
+                raise ValueError(f"{what}: springlength is one number or an increasing pair, got {springlength!r}")
+        self._tendons[name] = dict(joints=joints, coef=c, stiffness=k, damping=b, springlength=sl)
+        return self
+
     def add_actuator(self, joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None, dampratio=None,
                      gainprm=None, biasprm=None, gaintype="fixed", biastype="none", ctrlrange=None,
-                     forcerange=None, jointinparent=False, active=True, ctrllimited=None) -> "ModelBuilder":
+                     forcerange=None, jointinparent=False, active=True, ctrllimited=None,
+                     tendon=None) -> "ModelBuilder":
         """An actuator on a joint (named as in ``model.joint_names``: the body
         name unless ``joint_name`` was given), as MuJoCo defines it
         (:mod:`jaxmbd.forces.actuator`): its input is one entry of ``ctrl``,
@@ -546,7 +581,7 @@ class ModelBuilder:
         self._actuators.append(actuator_spec(
             joint, kind, name=name, gear=gear, kp=kp, kv=kv, dampratio=dampratio, gainprm=gainprm, biasprm=biasprm, gaintype=gaintype,
             biastype=biastype, ctrlrange=ctrlrange, forcerange=forcerange, jointinparent=jointinparent,
-            active=active, ctrllimited=ctrllimited))
+            active=active, ctrllimited=ctrllimited, tendon=tendon))
         return self
 
     def set_actuator_force_range(self, joint, force_range) -> "ModelBuilder":
@@ -634,9 +669,24 @@ class ModelBuilder:
         """The model's actuators (jaxmbd.forces.Actuators), or None if there are none."""
         from .forces import BuildContext
         from .forces.actuator import bind
+        from .forces.tendon import resolve
         joint_bodies = {b["joint_name"]: b["name"] for b in self._bodies}
-        return bind(self._actuators, self._actuator_limits, joint_bodies,
-                    BuildContext(topo, self._frames_of(None)))
+        ctx = BuildContext(topo, self._frames_of(None))
+        return bind(self._actuators, self._actuator_limits, joint_bodies, ctx, resolve(self._tendons, ctx))
+
+    def _with_tendons(self, model):
+        """The model with its FixedTendons element (jaxmbd.forces.tendon) for the tendons with a spring
+        or damping."""
+        if not self._tendons:
+            return model
+        from .forces import BuildContext
+        from .forces.tendon import element, resolve
+        topo = model.topo
+        el = element(self._tendons, resolve(self._tendons, BuildContext(topo, self._frames_of(None))), topo.nv,
+                     np.asarray(model.q0), topo.dof_qadr)
+        if el is None:
+            return model
+        return dataclasses.replace(model, forces=(model.forces or ()) + (el,))
 
     def add_site(self, name: str, body: str, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0)) -> "ModelBuilder":
         """A named frame fixed in ``body`` ("world" for the fixed base) at ``pos`` with orientation
@@ -899,6 +949,7 @@ class ModelBuilder:
             actuators=self._actuator_elements(topo),
         )
         model = self._with_gravcomp(model, order, eff, index)
+        model = self._with_tendons(model)
         sensors = self._sensor_record(topo, eff, tuple(jnames),
                                       list(model.actuators.names) if model.actuators is not None else [])
         if sensors is not None:

@@ -271,12 +271,12 @@ def test_unsupported_actuators_keep_their_slot_and_are_listed():
     info, msgs = load(DOC_UNSUPPORTED)
     model = info.model
     assert model.nu == mj.nu == 8
-    assert model.actuators.active == (True, False, False, False, False, False, False, True)
+    assert model.actuators.active == (True, False, True, False, False, False, False, True)   # tm: a fixed tendon
     listed = "; ".join(info.unsupported)
-    for name in ("iv", "tm", "cy", "filt", "pt", "ad"):
+    for name in ("iv", "cy", "filt", "pt", "ad"):
         assert name in listed
-    assert "m1" not in listed and "m2" not in listed
-    assert "intvelocity" in listed and "tendon transmissions" in listed and "activation dynamics" in listed
+    assert "m1" not in listed and "m2" not in listed and "tm" not in listed
+    assert "intvelocity" in listed and "adhesion" in listed and "activation dynamics" in listed
     assert len(msgs) == 1 and "iv" in msgs[0]
     # the modelled ones act as in MuJoCo: its qfrc_actuator less the unmodelled actuators' share
     Q, V, U = random_states(mj, 5, seed=2)

@@ -253,7 +253,7 @@ def test_mujocos_defaults_are_written_once():
 
 MJCF_STAGES = ("jaxmbd.io.mjcf_defaults", "jaxmbd.io.mjcf_assets", "jaxmbd.io.mjcf_attach", "jaxmbd.io.mjcf_bodies",
                "jaxmbd.io.mjcf_joints", "jaxmbd.io.mjcf_geoms", "jaxmbd.io.mjcf_actuator", "jaxmbd.io.mjcf_equality",
-               "jaxmbd.io.mjcf_keyframes", "jaxmbd.io.mjcf_sensors")
+               "jaxmbd.io.mjcf_keyframes", "jaxmbd.io.mjcf_sensors", "jaxmbd.io.mjcf_tendons")
 
 
 def test_the_mjcf_compiler_is_split_by_stage():

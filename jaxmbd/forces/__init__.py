@@ -19,6 +19,7 @@ element                        file                                   builder he
 :class:`Contact`               ``contact.py`` (geometry: ``contact/``) ``add_geom``, ``add_contact_pair``
 :class:`GravityCompensation`   ``gravcomp.py``                        ``add_body(gravcomp=...)``
 :class:`JointCoupling`         ``joint_coupling.py`` (``soft.py``)    ``add_joint_coupling``
+:class:`FixedTendons`          ``tendon.py``                          ``add_fixed_tendon``
 =============================  =====================================  ==============================
 
 Actuators (``actuator.py``, :class:`Actuators`, ``ModelBuilder.add_actuator``)
@@ -50,6 +51,7 @@ from .joint_limit import JointLimit
 from .friction_loss import FrictionLoss
 from .gravcomp import GravityCompensation
 from .joint_coupling import JointCoupling
+from .tendon import FixedTendons
 from . import soft  # noqa: F401
 from .joint_limit import joint_limit_penetrations as _joint_limit_penetrations
 from .contact import Contact
@@ -98,4 +100,4 @@ def __getattr__(name):
 
 __all__ = ["Actuators", "ForceElement", "PoseElement", "JointElement", "BuildContext", "generalized_force", "potential",
            "couplings", "elements", "PointSpringDamper", "CoordinateSpringDamper", "JointForce",
-           "RotationalSpringDamper", "Tire", "LinearBushing", "JointLimit", "FrictionLoss", "GravityCompensation", "JointCoupling", "soft", "joint_limit_penetrations", "law", "Contact", "road_height", "tire_forces", "spring_lengths", "has_forces", "without"]
+           "RotationalSpringDamper", "Tire", "LinearBushing", "JointLimit", "FrictionLoss", "GravityCompensation", "JointCoupling", "FixedTendons", "soft", "joint_limit_penetrations", "law", "Contact", "road_height", "tire_forces", "spring_lengths", "has_forces", "without"]

@@ -74,11 +74,19 @@ def check_range(rng, what, label):
 
 def actuator_spec(joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None, dampratio=None, gainprm=None,
                   biasprm=None, gaintype="fixed", biastype="none", ctrlrange=None, forcerange=None,
-                  jointinparent=False, active=True, ctrllimited=None):
+                  jointinparent=False, active=True, ctrllimited=None, tendon=None):
     """A checked, name-based description of one actuator (what
     :meth:`jaxmbd.ModelBuilder.add_actuator` stores until the model is built)."""
-    what = f"actuator {name!r}" if name else f"actuator on joint {joint!r}"
-    if joint is None:   # no transmission: keeps a ctrl slot, exerts no force (an MJCF actuator not modelled)
+    what = f"actuator {name!r}" if name else (f"actuator on joint {joint!r}" if tendon is None
+                                               else f"actuator on tendon {tendon!r}")
+    if tendon is not None:
+        if joint is not None:
+            raise ValueError(f"{what}: a joint and a tendon cannot both be its transmission")
+        if not isinstance(tendon, str) or not tendon:
+            raise ValueError(f"{what}: the tendon is named by a non-empty string, got {tendon!r}")
+        if jointinparent:
+            raise ValueError(f"{what}: jointinparent applies to joint transmissions")
+    elif joint is None:   # no transmission: keeps a ctrl slot, exerts no force (an MJCF actuator not modelled)
         active = False
     elif not isinstance(joint, str) or not joint:
         raise ValueError(f"{what}: the joint is named by a non-empty string, got {joint!r}")
@@ -136,7 +144,7 @@ def actuator_spec(joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None,
     if kind == "damper" and (cr is None or cr[0] < 0):
         raise ValueError(f"{what}: a damper needs a non-negative ctrlrange (its control scales the damping)")
     fr = check_range(forcerange, what, "forcerange")
-    return dict(name=name, joint=joint, kind=kind, what=what, gear=g, gain=gain, bias=bias, dampratio=dampratio,
+    return dict(name=name, joint=joint, tendon=tendon, kind=kind, what=what, gear=g, gain=gain, bias=bias, dampratio=dampratio,
                 gain_affine=gaintype == "affine", bias_affine=biastype == "affine",
                 ctrlrange=cr, ctrl_limited=ctrllimited, forcerange=fr, in_parent=bool(jointinparent),
                 active=bool(active))
@@ -173,6 +181,8 @@ class Actuators(eqx.Module):
     ctrlrange: jax.Array
     forcerange: jax.Array
     limit_range: jax.Array
+    tendon: tuple = eqx.field(static=True, default=None)   # per actuator: drives a fixed tendon
+    slot_qadr: tuple = eqx.field(static=True, default=None)   # per actuator: its six DoFs' coordinates
 
     @property
     def nu(self) -> int:
@@ -192,10 +202,17 @@ class Actuators(eqx.Module):
         return m
 
     def lengths(self, q):
-        """(nu,) MuJoCo's actuator_length: g0 q (hinge, slide), g[:3]·rotvec (ball), 0 (free)."""
+        """(nu,) MuJoCo's actuator_length: g0 q (hinge, slide), g[:3]·rotvec (ball), 0 (free), Σ gᵢ qᵢ
+        over a fixed tendon's joints."""
         nd, qa = np.asarray(self.ndof), np.maximum(np.asarray(self.qadr), 0)
-        L = jnp.where(jnp.asarray(nd == 1), self.gear[:, 0] * q[qa], 0.0)
-        ball = np.flatnonzero(nd == 3)
+        td = np.zeros(len(nd), bool) if self.tendon is None else np.asarray(self.tendon, bool)
+        L = jnp.where(jnp.asarray((nd == 1) & ~td), self.gear[:, 0] * q[qa], 0.0)
+        if td.any():
+            sel = np.flatnonzero(td)
+            mask = np.arange(6)[None, :] < nd[sel][:, None]
+            qi = np.asarray(self.slot_qadr, np.int64)[sel]
+            L = L.at[sel].set(jnp.sum(jnp.where(jnp.asarray(mask), self.gear[sel] * q[qi], 0.0), -1))
+        ball = np.flatnonzero((nd == 3) & ~td)
         if ball.size:
             quats = q[qa[ball][:, None] + np.arange(4)]
             r = jax.vmap(lambda u: spatial.quat_log(u / jnp.sqrt(jnp.sum(u * u))))(quats)
@@ -250,12 +267,15 @@ def resolve_dampratios(model, specs):
     return eqx.tree_at(lambda m: m.actuators.bias, model, jnp.asarray(bias, jnp.float64))
 
 
-def bind(specs, limits, joint_bodies, ctx):
+def bind(specs, limits, joint_bodies, ctx, tendons=None):
     """The :class:`Actuators` of the built tree, or None when there are none.
 
     specs: :func:`actuator_spec` dicts; limits: {joint name: (lo, hi)}
     actuator-force ranges; joint_bodies: {joint name: body name};
-    ctx: :class:`jaxmbd.forces.BuildContext`."""
+    ctx: :class:`jaxmbd.forces.BuildContext`; tendons: {name: (dofs, coefficients)} the fixed
+    tendons (:func:`jaxmbd.forces.tendon.resolve`), which a tendon transmission drives through its
+    coefficients times the gear's first number (at most 6 joints)."""
+    tendons = tendons or {}
     if not specs:
         if limits:
             raise ValueError(f"actuator force ranges on {', '.join(map(repr, limits))}, but the model has no actuators")
@@ -266,8 +286,18 @@ def bind(specs, limits, joint_bodies, ctx):
             raise ValueError(f"{what}: joint {jname!r} is not defined")
         first, n, jt = ctx.joint(joint_bodies[jname], what)
         return first, n, jt
-    dofs, ndof, qadr = [], [], []
+    dofs, ndof, qadr, on_tendon = [], [], [], []
     for s in specs:
+        on_tendon.append(s.get("tendon") is not None)
+        if on_tendon[-1]:
+            if s["tendon"] not in tendons:
+                raise ValueError(f"{s['what']}: no tendon named {s['tendon']!r}")
+            td, c = tendons[s["tendon"]]
+            if len(td) > 6:
+                raise ValueError(f"{s['what']}: a tendon transmission over more than 6 joints is not modelled")
+            s["gear"] = np.concatenate([s["gear"][0] * c, np.zeros(6 - len(td))])
+            dofs.append(tuple(td) + (td[0],) * (6 - len(td))), ndof.append(len(td)), qadr.append(-1)
+            continue
         if s["joint"] is None:
             dofs.append((0,) * 6), ndof.append(0), qadr.append(-1)
             continue
@@ -304,6 +334,7 @@ def bind(specs, limits, joint_bodies, ctx):
         gain_affine=tuple(s["gain_affine"] for s in specs), bias_affine=tuple(s["bias_affine"] for s in specs),
         ctrl_limited=tuple(s["ctrl_limited"] for s in specs),
         force_limited=tuple(s["forcerange"] is not None for s in specs),
-        active=tuple(s["active"] for s in specs), limit_dofs=tuple(lim_dofs),
+        active=tuple(s["active"] for s in specs), limit_dofs=tuple(lim_dofs), tendon=tuple(on_tendon),
+        slot_qadr=tuple(tuple(int(ctx.topo.dof_qadr[k]) for k in d) for d in dofs),
         gear=arr("gear"), gain=arr("gain"), bias=arr("bias"), ctrlrange=rng("ctrlrange"),
         forcerange=rng("forcerange"), limit_range=jnp.asarray(np.array(lim_rng, float).reshape(-1, 2), jnp.float64))

@@ -66,7 +66,7 @@ naming a mesh is fitted to it as MuJoCo fits it (:func:`jaxmbd.io.mesh.fit_primi
 ``<compiler fitaabb>``, ``fitscale``).
 
 Not modelled (listed once in a warning, never dropped silently):
-tendons, ball-joint limits, fluid forces, the sensor kinds :mod:`jaxmbd.sensors` does not model
+spatial tendons, tendon limits and friction loss, ball-joint limits, fluid forces, the sensor kinds :mod:`jaxmbd.sensors` does not model
 (their slots in ``sensordata`` are kept as zeros),
 mocap bodies, and equality constraints other
 than ``connect``/``weld``/``joint`` (returned in ``MJCFImport.equality``); options and flags that change
@@ -100,6 +100,7 @@ from .mjcf_geoms import Geoms
 from .mjcf_joints import Joints
 from .mjcf_keyframes import Keyframes
 from .mjcf_sensors import Sensors
+from .mjcf_tendons import Tendons
 
 
 @dataclass
@@ -201,11 +202,11 @@ def _expand_includes(el, base, here=None, depth=0):
     el[:] = out
 
 
-class _Compiler(Defaults, Assets, Attach, Bodies, Joints, Geoms, Equality, Keyframes, Sensors):
+class _Compiler(Defaults, Assets, Attach, Bodies, Joints, Geoms, Tendons, Equality, Keyframes, Sensors):
     """One document's compilation, in MuJoCo's stages: defaults and classes (mjcf_defaults), assets
     (mjcf_assets) and attached models (mjcf_attach); bodies and inertia (mjcf_bodies), joints
     (mjcf_joints); geoms and contacts (mjcf_geoms); actuators (mjcf_actuator); equality (mjcf_equality);
-    keyframes (mjcf_keyframes); sensors (mjcf_sensors)."""
+    keyframes (mjcf_keyframes); sensors (mjcf_sensors); fixed tendons (mjcf_tendons)."""
 
     def __init__(self, root, base, contact_capacity=None, law="soft", contact_rows=None):
         self.contact_capacity = contact_capacity
@@ -336,6 +337,8 @@ class _Compiler(Defaults, Assets, Attach, Bodies, Joints, Geoms, Equality, Keyfr
             self._apply_limits()
         if flags.get("equality") != "disable" and flags.get("constraint") != "disable":
             self._add_couplings()
+        self.fixed_tendons = set()
+        self.unsupported.extend(self._add_tendons())
         if self.mesh_notes:
             self.unsupported.append(f"mesh files ({'; '.join(sorted(self.mesh_notes))})")
         if self.frictionloss and self.law == "penalty":

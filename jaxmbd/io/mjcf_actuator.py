@@ -252,7 +252,9 @@ def _one(comp, el, p, what, notes):
         why = f"activation dynamics ({p['dyntype']})"
     elif p["gaintype"] not in ("fixed", "affine") or p["biastype"] not in ("none", "affine"):
         why = f"gaintype {p['gaintype']} / biastype {p['biastype']}"
-    elif targets[0] not in ("joint", "jointinparent"):
+    elif targets[0] == "tendon" and a["tendon"] not in getattr(comp, "fixed_tendons", ()):
+        why = "transmissions through tendons jaxmbd does not model"
+    elif targets[0] not in ("joint", "jointinparent", "tendon"):
         why = f"{targets[0]} transmissions"
     joint = a[targets[0]]
     if targets[0] in ("joint", "jointinparent") and joint not in comp.joint_attrs:
@@ -279,6 +281,8 @@ def _one(comp, el, p, what, notes):
         dampratio, bp[2] = float(bp[2]), 0.0     # MuJoCo resolves it at compile time: kv from the mass at qpos0
     kw = dict(joint=joint, name=name, gear=p["gear"], jointinparent=targets[0] == "jointinparent",
               ctrlrange=ctrlrange if ctrl_lim else None, forcerange=p["forcerange"] if force_lim else None)
+    if targets[0] == "tendon":
+        kw.update(joint=None, tendon=joint)
     if el.tag == "motor":
         return dict(kw, kind="motor")
     if el.tag == "position":

@@ -15,7 +15,7 @@ def joint_types():
 SOLIDS = SOLID_TYPES
 TOP_LEVEL = {"compiler", "option", "size", "visual", "statistic", "default", "custom", "asset", "worldbody",
              "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "extension", "deformable"}
-NOT_MODELLED = {"tendon": "tendons", "deformable": "deformables",
+NOT_MODELLED = {"deformable": "deformables",
                 "extension": "plugins"}
 ORIENTATIONS = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
 PARTIAL = ("size", "friction", "solref", "solimp", "solreflimit", "solimplimit", "solreffriction")
