@@ -516,12 +516,16 @@ class ModelBuilder:
             opts["timestep"] = float(timestep)
         return self
 
-    def add_fixed_tendon(self, name: str, joints, coef, *, stiffness=0.0, damping=0.0,
-                         springlength=None) -> "ModelBuilder":
+    def add_fixed_tendon(self, name: str, joints, coef, *, stiffness=0.0, damping=0.0, springlength=None,
+                         range=None, solref_limit=None, solimp_limit=None, frictionloss=0.0, solref_friction=None,
+                         solimp_friction=None) -> "ModelBuilder":
         """A fixed tendon (MuJoCo's ``<tendon><fixed>``): length L = Σ coefᵢ qᵢ over hinge and slide
         ``joints`` (named by their body), with a spring of ``stiffness`` about ``springlength`` (one
-        number, or two: a dead band; None: L at q0) and ``damping`` on L'
-        (:mod:`jaxmbd.forces.tendon`); ``add_actuator(None, tendon=name)`` drives it."""
+        number, or two: a dead band; None: L at q0) and ``damping`` on L'; ``range`` (lo, hi): a soft
+        limit row at each end (``solref_limit``, ``solimp_limit``); ``frictionloss``: a soft
+        friction-loss row (``solref_friction``, ``solimp_friction``); MuJoCo's defaults for the
+        soft parameters (:mod:`jaxmbd.forces.tendon`).  ``add_actuator(None, tendon=name)`` drives it."""
+        from .forces.soft import check_solimp, check_solref
         what = f"tendon {name!r}"
         if not isinstance(name, str) or not name:
             raise ValueError(f"tendon name must be a non-empty string, got {name!r}")
@@ -546,7 +550,22 @@ class ModelBuilder:
                 sl = np.repeat(sl, 2)
             if sl.shape != (2,) or not np.all(np.isfinite(sl)) or sl[0] > sl[1]:
                 raise ValueError(f"{what}: springlength is one number or an increasing pair, got {springlength!r}")
-        self._tendons[name] = dict(joints=joints, coef=c, stiffness=k, damping=b, springlength=sl)
+        rng = None
+        if range is not None:
+            rng = _vec(range, 2, f"{what}: range")
+            if not rng[0] < rng[1]:
+                raise ValueError(f"{what}: range must be increasing, got {range!r}")
+        fl = _scalar(frictionloss, f"{what}: frictionloss")
+        if fl < 0:
+            raise ValueError(f"{what}: frictionloss must be >= 0")
+        soft = {key: check(MJ.SOLREF if val is None and "ref" in key else MJ.SOLIMP if val is None else val,
+                           f"{what}: {key}")
+                for key, val, check in (("solref_limit", solref_limit, check_solref),
+                                        ("solimp_limit", solimp_limit, check_solimp),
+                                        ("solref_friction", solref_friction, check_solref),
+                                        ("solimp_friction", solimp_friction, check_solimp))}
+        self._tendons[name] = dict(joints=joints, coef=c, stiffness=k, damping=b, springlength=sl, range=rng,
+                                   frictionloss=fl, **soft)
         return self
 
     def add_actuator(self, joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None, dampratio=None,
@@ -571,7 +590,9 @@ class ModelBuilder:
         ctrlrange / forcerange: (lo, hi) with lo < hi clamps the control /
         the actuator force (None: no clamp); ``ctrllimited=False`` keeps a
         ctrlrange without clamping (MuJoCo's disabled ``clampctrl``; a
-        damper needs its range).  ``active=False`` or
+        damper needs its range).  ``tendon``: the transmission through a fixed
+        tendon (:meth:`add_fixed_tendon`; ``joint`` None), its coefficients times
+        the gear's first number.  ``active=False`` or
         ``joint=None`` (no transmission): the actuator keeps its ctrl slot and
         exerts no force (MuJoCo's disabled actuator groups; actuators a
         loader does not model).  Numbers are checked here, the
@@ -680,13 +701,14 @@ class ModelBuilder:
         if not self._tendons:
             return model
         from .forces import BuildContext
-        from .forces.tendon import element, resolve
+        from .crba import host_mass_matrix
+        from .forces.tendon import element, resolve, rows_element
         topo = model.topo
-        el = element(self._tendons, resolve(self._tendons, BuildContext(topo, self._frames_of(None))), topo.nv,
-                     np.asarray(model.q0), topo.dof_qadr)
-        if el is None:
-            return model
-        return dataclasses.replace(model, forces=(model.forces or ()) + (el,))
+        resolved = resolve(self._tendons, BuildContext(topo, self._frames_of(None)))
+        els = (element(self._tendons, resolved, topo.nv, np.asarray(model.q0), topo.dof_qadr),
+               rows_element(self._tendons, resolved, topo.nv, np.asarray(host_mass_matrix(model, model.q0))))
+        els = tuple(e for e in els if e is not None)
+        return dataclasses.replace(model, forces=(model.forces or ()) + els) if els else model
 
     def add_site(self, name: str, body: str, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0)) -> "ModelBuilder":
         """A named frame fixed in ``body`` ("world" for the fixed base) at ``pos`` with orientation

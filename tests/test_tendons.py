@@ -55,6 +55,7 @@ HAND = """
       <joint joint="finger_joint1" coef="-3"/>
     </fixed>
   </tendon>
+  {extra}
   <equality>
     <joint joint1="finger_joint1" joint2="finger_joint2" solimp="0.95 0.99 0.001" solref="0.005 1"/>
   </equality>
@@ -66,8 +67,17 @@ HAND = """
 """
 
 
-def _pair(spring="0.1"):
-    xml = HAND.format(spring=spring)
+# a second wrist-and-finger tendon, limited and with friction loss (soft rows)
+LIMITED = """<tendon>
+    <fixed name="span" range="-0.2 0.3" solreflimit="0.01 0.8" frictionloss="0.05">
+      <joint joint="wrist" coef="0.5"/>
+      <joint joint="finger_joint2" coef="2"/>
+    </fixed>
+  </tendon>"""
+
+
+def _pair(spring="0.1", extra=""):
+    xml = HAND.format(spring=spring, extra=extra)
     info = jaxmbd.load_mjcf(xml, return_info=True)
     return info, mujoco.MjModel.from_xml_string(xml)
 
@@ -97,6 +107,30 @@ def test_lengths_forces_and_accelerations_equal_mujocos(spring):
         np.testing.assert_allclose(jaxmbd.actuator_force(model, q, v, ctrl), d.qfrc_actuator, rtol=1e-11,
                                    atol=1e-12)
         np.testing.assert_allclose(f(model, q, v, ctrl), d.qacc, rtol=1e-9, atol=1e-9 * np.abs(d.qacc).max())
+
+
+def test_a_limited_tendon_with_friction_loss_equals_mujocos_rows():
+    """States past either end of the span tendon's range (deeper than the rows' fade-in), moving: the
+    limit row, the friction-loss row and the joint equality solved together, as MuJoCo solves them."""
+    info, mj = _pair(extra=LIMITED)
+    model = info.model
+    assert not any("tendon" in u for u in info.unsupported), info.unsupported
+    d = mujoco.MjData(mj)
+    rng = np.random.default_rng(3)
+    f = jax.jit(_acc)
+    for past in (-0.05, 0.08, 0.0):      # below the range, above it, inside (friction only)
+        for _ in range(3):
+            q = rng.normal(scale=[0.3, 0.01, 0.01])
+            L = 0.5 * q[0] + 2 * q[2]
+            target = {-0.05: -0.2 - 0.05, 0.08: 0.3 + 0.08, 0.0: 0.05}[past]
+            q[0] += 2 * (target - L)       # move the wrist so that the span length is at the target
+            v = rng.normal(scale=[0.5, 0.05, 0.05])
+            ctrl = rng.uniform([0, -1], [255, 1])
+            d.qpos[:], d.qvel[:], d.ctrl[:] = q, v, ctrl
+            mujoco.mj_forward(mj, d)
+            assert d.nefc == (3 if past else 2)      # the equality, the friction loss, the limit
+            np.testing.assert_allclose(f(model, q, v, ctrl), d.qacc, rtol=1e-9,
+                                       atol=1e-9 * np.abs(d.qacc).max())
 
 
 def test_the_tendon_driven_gripper_closes_as_mujocos_does():

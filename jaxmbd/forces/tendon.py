@@ -1,7 +1,8 @@
 """Fixed tendons (MuJoCo's ``<tendon><fixed>``): a length that is a linear combination of hinge and
 slide coordinates, L = Σ cᵢ qᵢ, with a spring (stiffness, and a dead band between the two
 ``springlength`` values where it pulls nothing) and damping on its rate L' = Σ cᵢ q̇ᵢ, a passive force
--k (L - L_s) - b L' applied through the coefficients (MuJoCo's tendon part of ``qfrc_passive``);
+-k (L - L_s) - b L' applied through the coefficients (MuJoCo's tendon part of ``qfrc_passive``;
+:class:`FixedTendons`); a range and a friction loss as MuJoCo's soft rows (:class:`TendonRows`);
 actuators drive a tendon through the same coefficients (``ModelBuilder.add_actuator(tendon=...)``)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import JointElement, f64, make
+from .base import JointElement, SoftRows, f64, make
 
 
 def resolve(tendons, ctx):
@@ -82,3 +83,75 @@ def element(tendons, resolved, nv, q0, qadr):
     return make(FixedTendons, names=tuple(names), dofs=tuple(resolved[n][0] for n in names), coef=f64(coef),
                 stiffness=f64([tendons[n]["stiffness"] for n in names]),
                 damping=f64([tendons[n]["damping"] for n in names]), spring=f64(spring))
+
+
+class TendonRows(SoftRows, JointElement):
+    """The soft rows of fixed tendons (:mod:`jaxmbd.forces.soft`), as MuJoCo's: a limit row for each
+    limited tendon at its nearer bound (r = L - lower with J = c, or r = upper - L with J = -c; c the
+    tendon's coefficients over the DoFs), and a friction-loss row for each tendon with a
+    ``frictionloss`` (J = c, the force within ±loss).  Â (``invweight``) is MuJoCo's
+    ``tendon_invweight0``, c H⁻¹ cᵀ at the model's q0.  Static: ``names``, ``dofs``, which tendons
+    are ``limited`` and which have ``friction``."""
+    names: tuple = eqx.field(static=True)
+    dofs: tuple = eqx.field(static=True)
+    limited: tuple = eqx.field(static=True)
+    friction: tuple = eqx.field(static=True)
+    coef: jax.Array          # (k, nv)
+    range: jax.Array         # (k, 2)
+    solref_limit: jax.Array  # (k, 2)
+    solimp_limit: jax.Array  # (k, 5)
+    loss: jax.Array          # (k,)
+    solref_friction: jax.Array
+    solimp_friction: jax.Array
+    invweight: jax.Array     # (k,)
+
+    has_soft = True
+
+    def bind(self, ctx):
+        return self
+
+    def couplings(self, topo):
+        return tuple(tuple(sorted(d)) for d in self.dofs if len(d) > 1)
+
+    def force(self, model, q, v):
+        return jnp.zeros(model.nv, jnp.result_type(q, v, float))
+
+    def soft_rows(self, model, q, v, kin=None, axes=None):
+        from .soft import MINVAL, FrictionRows, NormalRows, impedance, ref_coefficients
+        dt = jnp.result_type(q, v, float)
+        L = self.coef @ q[model.topo.dof_qadr]
+        Ld = self.coef @ v
+        lim = np.flatnonzero(np.asarray(self.limited, bool))
+        dl, du = L[lim] - self.range[lim, 0], self.range[lim, 1] - L[lim]
+        low = dl <= du
+        sign = jnp.where(low, 1.0, -1.0)
+        N = NormalRows(sign[:, None] * self.coef[lim], jnp.where(low, dl, du), sign * Ld[lim],
+                       self.solref_limit[lim], self.solimp_limit[lim], self.invweight[lim])
+        fr = np.flatnonzero(np.asarray(self.friction, bool))
+        k = fr.size
+        d = impedance(jnp.zeros(k, dt), self.solimp_friction[fr])
+        _, B = ref_coefficients(self.solref_friction[fr], self.solimp_friction[fr])
+        R = jnp.maximum((1.0 - d) / d * self.invweight[fr], MINVAL)
+        T = FrictionRows(self.coef[fr], Ld[fr], B, R, jnp.ones(k, dt), jnp.ones(k, dt), np.full(k, -1),
+                         self.loss[fr], np.arange(k))
+        return N, T, None
+
+
+def rows_element(tendons, resolved, nv, H0):
+    """The :class:`TendonRows` of the limited tendons and those with friction loss (None if none);
+    H0: the mass matrix at q0 (armature included) for the rows' Â."""
+    names = [n for n, t in tendons.items() if t["range"] is not None or t["frictionloss"] > 0]
+    if not names:
+        return None
+    coef = np.zeros((len(names), nv))
+    for i, n in enumerate(names):
+        dofs, c = resolved[n]
+        coef[i, list(dofs)] = c
+    iw = np.einsum("ki,ki->k", coef, np.linalg.solve(H0, coef.T).T)
+    t = [tendons[n] for n in names]
+    return make(TendonRows, names=tuple(names), dofs=tuple(resolved[n][0] for n in names),
+                limited=tuple(x["range"] is not None for x in t), friction=tuple(x["frictionloss"] > 0 for x in t),
+                coef=f64(coef), range=f64([x["range"] if x["range"] is not None else (0.0, 0.0) for x in t]),
+                solref_limit=f64([x["solref_limit"] for x in t]), solimp_limit=f64([x["solimp_limit"] for x in t]),
+                loss=f64([x["frictionloss"] for x in t]), solref_friction=f64([x["solref_friction"] for x in t]),
+                solimp_friction=f64([x["solimp_friction"] for x in t]), invweight=f64(iw))

@@ -66,7 +66,7 @@ naming a mesh is fitted to it as MuJoCo fits it (:func:`jaxmbd.io.mesh.fit_primi
 ``<compiler fitaabb>``, ``fitscale``).
 
 Not modelled (listed once in a warning, never dropped silently):
-spatial tendons, tendon limits and friction loss, ball-joint limits, fluid forces, the sensor kinds :mod:`jaxmbd.sensors` does not model
+spatial tendons, tendon limit margins, ball-joint limits, fluid forces, the sensor kinds :mod:`jaxmbd.sensors` does not model
 (their slots in ``sensordata`` are kept as zeros),
 mocap bodies, and equality constraints other
 than ``connect``/``weld``/``joint`` (returned in ``MJCFImport.equality``); options and flags that change
