@@ -725,12 +725,12 @@ class ModelBuilder:
         return self
 
     def add_sensor(self, kind: str, *, name: str | None = None, joint=None, actuator=None, site=None,
-                   body=None, obj=None, objtype=None, ref=None, reftype=None, cutoff=0.0,
+                   body=None, obj=None, objtype=None, ref=None, reftype=None, cutoff=0.0, tendon=None,
                    placeholder_dim: int | None = None) -> "ModelBuilder":
         """A sensor, in ``model.sensors`` and :func:`jaxmbd.sensors.sensordata` in the order added
         (the kinds and their values: :mod:`jaxmbd.sensors`).  Its target by kind: ``joint``
         (jointpos, jointvel, ballquat, ballangvel, jointactuatorfrc), ``actuator`` (actuatorpos,
-        actuatorvel, actuatorfrc), ``site`` (gyro, velocimeter, accelerometer), ``body`` (subtreecom,
+        actuatorvel, actuatorfrc), ``tendon`` (tendonpos, tendonvel: a fixed tendon), ``site`` (gyro, velocimeter, accelerometer), ``body`` (subtreecom,
         subtreelinvel, subtreeangmom; "world" for the whole model), ``obj`` with ``objtype`` "site",
         "xbody" or "body" (the frame kinds), and optionally ``ref`` with ``reftype`` (positions and
         orientations in that frame).  ``cutoff`` > 0 clamps the values as MuJoCo does.
@@ -741,6 +741,7 @@ class ModelBuilder:
         if placeholder_dim is None and kind not in S.DIMS:
             raise ValueError(f"{what}: unknown kind; expected one of {', '.join(S.DIMS)}")
         need = {**{k: ("joint", joint) for k in S.JOINT_KINDS}, **{k: ("actuator", actuator) for k in S.ACTUATOR_KINDS},
+                **{k: ("tendon", tendon) for k in S.TENDON_KINDS},
                 **{k: ("site", site) for k in S.SITE_KINDS}, **{k: ("body", body) for k in S.SUBTREE_KINDS},
                 **{k: ("obj", obj) for k in S.FRAME_KINDS}}
         if placeholder_dim is None and need[kind][1] is None:
@@ -756,7 +757,7 @@ class ModelBuilder:
             raise ValueError(f"{what}: placeholder_dim must be a positive int")
         if name is not None and any(sp["name"] == name for sp in self._sensors):
             raise ValueError(f"duplicate sensor name {name!r}")
-        self._sensors.append(dict(kind=kind, name=name, joint=joint, actuator=actuator,
+        self._sensors.append(dict(kind=kind, name=name, joint=joint, actuator=actuator, tendon=tendon,
                                   obj=site if kind in S.SITE_KINDS else obj, objtype=objtype, body=body, ref=ref,
                                   reftype=reftype, cutoff=c, placeholder=placeholder_dim is not None,
                                   dim=placeholder_dim))
@@ -772,8 +773,11 @@ class ModelBuilder:
         for n, (b, _, _) in self._sites.items():
             if b not in frames:
                 raise ValueError(f"site {n!r}: no body named {b!r}")
+        from .forces import BuildContext
+        from .forces.tendon import resolve
         return bind(self._sensors, topo, joint_names, frames, self._sites, actuator_names,
-                    {b["name"]: b["com"] for b in self._bodies})
+                    {b["name"]: b["com"] for b in self._bodies},
+                    resolve(self._tendons, BuildContext(topo, self._frames_of(None))))
 
     def build(self, coordinate_order=None):
         """Validate and build.  Returns a :class:`Model` for a plain tree, or a

@@ -31,6 +31,8 @@ kind                   dim   value
 ``subtreecom``         3     the centre of mass of a body's subtree (the world body: the whole model)
 ``subtreelinvel``      3     its velocity
 ``subtreeangmom``      3     the subtree's angular momentum about its centre of mass (world)
+``tendonpos``          1     a fixed tendon's length (:mod:`jaxmbd.forces.tendon`)
+``tendonvel``          1     its rate
 =====================  ====  ================================================================
 
 Frames are MuJoCo's objects: a site (``objtype="site"``), a body's frame (``"xbody"``) or the
@@ -50,7 +52,9 @@ import numpy as np
 DIMS = {"jointpos": 1, "jointvel": 1, "ballquat": 4, "ballangvel": 3, "actuatorpos": 1, "actuatorvel": 1,
         "actuatorfrc": 1, "jointactuatorfrc": 1, "framepos": 3, "framequat": 4, "framexaxis": 3,
         "frameyaxis": 3, "framezaxis": 3, "framelinvel": 3, "frameangvel": 3, "gyro": 3, "velocimeter": 3,
-        "accelerometer": 3, "subtreecom": 3, "subtreelinvel": 3, "subtreeangmom": 3}
+        "accelerometer": 3, "subtreecom": 3, "subtreelinvel": 3, "subtreeangmom": 3, "tendonpos": 1,
+        "tendonvel": 1}
+TENDON_KINDS = ("tendonpos", "tendonvel")
 JOINT_KINDS = ("jointpos", "jointvel", "ballquat", "ballangvel", "jointactuatorfrc")
 ACTUATOR_KINDS = ("actuatorpos", "actuatorvel", "actuatorfrc")
 FRAME_KINDS = ("framepos", "framequat", "framexaxis", "frameyaxis", "framezaxis", "framelinvel", "frameangvel")
@@ -78,6 +82,7 @@ class Sensors(eqx.Module):
     ref: tuple = eqx.field(static=True)
     placeholder: tuple = eqx.field(static=True)
     rot: jax.Array
+    coef: jax.Array      # (k, nv): a tendon sensor's coefficients over the DoFs (zeros for the others)
     pos: jax.Array
     ref_rot: jax.Array
     ref_pos: jax.Array
@@ -192,6 +197,10 @@ def sensordata(model, q, v, ctrl=None):
             val = tree.actuators.lengths(q)[idx:idx + 1]
         elif kind == "actuatorvel":
             val = act_v[idx:idx + 1]
+        elif kind == "tendonpos":
+            val = (s.coef[i] @ q[tree.topo.dof_qadr])[None]
+        elif kind == "tendonvel":
+            val = (s.coef[i] @ v)[None]
         elif kind == "actuatorfrc":
             val = act_f[idx:idx + 1]
         elif kind in SUBTREE_KINDS:
@@ -255,7 +264,7 @@ def _accelerometers(model, tree, s, mech_state, q, v, ctrl):
     return out
 
 
-def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com):
+def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com, tendons=None):
     """The :class:`Sensors` record of the builder's sensor specs on the built tree.
 
     ``joint_names``: one per moving body; ``frames``: body name -> (host name or "world", R, p) of the body's frame in its host;
@@ -281,11 +290,13 @@ def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com):
             return host(obj), Rh, ph
         return host(obj), Rh, ph + Rh @ body_com.get(obj, np.zeros(3))
 
-    names, kinds, dims, adr, index, ref, ph, rot, pos, rrot, rpos, cut = ([] for _ in range(12))
+    names, kinds, dims, adr, index, ref, ph, rot, pos, rrot, rpos, cut, coefs = ([] for _ in range(13))
+    tendons = tendons or {}
     at = 0
     for k, sp in enumerate(specs):
         kind, name = sp["kind"], sp["name"] or f"sensor{k}"
         what = f"sensor {name!r} ({kind})"
+        coefs_row = np.zeros(topo.nv)
         R, p, Rr, pr, r, idx = np.eye(3), np.zeros(3), np.eye(3), np.zeros(3), -2, 0
         if sp["placeholder"]:
             n = sp["dim"]
@@ -294,6 +305,13 @@ def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com):
             if kind in JOINT_KINDS:
                 j = _joint(topo, joint_names, sp["joint"], kind, what)
                 idx = int(topo.q_adr[j] if kind in ("jointpos", "ballquat") else topo.v_adr[j])
+            elif kind in TENDON_KINDS:
+                if sp["tendon"] not in tendons:
+                    raise ValueError(f"{what}: no tendon named {sp['tendon']!r}")
+                td, c = tendons[sp["tendon"]]
+                row = np.zeros(topo.nv)
+                row[list(td)] = c
+                coefs_row = row
             elif kind in ACTUATOR_KINDS:
                 if sp["actuator"] not in actuator_names:
                     raise ValueError(f"{what}: no actuator named {sp['actuator']!r}")
@@ -326,6 +344,7 @@ def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com):
         names.append(name), kinds.append(kind), dims.append(n), adr.append(at), index.append(idx)
         ref.append(r), ph.append(bool(sp["placeholder"])), rot.append(R), pos.append(p)
         rrot.append(Rr), rpos.append(pr), cut.append(sp["cutoff"])
+        coefs.append(coefs_row)
         at += n
     if len(set(names)) != len(names):
         dup = sorted({x for x in names if names.count(x) > 1})
@@ -334,7 +353,8 @@ def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com):
     k = len(names)
     return Sensors(names=tuple(names), kinds=tuple(kinds), dims=tuple(dims), adr=tuple(adr), index=tuple(index),
                    ref=tuple(ref), placeholder=tuple(ph), rot=f64(rot, (k, 3, 3)), pos=f64(pos, (k, 3)),
-                   ref_rot=f64(rrot, (k, 3, 3)), ref_pos=f64(rpos, (k, 3)), cutoff=f64(cut, (k,)))
+                   ref_rot=f64(rrot, (k, 3, 3)), ref_pos=f64(rpos, (k, 3)), cutoff=f64(cut, (k,)),
+                   coef=f64(coefs, (k, topo.nv)))
 
 
 def _joint(topo, joint_names, name, kind, what):

@@ -63,6 +63,12 @@ HAND = """
     <general class="hand" name="actuator8" tendon="split"/>
     <motor name="wrist" joint="wrist" gear="2"/>
   </actuator>
+  <sensor>
+    <tendonpos name="split_length" tendon="split"/>
+    <tendonvel name="twist_rate" tendon="twist" cutoff="0.5"/>
+    <actuatorpos name="grip_length" actuator="actuator8"/>
+    <actuatorvel name="grip_rate" actuator="actuator8"/>
+  </sensor>
 </mujoco>
 """
 
@@ -107,6 +113,7 @@ def test_lengths_forces_and_accelerations_equal_mujocos(spring):
         np.testing.assert_allclose(jaxmbd.actuator_force(model, q, v, ctrl), d.qfrc_actuator, rtol=1e-11,
                                    atol=1e-12)
         np.testing.assert_allclose(f(model, q, v, ctrl), d.qacc, rtol=1e-9, atol=1e-9 * np.abs(d.qacc).max())
+        np.testing.assert_allclose(jaxmbd.sensordata(model, q, v, ctrl), d.sensordata, rtol=1e-12, atol=1e-14)
 
 
 def test_a_limited_tendon_with_friction_loss_equals_mujocos_rows():

@@ -11,12 +11,12 @@ from .. import sensors as S
 
 # the sizes of the kinds jaxmbd keeps only as a slot (MuJoCo's mjSENS_* dimensions)
 SLOTS = {"touch": 1, "force": 3, "torque": 3, "magnetometer": 3, "rangefinder": 1, "camprojection": 2,
-         "jointlimitpos": 1, "jointlimitvel": 1, "jointlimitfrc": 1, "tendonpos": 1, "tendonvel": 1,
-         "tendonactuatorfrc": 1, "tendonlimitpos": 1, "tendonlimitvel": 1, "tendonlimitfrc": 1,
+         "jointlimitpos": 1, "jointlimitvel": 1, "jointlimitfrc": 1, "tendonactuatorfrc": 1, "tendonlimitpos": 1, "tendonlimitvel": 1, "tendonlimitfrc": 1,
          "framelinacc": 3, "frameangacc": 3, "clock": 1, "e_potential": 1, "e_kinetic": 1,
          "distance": 1, "normal": 3, "fromto": 6, "insidesite": 1}
 OBJ_ATTR = {**{k: "joint" for k in S.JOINT_KINDS}, **{k: "actuator" for k in S.ACTUATOR_KINDS},
-            **{k: "site" for k in S.SITE_KINDS}, **{k: "body" for k in S.SUBTREE_KINDS}}
+            **{k: "site" for k in S.SITE_KINDS}, **{k: "body" for k in S.SUBTREE_KINDS},
+            **{k: "tendon" for k in S.TENDON_KINDS}}
 
 
 class Sensors:
@@ -39,7 +39,7 @@ class Sensors:
             cutoff = C.number(a.get("cutoff", "0"), f"{what}: cutoff")
             if cutoff < 0:
                 raise MJCFError(f"{what}: cutoff must be >= 0")
-            why = self._sensor_gap(kind, a, welded)
+            why = self._sensor_gap(kind, a, welded, getattr(self, "fixed_tendons", ()))
             if why is not None:
                 if kind == "user":
                     dim = int(C.number(a.get("dim", "0"), f"{what}: dim"))
@@ -78,7 +78,7 @@ class Sensors:
         return self.builder_name.get(name, name) if objtype in ("xbody", "body") else name
 
     @staticmethod
-    def _sensor_gap(kind, a, welded):
+    def _sensor_gap(kind, a, welded, fixed):
         """Why a sensor is kept only as a slot, or None when jaxmbd models it."""
         if kind not in S.DIMS:
             return f"<{kind}> not modelled"
@@ -94,4 +94,6 @@ class Sensors:
                 return "velocities relative to a reference frame"
         if kind in S.SUBTREE_KINDS and a.get("body") in welded:
             return "subtrees of bodies without joints"
+        if kind in S.TENDON_KINDS and a.get("tendon") not in fixed:
+            return "tendons jaxmbd does not model"
         return None
