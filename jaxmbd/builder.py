@@ -127,6 +127,7 @@ class ModelBuilder:
         self._init = (None, None)   # set_initial_state's (q0, v0)
         self._sites = {}            # name -> (body, R, p): frames fixed in a body (add_site)
         self._tendons = {}          # name -> fixed tendon record (add_fixed_tendon)
+        self._tendon_couplings = []  # (tendon1, tendon2, polycoef, solref, solimp) (add_tendon_coupling)
         self._sensors = []          # sensor specifications (add_sensor), in sensordata's order
         self.contact_skipped = []   # ((type1, type2), n_pairs) dropped by skip_unsupported at the last build
         self.loop_anchor_shifts = []   # ((loop name, gap), ...) closed by moving anchors at the last build
@@ -568,6 +569,20 @@ class ModelBuilder:
                                    frictionloss=fl, **soft)
         return self
 
+    def add_tendon_coupling(self, tendon1, tendon2=None, *, polycoef=(0.0, 1.0, 0.0, 0.0, 0.0), solref=None,
+                            solimp=None) -> "ModelBuilder":
+        """Hold fixed tendon ``tendon1``'s length to a polynomial of ``tendon2``'s, as
+        :meth:`add_joint_coupling` holds joints (MuJoCo's ``<equality tendon>``, a soft row)."""
+        from .forces.joint_coupling import _soft
+        what = f"tendon coupling of {tendon1!r}"
+        for t in (tendon1, tendon2):
+            if t is not None and t not in self._tendons:
+                raise ValueError(f"{what}: no tendon named {t!r} (add_fixed_tendon first)")
+        if tendon1 == tendon2:
+            raise ValueError(f"{what}: a tendon cannot be coupled to itself")
+        self._tendon_couplings.append((tendon1, tendon2) + _soft(polycoef, solref, solimp, what))
+        return self
+
     def add_actuator(self, joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None, dampratio=None,
                      gainprm=None, biasprm=None, gaintype="fixed", biastype="none", ctrlrange=None,
                      forcerange=None, jointinparent=False, active=True, ctrllimited=None,
@@ -702,13 +717,21 @@ class ModelBuilder:
             return model
         from .forces import BuildContext
         from .crba import host_mass_matrix
+        from .forces.joint_coupling import JointCoupling, tendon_rows
         from .forces.tendon import element, resolve, rows_element
         topo = model.topo
         resolved = resolve(self._tendons, BuildContext(topo, self._frames_of(None)))
         els = (element(self._tendons, resolved, topo.nv, np.asarray(model.q0), topo.dof_qadr),
                rows_element(self._tendons, resolved, topo.nv, np.asarray(host_mass_matrix(model, model.q0))))
-        els = tuple(e for e in els if e is not None)
-        return dataclasses.replace(model, forces=(model.forces or ()) + els) if els else model
+        forces = list(model.forces or ()) + [e for e in els if e is not None]
+        coupled = tendon_rows(self._tendon_couplings, resolved, topo.nv)
+        if coupled is not None:      # one JointCoupling element per model: joints' and tendons' rows
+            i = next((i for i, e in enumerate(forces) if isinstance(e, JointCoupling)), None)
+            if i is None:
+                forces.append(coupled)
+            else:
+                forces[i] = JointCoupling.merge([forces[i], coupled])
+        return dataclasses.replace(model, forces=tuple(forces) or None)
 
     def add_site(self, name: str, body: str, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0)) -> "ModelBuilder":
         """A named frame fixed in ``body`` ("world" for the fixed base) at ``pos`` with orientation

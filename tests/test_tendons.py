@@ -140,6 +140,36 @@ def test_a_limited_tendon_with_friction_loss_equals_mujocos_rows():
                                        atol=1e-9 * np.abs(d.qacc).max())
 
 
+COUPLED = """<tendon>
+    <fixed name="span" springlength="0.05" stiffness="1">
+      <joint joint="wrist" coef="0.5"/>
+      <joint joint="finger_joint2" coef="2"/>
+    </fixed>
+  </tendon>
+  <equality>
+    <tendon tendon1="span" tendon2="twist" polycoef="0.01 0.5 0.2" solref="0.01 1"/>
+  </equality>"""
+
+
+def test_a_tendon_coupling_equals_mujocos_row():
+    """<equality><tendon>: the span tendon's length held to a quadratic of the twist tendon's, a soft
+    row beside the fingers' joint equality, as MuJoCo's."""
+    info, mj = _pair(extra=COUPLED)
+    model = info.model
+    assert not any("tendon" in u or "equality" in u for u in info.unsupported), info.unsupported
+    d = mujoco.MjData(mj)
+    rng = np.random.default_rng(4)
+    f = jax.jit(_acc)
+    for _ in range(4):
+        q = rng.normal(scale=[0.3, 0.02, 0.02])
+        v = rng.normal(scale=[0.5, 0.05, 0.05])
+        ctrl = rng.uniform([0, -1], [255, 1])
+        d.qpos[:], d.qvel[:], d.ctrl[:] = q, v, ctrl
+        mujoco.mj_forward(mj, d)
+        assert d.nefc == 2
+        np.testing.assert_allclose(f(model, q, v, ctrl), d.qacc, rtol=1e-9, atol=1e-9 * np.abs(d.qacc).max())
+
+
 def test_the_tendon_driven_gripper_closes_as_mujocos_does():
     info, mj = _pair()
     model = info.model

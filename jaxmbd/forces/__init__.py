@@ -18,7 +18,7 @@ element                        file                                   builder he
 :class:`FrictionLoss`          ``friction_loss.py`` (``soft.py``)     ``add_friction_loss``
 :class:`Contact`               ``contact.py`` (geometry: ``contact/``) ``add_geom``, ``add_contact_pair``
 :class:`GravityCompensation`   ``gravcomp.py``                        ``add_body(gravcomp=...)``
-:class:`JointCoupling`         ``joint_coupling.py`` (``soft.py``)    ``add_joint_coupling``
+:class:`JointCoupling`         ``joint_coupling.py`` (``soft.py``)    ``add_joint_coupling``, ``add_tendon_coupling``
 :class:`FixedTendons`          ``tendon.py``                          ``add_fixed_tendon``
 :class:`TendonRows`            ``tendon.py`` (``soft.py``)            ``add_fixed_tendon(range=, frictionloss=)``
 =============================  =====================================  ==============================

@@ -69,7 +69,7 @@ Not modelled (listed once in a warning, never dropped silently):
 spatial tendons, tendon limit margins, ball-joint limits, fluid forces, the sensor kinds :mod:`jaxmbd.sensors` does not model
 (their slots in ``sensordata`` are kept as zeros),
 mocap bodies, and equality constraints other
-than ``connect``/``weld``/``joint`` (returned in ``MJCFImport.equality``); options and flags that change
+than ``connect``/``weld``/``joint`` and ``tendon`` on fixed tendons (returned in ``MJCFImport.equality``); options and flags that change
 MuJoCo's contacts or dynamics but not jaxmbd's (``noslip_iterations``, ``<flag override>`` with its ``o_*`` values, pair
 ``solreffriction``, ``<flag spring/damper/equality="disable">``, ``<flag
 sleep/speculative/ipc="enable">``).  ``connect``
@@ -335,10 +335,10 @@ class _Compiler(Defaults, Assets, Attach, Bodies, Joints, Geoms, Tendons, Equali
             self._add_contacts()
         if self.limited and self.limits_on:
             self._apply_limits()
-        if flags.get("equality") != "disable" and flags.get("constraint") != "disable":
-            self._add_couplings()
         self.fixed_tendons = set()
         self.unsupported.extend(self._add_tendons())
+        if flags.get("equality") != "disable" and flags.get("constraint") != "disable":
+            self.unsupported.extend(self._add_couplings())
         if self.mesh_notes:
             self.unsupported.append(f"mesh files ({'; '.join(sorted(self.mesh_notes))})")
         if self.frictionloss and self.law == "penalty":

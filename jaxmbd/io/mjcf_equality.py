@@ -11,16 +11,21 @@ from . import _common as C
 from .mjcf_base import MJCFError, _over
 
 
-MODELLED = ("connect", "weld", "joint")
+MODELLED = ("connect", "weld", "joint", "tendon")
 
 
 class Equality:
     def _add_couplings(self):
-        """<equality><joint>: joint couplings, soft rows as MuJoCo's (ModelBuilder.add_joint_coupling),
-        with the <default><equality> class values under the element's own."""
+        """<equality><joint> and <equality><tendon> (fixed tendons): couplings, soft rows as MuJoCo's
+        (ModelBuilder.add_joint_coupling, add_tendon_coupling), with the <default><equality> class
+        values under the element's own; returns the warning's lines (couplings of spatial tendons)."""
         body_of = {kw.get("joint_name"): kw["name"] for kw in self._planned}
+        skipped = []
         for sec in self.root.findall("equality"):
             for el in sec:
+                if el.tag == "tendon":
+                    skipped += self._add_tendon_coupling(el)
+                    continue
                 if el.tag != "joint":
                     continue
                 cls = el.get("class", "main")
@@ -44,6 +49,32 @@ class Equality:
                                                     polycoef=poly, solref=solref, solimp=solimp)
                 except ValueError as e:
                     raise MJCFError(f"{what}: {e}") from None
+        if skipped:
+            return [f"tendon equality constraints on spatial tendons ({len(skipped)}: {', '.join(skipped)})"]
+        return []
+
+    def _add_tendon_coupling(self, el):
+        cls = el.get("class", "main")
+        if cls not in self.classes:
+            raise MJCFError(f"<equality><tendon>: unknown default class {cls!r}")
+        a = _over(self.classes[cls].get("equality", {}), el.attrib)
+        if a.get("active", "true") == "false":
+            return []
+        what = f"<equality><tendon tendon1={a.get('tendon1')!r}>"
+        if "tendon1" not in a:
+            raise MJCFError(f"{what}: tendon1 is required")
+        names = [a["tendon1"]] + ([a["tendon2"]] if "tendon2" in a else [])
+        if any(t not in self.fixed_tendons for t in names):
+            return [a.get("name") or a["tendon1"]]
+        try:
+            self.builder.add_tendon_coupling(
+                names[0], names[1] if len(names) > 1 else None,
+                polycoef=self._leading(a.get("polycoef"), (0.0, 1.0, 0.0, 0.0, 0.0), f"{what}: polycoef"),
+                solref=self._solref(self._solref_attr(a.get("solref"), f"{what}: solref")),
+                solimp=self._solimp(a.get("solimp"), f"{what}: solimp"))
+        except ValueError as e:
+            raise MJCFError(f"{what}: {e}") from None
+        return []
 
     def _read_equality(self):
         out = []
