@@ -1,5 +1,6 @@
 """MJCF ``<equality>``: connect and weld constraints as the mechanism's loop constraints (site or body frames), joint
-couplings as soft rows (:mod:`jaxmbd.forces.joint_coupling`), the others read and listed.
+couplings and couplings of fixed tendons as soft rows (:mod:`jaxmbd.forces.joint_coupling`), the others read and
+listed.
 
 A part of the MJCF compiler (:mod:`jaxmbd.io.mjcf`): a mixin of its ``_Compiler``, whose state it shares."""
 
