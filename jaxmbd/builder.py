@@ -701,26 +701,29 @@ class ModelBuilder:
             raise ValueError("road bumps were added but no tire sees them (add_tire)")
         return out or None
 
-    def _actuator_elements(self, topo):
+    def _resolved_tendons(self, topo):
+        """{name: (dofs, coefficients)} of the fixed tendons on the built tree (jaxmbd.forces.tendon)."""
+        from .forces import BuildContext
+        from .forces.tendon import resolve
+        return resolve(self._tendons, BuildContext(topo, self._frames_of(None)))
+
+    def _actuator_elements(self, topo, resolved):
         """The model's actuators (jaxmbd.forces.Actuators), or None if there are none."""
         from .forces import BuildContext
         from .forces.actuator import bind
-        from .forces.tendon import resolve
         joint_bodies = {b["joint_name"]: b["name"] for b in self._bodies}
         ctx = BuildContext(topo, self._frames_of(None))
-        return bind(self._actuators, self._actuator_limits, joint_bodies, ctx, resolve(self._tendons, ctx))
+        return bind(self._actuators, self._actuator_limits, joint_bodies, ctx, resolved)
 
-    def _with_tendons(self, model):
+    def _with_tendons(self, model, resolved):
         """The model with its FixedTendons element (jaxmbd.forces.tendon) for the tendons with a spring
-        or damping."""
+        or damping, its TendonRows and its tendon couplings."""
         if not self._tendons:
             return model
-        from .forces import BuildContext
         from .crba import host_mass_matrix
         from .forces.joint_coupling import JointCoupling, tendon_rows
-        from .forces.tendon import element, resolve, rows_element
+        from .forces.tendon import element, rows_element
         topo = model.topo
-        resolved = resolve(self._tendons, BuildContext(topo, self._frames_of(None)))
         els = (element(self._tendons, resolved, topo.nv, np.asarray(model.q0), topo.dof_qadr),
                rows_element(self._tendons, resolved, topo.nv, np.asarray(host_mass_matrix(model, model.q0))))
         forces = list(model.forces or ()) + [e for e in els if e is not None]
@@ -786,7 +789,7 @@ class ModelBuilder:
                                   dim=placeholder_dim))
         return self
 
-    def _sensor_record(self, topo, eff, joint_names, actuator_names):
+    def _sensor_record(self, topo, eff, joint_names, actuator_names, resolved):
         """The built model's :class:`jaxmbd.sensors.Sensors`, or None without sensors."""
         if not self._sensors:
             return None
@@ -796,11 +799,8 @@ class ModelBuilder:
         for n, (b, _, _) in self._sites.items():
             if b not in frames:
                 raise ValueError(f"site {n!r}: no body named {b!r}")
-        from .forces import BuildContext
-        from .forces.tendon import resolve
         return bind(self._sensors, topo, joint_names, frames, self._sites, actuator_names,
-                    {b["name"]: b["com"] for b in self._bodies},
-                    resolve(self._tendons, BuildContext(topo, self._frames_of(None))))
+                    {b["name"]: b["com"] for b in self._bodies}, resolved)
 
     def build(self, coordinate_order=None):
         """Validate and build.  Returns a :class:`Model` for a plain tree, or a
@@ -973,6 +973,7 @@ class ModelBuilder:
         frames = [(b["name"],) + eff[b["name"]] for b in order if eff[b["name"]][0] != "world"]
         f64 = jnp.float64
         cat = lambda key: jnp.asarray(np.concatenate([b[key] for b in moving]), f64)
+        tendons = self._resolved_tendons(topo)
         model = Model(
             topo=topo,
             frame_names=tuple(f[0] for f in frames),
@@ -995,12 +996,12 @@ class ModelBuilder:
             v0=jnp.asarray(self._initial_v(topo), f64),
             joint_names=tuple(jnames),
             forces=self._force_elements(topo, self._frames_of(None)),
-            actuators=self._actuator_elements(topo),
+            actuators=self._actuator_elements(topo, tendons),
         )
         model = self._with_gravcomp(model, order, eff, index)
-        model = self._with_tendons(model)
+        model = self._with_tendons(model, tendons)
         sensors = self._sensor_record(topo, eff, tuple(jnames),
-                                      list(model.actuators.names) if model.actuators is not None else [])
+                                      list(model.actuators.names) if model.actuators is not None else [], tendons)
         if sensors is not None:
             model = dataclasses.replace(model, sensors=sensors)
         if model.actuators is not None:

@@ -176,7 +176,7 @@ def sensordata(model, q, v, ctrl=None):
         act_f, moments = tree.actuators.forces(q, v, ctrl)
         qfrc_act = tree.actuators.generalized_force(tree.nv, q, v, ctrl)
         act_v = jnp.sum(moments * v[np.asarray(tree.actuators.dofs, np.int64)], -1)
-    acc = _accelerometers(model, tree, s, (qm, vm), q, v, ctrl) if "accelerometer" in s.kinds else {}
+    acc = _accelerometers(model, tree, s, kin, (qm, vm), q, v, ctrl) if "accelerometer" in s.kinds else {}
     out = []
     for i, (kind, n, idx, ref) in enumerate(zip(s.kinds, s.dims, s.index, s.ref)):
         if s.placeholder[i]:
@@ -237,7 +237,7 @@ def _cut(x, kind, c):
     return jnp.where(c > 0, jnp.clip(x, -c, c), x)
 
 
-def _accelerometers(model, tree, s, mech_state, q, v, ctrl):
+def _accelerometers(model, tree, s, kin, mech_state, q, v, ctrl):
     """{sensor index: its reading}: the sites' classical accelerations minus gravity, in the sites'
     coordinates, from the full dynamics' accelerations (a mechanism's: its constrained dynamics;
     MuJoCo's mj_objectAcceleration on cacc, which starts at -gravity)."""
@@ -256,7 +256,6 @@ def _accelerometers(model, tree, s, mech_state, q, v, ctrl):
         return jnp.stack([_frame(kin, s.index[i], s.rot[i], s.pos[i])[3] for i in sel])
 
     _, acc = jax.jvp(point_velocities, (q, v), (qdot(tree, q, v), a))
-    kin = forward_kinematics(tree, q, v)
     out = {}
     for j, i in enumerate(sel):
         R = _frame(kin, s.index[i], s.rot[i], s.pos[i])[0]

@@ -32,6 +32,15 @@ def resolve(tendons, ctx):
     return out
 
 
+def _coefficients(names, resolved, nv):
+    """(k, nv): the named tendons' coefficients over the DoFs."""
+    coef = np.zeros((len(names), nv))
+    for i, n in enumerate(names):
+        dofs, c = resolved[n]
+        coef[i, list(dofs)] = c
+    return coef
+
+
 class FixedTendons(JointElement):
     """The model's fixed tendons with a spring or damping: per tendon ``names`` and ``dofs`` (static),
     ``coef`` (k, nv) the coefficients over the DoFs, ``stiffness``, ``damping`` (k,) and ``spring``
@@ -72,11 +81,9 @@ def element(tendons, resolved, nv, q0, qadr):
     names = [n for n, t in tendons.items() if t["stiffness"] or t["damping"]]
     if not names:
         return None
-    coef = np.zeros((len(names), nv))
+    coef = _coefficients(names, resolved, nv)
     spring = np.zeros((len(names), 2))
     for i, n in enumerate(names):
-        dofs, c = resolved[n]
-        coef[i, list(dofs)] = c
         L0 = float(coef[i] @ np.asarray(q0)[qadr])
         sl = tendons[n]["springlength"]
         spring[i] = (L0, L0) if sl is None else sl
@@ -143,10 +150,7 @@ def rows_element(tendons, resolved, nv, H0):
     names = [n for n, t in tendons.items() if t["range"] is not None or t["frictionloss"] > 0]
     if not names:
         return None
-    coef = np.zeros((len(names), nv))
-    for i, n in enumerate(names):
-        dofs, c = resolved[n]
-        coef[i, list(dofs)] = c
+    coef = _coefficients(names, resolved, nv)
     iw = np.einsum("ki,ki->k", coef, np.linalg.solve(H0, coef.T).T)
     t = [tendons[n] for n in names]
     return make(TendonRows, names=tuple(names), dofs=tuple(resolved[n][0] for n in names),
