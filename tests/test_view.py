@@ -276,17 +276,21 @@ def _image(png):
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
 
 
-def _shots(v, times, tmp_path):
+def _shots(v, times, tmp_path, tries=4):
+    """(canvas size, [(time shown, picture)] at ``times``).  The pictures count once the first
+    time's picture, taken again after the others, is the same: a page still fading its scene in
+    (its frames can stall for seconds on a loaded machine) gives another, and all are taken again."""
     path = tmp_path / "view.html"
     v.save(path)
-    out = []
     with Page(path, width=960, height=600) as page:
         page.wait_for("document.querySelector('canvas') !== null")
         size = page.evaluate("(() => { const r = document.querySelector('canvas').getBoundingClientRect(); "
                              "return [r.width, r.height]; })()")
-        for t in times:
-            shown = page.seek(t, 0.0, v.duration)
-            out.append((shown, _image(page.screenshot())))
+        for _ in range(tries):
+            out = [(page.seek(t, 0.0, v.duration), _image(page.screenshot())) for t in times]
+            page.seek(times[0], 0.0, v.duration)
+            if not np.any(np.abs(_image(page.screenshot()) - out[0][1]) > 24):
+                break
     return size, out
 
 
