@@ -31,7 +31,7 @@ from .runtime import set_xla_flags as _set_xla_flags  # noqa: E402
 
 _set_xla_flags(command=_command)
 
-from .model import Model  # noqa: E402
+from .model import Model, set_mocap  # noqa: E402
 from .builder import ModelBuilder  # noqa: E402
 from .topology import Topology, tree_backward, tree_forward  # noqa: E402
 from .kinematics import (  # noqa: E402
@@ -73,5 +73,5 @@ __all__ = [
     "Save", "Solver", "Solution", "status_name", "rollout", "Rollout",
     "load_mjcf", "load_urdf", "forces", "constraints", "dae", "dynamics", "odes", "static_equilibrium", "Mechanism", "constraint_residual",
     "constraint_jacobian", "constraint_bias", "constrained_dynamics", "assemble", "view", "View",
-    "sensors", "sensordata",
+    "sensors", "sensordata", "set_mocap",
 ]

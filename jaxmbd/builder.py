@@ -137,7 +137,7 @@ class ModelBuilder:
                  anchor=(0.0, 0.0, 0.0), pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0),
                  mass: float = 1.0, com=(0.0, 0.0, 0.0), inertia=None,
                  damping=0.0, armature=0.0, stiffness=0.0, spring_ref=None, strict_inertia=True,
-                 joint_name: str | None = None, gravcomp: float = 0.0) -> "ModelBuilder":
+                 joint_name: str | None = None, gravcomp: float = 0.0, mocap: bool = False) -> "ModelBuilder":
         """Add a body and its inboard joint.
 
         ``mass=0`` makes a massless body (its ``inertia`` must then be zero or
@@ -148,6 +148,10 @@ class ModelBuilder:
         (``model.joint_names``); it defaults to the body name.  ``gravcomp``: MuJoCo's gravity
         compensation, an upward force of that fraction of the body's weight at its centre of mass
         (1 cancels gravity on the body; :class:`jaxmbd.forces.gravcomp.GravityCompensation`).
+        ``mocap=True``: a mocap body (MuJoCo's ``mocap="true"``), a child of the world with a
+        ``fixed`` joint whose pose is an input (``model.mocap``, :func:`jaxmbd.set_mocap`; ``pos``
+        and ``quat`` its initial pose); bodies welded below it move with it, and its geoms collide
+        with the moving bodies as the world's do.
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"body name must be a non-empty string, got {name!r}")
@@ -218,9 +222,13 @@ class ModelBuilder:
         gc = _scalar(gravcomp, f"{what}: gravcomp")
         if jspec.welded and np.any(np.concatenate([damp, arm, stiff])):
             raise ValueError(f"{what}: a fixed joint has no DoF for damping/armature/stiffness")
+        if mocap and (parent not in ("world", None) or not jspec.welded):
+            raise ValueError(f"{what}: a mocap body is a child of the world with a fixed joint "
+                             f"(got parent {parent!r}, joint {jt!r}; MuJoCo refuses it too)")
         self._bodies.append(dict(name=name, parent=parent, jtype=jt, axis=ax, pitch=pitch, anchor=anc,
                                  R=R, p=p, mass=m, com=c, inertia=Ic, damping=damp, armature=arm,
-                                 stiffness=stiff, spring_ref=ref, joint_name=jname, gravcomp=gc))
+                                 stiffness=stiff, spring_ref=ref, joint_name=jname, gravcomp=gc,
+                                 mocap=bool(mocap), quat=q / np.linalg.norm(q)))
         self._names.add(name)
         return self
 
@@ -249,6 +257,26 @@ class ModelBuilder:
             placed.add(b["name"])
             remaining.remove(b)
         return order
+
+    def _mocap_bodies(self, order):
+        """({body name: its mocap body's index} for the mocap bodies and the bodies welded below
+        them, [the mocap bodies' records]); a ValueError for a body with a joint below one."""
+        of, mocap = {}, []
+        for b in order:
+            if b.get("mocap"):
+                of[b["name"]] = len(mocap)
+                mocap.append(b)
+            elif b["parent"] in of:
+                if not joints.get(b["jtype"]).welded:
+                    raise ValueError(f"body {b['name']!r}: a {b['jtype']} joint below the mocap body "
+                                     f"{mocap[of[b['parent']]]['name']!r} is not supported (only welded bodies)")
+                of[b["name"]] = of[b["parent"]]
+        return of, mocap
+
+    def _check_not_mocap(self, of, body, what):
+        if body in of:
+            raise ValueError(f"{what}: body {body!r} is (welded to) a mocap body, whose moving pose "
+                             "this element does not follow (not supported)")
 
     # --- force elements and loop constraints -----------------------------------------
 
@@ -998,6 +1026,19 @@ class ModelBuilder:
             forces=self._force_elements(topo, self._frames_of(None)),
             actuators=self._actuator_elements(topo, tendons),
         )
+        mocap_of, mocap = self._mocap_bodies(order)
+        if mocap:
+            from .model import Mocap
+            model = dataclasses.replace(model, mocap=Mocap(
+                names=tuple(b["name"] for b in mocap), pos=jnp.asarray(np.stack([b["p"] for b in mocap]), f64),
+                quat=jnp.asarray(np.stack([b["quat"] for b in mocap]), f64)))
+            for sp in self._sensors:
+                for x in (sp["obj"], sp["body"], sp["ref"]):
+                    x = self._sites[x][0] if x in self._sites else x
+                    self._check_not_mocap(mocap_of, x, f"sensor {sp['name'] or sp['kind']!r}")
+            for c in self._loops:
+                for key in ("a", "b"):
+                    self._check_not_mocap(mocap_of, c[key], f"loop constraint {c['a']!r}-{c['b']!r}")
         model = self._with_gravcomp(model, order, eff, index)
         model = self._with_tendons(model, tendons)
         sensors = self._sensor_record(topo, eff, tuple(jnames),
@@ -1120,10 +1161,16 @@ class ModelBuilder:
         """The model with its Contact element (jaxmbd.forces.contact.make_contact)."""
         from .forces.contact import make_contact
         hostidx = lambda name: -1 if eff[name][0] == "world" else index[eff[name][0]]  # noqa: E731
+        mocap_of, mocap = self._mocap_bodies(order)
         geoms = []
         for g in self._geoms:
             _, Ro, po = eff[g["body"]]
-            geoms.append(dict(g, host=hostidx(g["body"]), R=Ro @ g["R"], p=po + Ro @ g["p"]))
+            R, p = Ro @ g["R"], po + Ro @ g["p"]
+            k = mocap_of.get(g["body"], -1)
+            if k >= 0:      # on its mocap body's frame
+                _, Rm, pm = eff[mocap[k]["name"]]
+                R, p = Rm.T @ R, Rm.T @ (p - pm)
+            geoms.append(dict(g, host=hostidx(g["body"]), R=R, p=p, mocap=k))
         bodies = [(b["name"], b["parent"], hostidx(b["name"])) for b in order]
         el, self.contact_skipped = make_contact(model, geoms, bodies, self._pairs, self._excludes,
                                                 self._contact_opts)

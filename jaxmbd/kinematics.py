@@ -38,6 +38,7 @@ class Kinematics(NamedTuple):
     rot: jax.Array    # (n,3,3) body orientations in the world
     pos: jax.Array    # (n,3) body origins in the world
     vel: jax.Array    # (n,6) spatial velocities in body coordinates
+    mocap: tuple = None   # the mocap bodies' (rot (m,3,3), pos (m,3)) in the world (model.mocap), or None
 
 
 def _check(model, q, v=None):
@@ -106,11 +107,17 @@ def forward_kinematics(model, q, v=None) -> Kinematics:
     _check(model, q, v)
     rot, pos, axes = _poses_axes(model, q)
     if v is None:
-        return Kinematics(rot, pos, jnp.zeros(pos.shape[:-1] + (6,), pos.dtype))
+        return Kinematics(rot, pos, jnp.zeros(pos.shape[:-1] + (6,), pos.dtype), _mocap(model))
     twist = jnp.asarray(model.topo.support, axes.dtype) @ (axes * jnp.asarray(v)[:, None])   # (n, 6) at the origin
     w = jnp.einsum("nji,nj->ni", rot, twist[:, :3])
     lin = jnp.einsum("nji,nj->ni", rot, twist[:, 3:] + jnp.cross(twist[:, :3], pos))
-    return Kinematics(rot, pos, jnp.concatenate([w, lin], 1))
+    return Kinematics(rot, pos, jnp.concatenate([w, lin], 1), _mocap(model))
+
+
+def _mocap(model):
+    """The mocap bodies' world poses (rot, pos) from ``model.mocap``, or None without them."""
+    mc = getattr(model, "mocap", None)
+    return None if mc is None else (mc.rotations(), mc.pos)
 
 
 @jax.jit
@@ -128,7 +135,7 @@ def kinematics_and_axes(model, q):
     pass (the joints' world-frame axes as the columns of the bodies' Jacobians, as in Carpentier and
     Mansard, "Analytical derivatives of rigid body dynamics algorithms", RSS 2018)."""
     rot, pos, axes = _poses_axes(model, jnp.asarray(q))
-    return Kinematics(rot, pos, jnp.zeros(pos.shape[:-1] + (6,), pos.dtype)), axes
+    return Kinematics(rot, pos, jnp.zeros(pos.shape[:-1] + (6,), pos.dtype), _mocap(model)), axes
 
 
 def _forward(model, js):

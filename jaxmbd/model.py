@@ -14,20 +14,70 @@ from .topology import Topology
 class Keyframe(NamedTuple):
     """One stored state of a model (an MJCF ``<key>``), in MuJoCo's layout: ``qpos`` (nq,), ``qvel``
     (nv,), ``ctrl`` (nu,) and ``act`` (na: MuJoCo's activation states, which jaxmbd does not model),
+    ``mpos`` (nmocap, 3) and ``mquat`` (nmocap, 4) the mocap bodies' poses (:func:`set_mocap`),
     read-only float64 arrays, and ``time``."""
     time: float
     qpos: np.ndarray
     qvel: np.ndarray
     ctrl: np.ndarray
     act: np.ndarray
+    mpos: np.ndarray = np.zeros((0, 3))
+    mquat: np.ndarray = np.zeros((0, 4))
 
 
-def _keyframe(time, qpos, qvel, ctrl, act):
-    def arr(x):
+def _keyframe(time, qpos, qvel, ctrl, act, mpos=(), mquat=()):
+    def arr(x, shape=None):
         a = np.array(x, np.float64)
+        if shape is not None:
+            a = a.reshape(shape)
         a.setflags(write=False)
         return a
-    return Keyframe(float(time), arr(qpos), arr(qvel), arr(ctrl), arr(act))
+    return Keyframe(float(time), arr(qpos), arr(qvel), arr(ctrl), arr(act), arr(mpos, (-1, 3)),
+                    arr(mquat, (-1, 4)))
+
+
+class Mocap(eqx.Module):
+    """A model's mocap bodies (MuJoCo's ``mocap="true"``): bodies fixed to the world whose pose is
+    an input, ``pos`` (nmocap, 3) and ``quat`` (nmocap, 4, w x y z; normalized where it is used) as
+    MuJoCo's ``mocap_pos`` and ``mocap_quat``, in the order the bodies were added; ``names`` static.
+    Their geoms collide with the moving bodies as the world's do (at rest: a mocap body has no
+    velocity, as in MuJoCo); change the pose with :func:`set_mocap`."""
+    names: tuple = eqx.field(static=True)
+    pos: jax.Array
+    quat: jax.Array
+
+    def rotations(self):
+        """(nmocap, 3, 3) the bodies' orientations (their quaternions normalized)."""
+        import jax.numpy as jnp
+        from .spatial import quat_to_rot
+        q = self.quat / jnp.linalg.norm(self.quat, axis=-1, keepdims=True)
+        return jax.vmap(quat_to_rot)(q)
+
+
+def set_mocap(model, pos=None, quat=None):
+    """The model (or mechanism) with its mocap bodies at ``pos`` (nmocap, 3) and ``quat``
+    (nmocap, 4, w x y z), as setting MuJoCo's ``mocap_pos`` and ``mocap_quat``; None keeps a part.
+    A keyframe's poses: ``set_mocap(model, key.mpos, key.mquat)``.  Traced values are fine (the
+    poses are model leaves: ``jax.grad`` and ``vmap`` reach them).  A ValueError for a model
+    without mocap bodies or arrays of another shape."""
+    import dataclasses
+    import jax.numpy as jnp
+    tree = getattr(model, "tree", model)
+    mc = tree.mocap
+    if mc is None:
+        raise ValueError("set_mocap: the model has no mocap bodies")
+    n = len(mc.names)
+    new = {}
+    for key, x, k in (("pos", pos, 3), ("quat", quat, 4)):
+        if x is None:
+            continue
+        x = jnp.asarray(x, jnp.float64)
+        if x.size != n * k:
+            raise ValueError(f"set_mocap: {key} has shape {x.shape}, expected ({n}, {k}) for the mocap bodies "
+                             f"{', '.join(mc.names)}")
+        new[key] = x.reshape(n, k)
+    out = dataclasses.replace(tree, mocap=dataclasses.replace(mc, **new))
+    return out if tree is model else dataclasses.replace(model, tree=out)
 
 
 class Model(eqx.Module):
@@ -50,6 +100,7 @@ class Model(eqx.Module):
     ``forces``: the force elements; ``actuators``: the actuators, whose input
     is the control vector ``ctrl`` (nu,) (:func:`jaxmbd.actuator_force`).
     ``sensors``: what :func:`jaxmbd.sensors.sensordata` reports (:class:`jaxmbd.sensors.Sensors`).
+    ``mocap``: the mocap bodies' poses (:class:`Mocap`, :func:`set_mocap`), or None.
     ``keyframes``: named stored states (:class:`Keyframe`; an MJCF file's ``<key>``s), static.
     """
 
@@ -79,6 +130,7 @@ class Model(eqx.Module):
     # ((name, time, qpos, qvel, ctrl, act), ...) as tuples of floats (hashable): see ``keyframes``
     keyframe_data: tuple = eqx.field(static=True, default=())
     sensors: object = None  # jaxmbd.sensors.Sensors (what sensordata reports), or None (none)
+    mocap: object = None    # Mocap: the mocap bodies' poses (inputs, set_mocap), or None (none)
     # how the model looks (jaxmbd.visuals.Visuals: geoms, colours, meshes; never computed with), or None
     visual_data: object = eqx.field(static=True, default=None)
 

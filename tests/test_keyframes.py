@@ -100,7 +100,8 @@ DOC = """<mujoco>
 def test_partial_named_and_unnamed_keys_match_mujoco():
     """Missing or short qpos/qvel/ctrl/act are completed from qpos0 and zeros, quaternions are
     normalized (a zero one becomes the identity), unnamed keys are ``key<i>`` (with ``_`` while taken),
-    mocap poses are listed in the warning, and ``<size nkey>`` adds default keys."""
+    mocap poses are MuJoCo's (the bodies' own where a key gives none), and ``<size nkey>`` adds
+    default keys."""
     mj = mujoco.MjModel.from_xml_string(DOC)
     assert (mj.nkey, mj.na, mj.nu) == (9, 2, 4)
     info = jaxmbd.load_mjcf(DOC, return_info=True, warn=False)
@@ -112,7 +113,11 @@ def test_partial_named_and_unnamed_keys_match_mujoco():
     np.testing.assert_array_equal(k["tilted"].qpos[3:7], [1, 0, 0, 0])    # "2 0 0 0" normalized
     np.testing.assert_array_equal(k["tilted"].qpos[7:11], [1, 0, 0, 0])   # "0 0 0 0": the identity
     assert k["key3"].time == 2.5 and k["home"].time == 0.0
-    assert any("keyframe mocap poses (moved" in u for u in info.unsupported), info.unsupported
+    for i, key in enumerate(k.values()):
+        np.testing.assert_array_equal(key.mpos.ravel(), mj.key_mpos[i])
+        np.testing.assert_allclose(key.mquat.ravel(), mj.key_mquat[i], rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(k["moved"].mpos, [[2, 0, 0]])
+    assert not any("mocap" in u for u in info.unsupported), info.unsupported
     assert not any(u.startswith("keyframes") for u in info.unsupported)
     with pytest.raises(ValueError):
         k["home"].qpos[0] = 1.0     # read-only

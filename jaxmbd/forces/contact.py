@@ -122,6 +122,7 @@ class Contact(SoftRows, JointElement):
     hfield_window: tuple = eqx.field(static=True, default=())   # ((type1, type2), (kr, kc)) per hfield group
     hfield_data: jax.Array = None              # (nh, R, C) normalized elevations, padded
     hfield_size: jax.Array = None              # (nh, 4): rx, ry, top, base
+    geom_mocap: tuple = eqx.field(static=True, default=())     # per geom: its mocap body's index, -1 none (or ())
 
     def bind(self, ctx):   # built bound (ModelBuilder._contact_element)
         return self
@@ -181,13 +182,28 @@ class Contact(SoftRows, JointElement):
                       jnp.zeros((np.shape(h)[0],) + tuple(window), self.hfield_size.dtype))
 
     def geom_poses(self, kin):
-        """(R (ng, 3, 3), p (ng, 3)): every geom's world pose from the bodies' (a :class:`Kinematics`)."""
+        """(R (ng, 3, 3), p (ng, 3)): every geom's world pose from the bodies' (a :class:`Kinematics`;
+        a mocap body's geoms from its pose there, ``kin.mocap``)."""
+        return self.place(kin.rot, kin.pos, kin.mocap, jnp)
+
+    def place(self, rot, pos, mocap, xp):
+        """The geoms' world poses from their hosts' (rot (n, 3, 3), pos (n, 3)) and the mocap
+        bodies' ((m, 3, 3), (m, 3)) or None, in ``xp`` (jax.numpy, or numpy at build time)."""
         hosts = np.asarray(self.geom_body, np.int64)
-        b = jnp.asarray(np.maximum(hosts, 0))
-        world = jnp.asarray(hosts < 0)
-        Rb = jnp.where(world[:, None, None], jnp.eye(3, dtype=kin.rot.dtype), kin.rot[b])
-        pb = jnp.where(world[:, None], 0.0, kin.pos[b])
-        return Rb @ self.geom_rot, pb + jnp.einsum("gij,gj->gi", Rb, self.geom_pos)
+        b = np.maximum(hosts, 0)
+        world = (hosts < 0)
+        Rb = xp.where(world[:, None, None], xp.eye(3, dtype=rot.dtype), rot[b])
+        pb = xp.where(world[:, None], 0.0, pos[b])
+        mid = np.asarray(self.geom_mocap, np.int64)
+        if mid.size and (mid >= 0).any():
+            if mocap is None:
+                raise ValueError("the contact geoms of mocap bodies need the model's mocap poses (model.mocap)")
+            on = mid >= 0
+            Rm, pm = mocap
+            Rb = xp.where(on[:, None, None], Rm[np.maximum(mid, 0)], Rb)
+            pb = xp.where(on[:, None], pm[np.maximum(mid, 0)], pb)
+        R, p = xp.asarray(self.geom_rot), xp.asarray(self.geom_pos)
+        return Rb @ R, pb + xp.einsum("gij,gj->gi", Rb, p)
 
     def pair_bounds(self, Rg, pg):
         """Per group, a lower bound of each pair's signed distance minus its margin
@@ -406,14 +422,15 @@ def _far(shapes):
 
 
 def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=(), maxhullvert=(), capacity=None,
-                  hfields=()):
+                  hfields=(), mocap=()):
     """The bound Contact element from build-time tables (``ModelBuilder``): params: dict of per-pair
     arrays in group order (stiffness, exponent, damping, width, friction (np, 3), smoothing, margin);
     meshes: the hull vertex array of every mesh geom, in geom order (None for the primitives);
     maxhullvert: per geom, the collision hull's vertex limit (-1: none; None or missing:
     :data:`MAXHULLVERT_DEFAULT`; :func:`jaxmbd.contact.geometry.make_mesh`); capacity: per group,
     how many pairs the narrow phase sees (None: all); hfields: per geom, a height field's (normalized
-    elevation (nrow, ncol), size (rx, ry, top, base)) (None for the other types)."""
+    elevation (nrow, ncol), size (rx, ry, top, base)) (None for the other types); mocap: per geom, its
+    mocap body's index (-1: none; rot and pos are then on that body), or () when there are none."""
     f = lambda x: jnp.asarray(np.asarray(x, np.float64))  # noqa: E731
     meshes = list(meshes) + [None] * (len(names) - len(meshes))
     caps = list(maxhullvert) + [None] * (len(names) - len(maxhullvert))
@@ -448,7 +465,8 @@ def build_contact(names, hosts, types, rot, pos, size, groups, params, meshes=()
                 geom_half=f(np.reshape(half, (-1, 3))),
                 **{k: f(params[k]) for k in ("stiffness", "exponent", "damping", "width", "viscous", "friction",
                                               "smoothing", "margin")},
-                **_soft_fields(params), **hf)
+                **_soft_fields(params), **hf,
+                geom_mocap=tuple(int(m) for m in mocap) if any(m >= 0 for m in mocap) else ())
 
 
 def _hfield_tables(types, hfields, groups, rbound):
@@ -646,7 +664,7 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
                        dict({k: np.asarray(v, float) for k, v in rows.items()}, impratio=options.get("impratio", 1.0),
                             cone=options.get("cone", "pyramidal"), rows=options.get("rows") or rows_of.SOFT_ROWS_FLOOR),
                        [g.get("vertices") for g in geoms], [g.get("maxhullvert") for g in geoms],
-                       hfields=[g.get("hfield") for g in geoms])
+                       hfields=[g.get("hfield") for g in geoms], mocap=[g.get("mocap", -1) for g in geoms])
     cap = broad.capacities(el, model, options.get("capacity"))
     if cap != el.capacity:
         el = _replace(el, capacity=cap)

@@ -178,11 +178,9 @@ def capacities(el, model, spec=None):
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"contact capacity for {key!r} must be an int >= 1, got {k!r}")
     R, p, _, _ = host_kinematics(model, model.q0)
-    hosts = np.asarray(el.geom_body, np.int64)
-    Rb = np.where((hosts < 0)[:, None, None], np.eye(3), R[np.maximum(hosts, 0)])
-    pb = np.where((hosts < 0)[:, None], 0.0, p[np.maximum(hosts, 0)])
-    Rg = jnp.asarray(Rb @ np.asarray(el.geom_rot))
-    pg = jnp.asarray(pb + np.einsum("gij,gj->gi", Rb, np.asarray(el.geom_pos)))
+    mc = model.mocap
+    mocap = None if mc is None else (np.asarray(mc.rotations()), np.asarray(mc.pos))
+    Rg, pg = (jnp.asarray(x) for x in el.place(R, p, mocap, np))
     bounds = pair_bounds(el, Rg, pg)
     out = []
     for (t1, t2, rows), b in zip(el.groups, bounds):

@@ -49,7 +49,12 @@ qpos, qvel, ctrl, act in MuJoCo's layout), in document order; an unnamed key is 
 ``key<i>`` (``i`` its index among the keys, MuJoCo's key id; ``_`` appended while that name is
 taken).  As in MuJoCo, a missing or short qpos, qvel, ctrl or act is completed from qpos0 or zeros,
 the quaternions of ball and free joints are normalized (a zero one becomes the identity), and a
-longer one is an error; mocap poses (mpos, mquat) are checked and listed in the warning.
+longer one is an error; a key's mocap poses (``mpos``, ``mquat``, apply them with
+:func:`jaxmbd.set_mocap`) default to the mocap bodies' own.
+
+Mocap bodies (``mocap="true"``, fixed children of the world) are :class:`jaxmbd.model.Mocap`: their
+geoms collide at the pose ``model.mocap`` holds (:func:`jaxmbd.set_mocap`); a sensor or equality
+constraint on one, or a jointed body below one, is an error.
 
 Inheritance (``<default>`` classes), as MuJoCo's parser applies it: an element's orientation
 (quat, axisangle, euler, xyaxes or zaxis) replaces its class's, whichever form either uses; numbers
@@ -68,7 +73,7 @@ naming a mesh is fitted to it as MuJoCo fits it (:func:`jaxmbd.io.mesh.fit_primi
 Not modelled (listed once in a warning, never dropped silently):
 spatial tendons, tendon limit margins, ball-joint limits, fluid forces, the sensor kinds :mod:`jaxmbd.sensors` does not model
 (their slots in ``sensordata`` are kept as zeros),
-mocap bodies, and equality constraints other
+and equality constraints other
 than ``connect``/``weld``/``joint`` and ``tendon`` on fixed tendons (returned in ``MJCFImport.equality``); options and flags that change
 MuJoCo's contacts or dynamics but not jaxmbd's (``noslip_iterations``, ``<flag override>`` with its ``o_*`` values, pair
 ``solreffriction``, ``<flag spring/damper/equality="disable">``, ``<flag

@@ -36,6 +36,12 @@ import numpy as np
 
 from . import _common as C
 
+UNMODELLED_WHY = {   # why an actuator kind is not modelled, for the loader's warning
+    "cylinder": " (its pressure is an activation state, a first-order filter of ctrl: jaxmbd has no activation states)",
+    "muscle": " (its activation is a state with its own dynamics: jaxmbd has no activation states)",
+    "intvelocity": " (its position target integrates ctrl: an activation state, which jaxmbd does not have)",
+    "adhesion": " (its force acts through the contacts of the body's geoms, which jaxmbd's transmissions do not reach)",
+}
 TAGS = ("motor", "position", "velocity", "damper", "general", "intvelocity", "cylinder", "muscle", "adhesion",
         "plugin")
 MODELLED = ("motor", "position", "velocity", "damper", "general")
@@ -247,7 +253,7 @@ def _one(comp, el, p, what, notes):
         raise ActuatorError(f"{what}: expected exactly one transmission target, got {targets or 'none'}")
     why = None
     if el.tag not in MODELLED:
-        why = f"<{el.tag}>"
+        why = f"<{el.tag}>" + UNMODELLED_WHY.get(el.tag, "")
     elif p["dyntype"] != "none":
         why = f"activation dynamics ({p['dyntype']})"
     elif p["gaintype"] not in ("fixed", "affine") or p["biastype"] not in ("none", "affine"):

@@ -94,8 +94,6 @@ class Bodies:
         ccls = a.get("childclass", cls)
         if ccls not in self.classes:
             raise MJCFError(f"{what}: unknown childclass {ccls!r}")
-        if a.get("mocap", "false") == "true":
-            self.unsupported.append(f"mocap body {name!r} (welded)")
         gravcomp = C.number(a.get("gravcomp", "0"), f"{what}: gravcomp")
         joints, geoms, inertial, children = [], [], None, []
         for item, frame, icls in self._items(el, (np.eye(3), np.zeros(3)), ccls):
@@ -120,8 +118,13 @@ class Bodies:
                 raise MJCFError(f"{what}: <{t}> is not supported")
             else:
                 raise MJCFError(f"{what}: unknown element <{t}>")
+        if a.get("mocap", "false") not in ("true", "false"):
+            raise MJCFError(f"{what}: mocap must be true or false, got {a['mocap']!r}")
+        mocap = a.get("mocap", "false") == "true"
+        if mocap and (parent != "world" or joints):
+            raise MJCFError(f"mocap {what} is not a fixed child of the world (MuJoCo refuses it too)")
         mass, com, inertia = self._inertia(name, inertial, geoms)
-        body = dict(mass=mass, com=com, inertia=inertia, gravcomp=gravcomp)
+        body = dict(mass=mass, com=com, inertia=inertia, gravcomp=gravcomp, mocap=mocap)
         self.bodies.append(body)
         last = self._joints(name, parent, R, p, joints, body, top)
         self.builder_name[name] = last
@@ -291,6 +294,8 @@ class Bodies:
                 kw.update(mass=0.0, inertia=None)
                 continue
             kw.update(mass=b["mass"], com=b["com"], inertia=b["inertia"], gravcomp=b["gravcomp"])
+            if b["mocap"]:
+                kw["mocap"] = True
             if b["mass"] <= 0:
                 continue
             ev = np.linalg.eigvalsh(0.5 * (b["inertia"] + b["inertia"].T))

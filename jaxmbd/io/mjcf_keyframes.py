@@ -58,12 +58,13 @@ class Keyframes:
             return model
         tree = getattr(model, "tree", model)   # a mechanism from the loader keeps the tree's (MuJoCo's) order
         qpos0 = np.asarray(model.q0, np.float64)
-        nmocap = sum(b.get("mocap", "false") == "true" for b in self.root.iter("body"))
+        mc = tree.mocap      # a key's mocap poses default to the bodies' own (as MuJoCo's)
+        mpos0 = np.zeros(0) if mc is None else np.asarray(mc.pos, np.float64).ravel()
+        mquat0 = np.zeros(0) if mc is None else np.asarray(mc.quat, np.float64).ravel()
         sizes = dict(qpos=(qpos0, "nq"), qvel=(np.zeros(model.nv), "nv"), ctrl=(np.zeros(model.nu), "nu"),
-                     act=(np.zeros(self.n_act), "na"), mpos=(np.zeros(3 * nmocap), "3 x nmocap"),
-                     mquat=(np.zeros(4 * nmocap), "4 x nmocap"))
+                     act=(np.zeros(self.n_act), "na"), mpos=(mpos0, "3 x nmocap"), mquat=(mquat0, "4 x nmocap"))
         taken = {el.get("name") for el in keys if el.get("name")}
-        data, names, mocap = [], set(), []
+        data, names = [], set()
         for i, el in enumerate(keys):
             name = el.get("name")
             what = f"<key name={name!r}>" if name else f"<key> #{i}"
@@ -95,12 +96,12 @@ class Keyframes:
                 for sl in jtypes.quaternion_slices(jt, adr):
                     n = np.linalg.norm(q[sl])
                     q[sl] = q[sl] / n if n > 1e-15 else np.array([1.0, 0.0, 0.0, 0.0])   # as MuJoCo does
-            if "mpos" in el.attrib or "mquat" in el.attrib:
-                mocap.append(name)
+            mq = vals["mquat"].reshape(-1, 4)          # normalized, as MuJoCo's compiler does
+            nrm = np.linalg.norm(mq, axis=1, keepdims=True)
+            vals["mquat"] = np.where(nrm > 1e-15, mq / np.maximum(nrm, 1e-300), [1.0, 0.0, 0.0, 0.0]).ravel()
             data.append((name, C.number(el.get("time", "0"), f"{what}: time"))
-                        + tuple(tuple(float(x) for x in vals[k]) for k in ("qpos", "qvel", "ctrl", "act")))
-        if mocap:
-            self.unsupported.append(f"keyframe mocap poses ({', '.join(mocap)}; mocap bodies are welded)")
+                        + tuple(tuple(float(x) for x in vals[k])
+                                for k in ("qpos", "qvel", "ctrl", "act", "mpos", "mquat")))
         data = tuple(data)
         if tree is model:
             return dataclasses.replace(model, keyframe_data=data)
