@@ -126,6 +126,7 @@ class ModelBuilder:
         self._loops = []            # loop constraints (add_loop)
         self._init = (None, None)   # set_initial_state's (q0, v0)
         self._sites = {}            # name -> (body, R, p): frames fixed in a body (add_site)
+        self._site_shapes = {}      # name -> (type, size (3,)): their volumes (touch sensors)
         self._tendons = {}          # name -> fixed tendon record (add_fixed_tendon)
         self._tendon_couplings = []  # (tendon1, tendon2, polycoef, solref, solimp) (add_tendon_coupling)
         self._sensors = []          # sensor specifications (add_sensor), in sensordata's order
@@ -764,10 +765,13 @@ class ModelBuilder:
                 forces[i] = JointCoupling.merge([forces[i], coupled])
         return dataclasses.replace(model, forces=tuple(forces) or None)
 
-    def add_site(self, name: str, body: str, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0)) -> "ModelBuilder":
+    def add_site(self, name: str, body: str, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), *,
+                 type: str = "sphere", size=(0.005, 0.005, 0.005)) -> "ModelBuilder":
         """A named frame fixed in ``body`` ("world" for the fixed base) at ``pos`` with orientation
         ``quat`` (w, x, y, z) in the body's frame, as MuJoCo's ``<site>``: what frame sensors,
-        gyros, velocimeters and accelerometers read (:meth:`add_sensor`)."""
+        gyros, velocimeters, accelerometers and force/torque sensors read (:meth:`add_sensor`).
+        ``type`` (sphere, capsule, ellipsoid, cylinder, box) and ``size`` (MuJoCo's: radius,
+        half-length, half-extents) give the volume a touch sensor reads."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"site name must be a non-empty string, got {name!r}")
         if name in self._sites:
@@ -775,7 +779,14 @@ class ModelBuilder:
         qv = _vec(quat, 4, f"site {name!r}: quat")
         if not np.linalg.norm(qv) > 0:
             raise ValueError(f"site {name!r}: quat must be nonzero")
+        from .sensors import SITE_TYPES
+        if type not in SITE_TYPES:
+            raise ValueError(f"site {name!r}: type {type!r}: expected one of {', '.join(SITE_TYPES)}")
+        sz = np.asarray(size, np.float64).ravel()
+        if sz.size > 3 or sz.size == 0 or not np.all(np.isfinite(sz)) or np.any(sz < 0):
+            raise ValueError(f"site {name!r}: size takes 1 to 3 non-negative numbers, got {size!r}")
         self._sites[name] = (body, _quat_rot(qv / np.linalg.norm(qv)), _vec(pos, 3, f"site {name!r}: pos"))
+        self._site_shapes[name] = (type, np.r_[sz, np.full(3 - sz.size, 0.005)])
         return self
 
     def add_sensor(self, kind: str, *, name: str | None = None, joint=None, actuator=None, site=None,
@@ -784,7 +795,7 @@ class ModelBuilder:
         """A sensor, in ``model.sensors`` and :func:`jaxmbd.sensors.sensordata` in the order added
         (the kinds and their values: :mod:`jaxmbd.sensors`).  Its target by kind: ``joint``
         (jointpos, jointvel, ballquat, ballangvel, jointactuatorfrc), ``actuator`` (actuatorpos,
-        actuatorvel, actuatorfrc), ``tendon`` (tendonpos, tendonvel: a fixed tendon), ``site`` (gyro, velocimeter, accelerometer), ``body`` (subtreecom,
+        actuatorvel, actuatorfrc), ``tendon`` (tendonpos, tendonvel: a fixed tendon), ``site`` (gyro, velocimeter, accelerometer, touch, force, torque), ``body`` (subtreecom,
         subtreelinvel, subtreeangmom; "world" for the whole model), ``obj`` with ``objtype`` "site",
         "xbody" or "body" (the frame kinds), and optionally ``ref`` with ``reftype`` (positions and
         orientations in that frame).  ``cutoff`` > 0 clamps the values as MuJoCo does.
@@ -827,8 +838,11 @@ class ModelBuilder:
         for n, (b, _, _) in self._sites.items():
             if b not in frames:
                 raise ValueError(f"site {n!r}: no body named {b!r}")
+        body_geoms = {}
+        for i, g in enumerate(self._geoms):
+            body_geoms.setdefault(g["body"], []).append(i)
         return bind(self._sensors, topo, joint_names, frames, self._sites, actuator_names,
-                    {b["name"]: b["com"] for b in self._bodies}, resolved)
+                    {b["name"]: b["com"] for b in self._bodies}, resolved, self._site_shapes, body_geoms)
 
     def build(self, coordinate_order=None):
         """Validate and build.  Returns a :class:`Model` for a plain tree, or a

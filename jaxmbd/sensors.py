@@ -49,16 +49,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .mujoco_defaults import SOLID_TYPES
+
 DIMS = {"jointpos": 1, "jointvel": 1, "ballquat": 4, "ballangvel": 3, "actuatorpos": 1, "actuatorvel": 1,
         "actuatorfrc": 1, "jointactuatorfrc": 1, "framepos": 3, "framequat": 4, "framexaxis": 3,
         "frameyaxis": 3, "framezaxis": 3, "framelinvel": 3, "frameangvel": 3, "gyro": 3, "velocimeter": 3,
         "accelerometer": 3, "subtreecom": 3, "subtreelinvel": 3, "subtreeangmom": 3, "tendonpos": 1,
-        "tendonvel": 1}
+        "tendonvel": 1, "touch": 1, "force": 3, "torque": 3}
 TENDON_KINDS = ("tendonpos", "tendonvel")
 JOINT_KINDS = ("jointpos", "jointvel", "ballquat", "ballangvel", "jointactuatorfrc")
 ACTUATOR_KINDS = ("actuatorpos", "actuatorvel", "actuatorfrc")
 FRAME_KINDS = ("framepos", "framequat", "framexaxis", "frameyaxis", "framezaxis", "framelinvel", "frameangvel")
-SITE_KINDS = ("gyro", "velocimeter", "accelerometer")
+SITE_KINDS = ("gyro", "velocimeter", "accelerometer", "touch", "force", "torque")
+CONTACT_KINDS = ("touch", "force", "torque")      # read the contact forces (a tree's, not a mechanism's)
+SITE_TYPES = SOLID_TYPES                          # MuJoCo's site types (its sized primitives)
 SUBTREE_KINDS = ("subtreecom", "subtreelinvel", "subtreeangmom")
 ORIENTED = ("framequat", "framexaxis", "frameyaxis", "framezaxis")
 OBJTYPES = ("site", "xbody", "body")
@@ -87,6 +91,9 @@ class Sensors(eqx.Module):
     ref_rot: jax.Array
     ref_pos: jax.Array
     cutoff: jax.Array
+    site_type: tuple = eqx.field(static=True, default=())   # per sensor: its site's type (touch), else ""
+    touch_geoms: tuple = eqx.field(static=True, default=())  # per sensor: the contact geoms of its site's body
+    site_size: jax.Array = None                              # (k, 3) its site's size (touch)
 
     @property
     def n(self) -> int:
@@ -177,6 +184,7 @@ def sensordata(model, q, v, ctrl=None):
         qfrc_act = tree.actuators.generalized_force(tree.nv, q, v, ctrl)
         act_v = jnp.sum(moments * v[np.asarray(tree.actuators.dofs, np.int64)], -1)
     acc = _accelerometers(model, tree, s, kin, (qm, vm), q, v, ctrl) if "accelerometer" in s.kinds else {}
+    contact = _contact_sensors(model, tree, s, q, v, ctrl) if any(k in CONTACT_KINDS for k in s.kinds) else {}
     out = []
     for i, (kind, n, idx, ref) in enumerate(zip(s.kinds, s.dims, s.index, s.ref)):
         if s.placeholder[i]:
@@ -208,6 +216,8 @@ def sensordata(model, q, v, ctrl=None):
             val = {"subtreecom": C, "subtreelinvel": V, "subtreeangmom": L}[kind]
         elif kind == "accelerometer":
             val = acc[i]
+        elif kind in CONTACT_KINDS:
+            val = contact[i]
         else:
             R, p, w, vp = _frame(kin, idx, s.rot[i], s.pos[i])
             if kind == "gyro":
@@ -263,12 +273,129 @@ def _accelerometers(model, tree, s, kin, mech_state, q, v, ctrl):
     return out
 
 
-def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com, tendons=None):
+def _interval_quadratic(a, b, c):
+    """The t interval where a t² + 2 b t + c ≤ 0 (a > 0), and whether it is nonempty."""
+    disc = b * b - a * c
+    r = jnp.sqrt(jnp.maximum(disc, 0.0))
+    a_ = jnp.where(a > 0, a, 1.0)
+    return (-b - r) / a_, (-b + r) / a_, disc >= 0
+
+
+def ray_hits(kind, size, p, d):
+    """Whether the ray p + t d, t ≥ 0 (site coordinates) meets the solid site ``kind`` of ``size``
+    (MuJoCo's site types and sizes; the touch sensor's zone test, mju_rayGeom ≥ 0)."""
+    big = 1e300
+    if kind in ("sphere", "ellipsoid"):
+        s = jnp.full(3, size[0]) if kind == "sphere" else size
+        ps, ds = p / s, d / s
+        t0, t1, ok = _interval_quadratic(ds @ ds, ps @ ds, ps @ ps - 1.0)
+        return ok & (t1 >= 0) & (ds @ ds > 0) | (ps @ ps <= 1.0)
+    if kind == "box":
+        lo, hi = -size - p, size - p            # slab bounds on t d_i
+        safe = jnp.where(d == 0, 1.0, d)
+        ta, tb = lo / safe, hi / safe
+        tmin = jnp.where(d == 0, jnp.where((lo <= 0) & (hi >= 0), -big, big), jnp.minimum(ta, tb))
+        tmax = jnp.where(d == 0, jnp.where((lo <= 0) & (hi >= 0), big, -big), jnp.maximum(ta, tb))
+        t0, t1 = jnp.max(tmin), jnp.min(tmax)
+        return (t0 <= t1) & (t1 >= 0)
+    r, h = size[0], size[1]
+    # the infinite cylinder about z, then the slab |z| ≤ h
+    a = d[0] ** 2 + d[1] ** 2
+    c0, c1, ok = _interval_quadratic(a, p[0] * d[0] + p[1] * d[1], p[0] ** 2 + p[1] ** 2 - r * r)
+    inside_xy = p[0] ** 2 + p[1] ** 2 <= r * r
+    c0 = jnp.where(a > 0, c0, jnp.where(inside_xy, -big, big))
+    c1 = jnp.where(a > 0, c1, jnp.where(inside_xy, big, -big))
+    ok = jnp.where(a > 0, ok, inside_xy)
+    safe = jnp.where(d[2] == 0, 1.0, d[2])
+    za, zb = (-h - p[2]) / safe, (h - p[2]) / safe
+    inside_z = jnp.abs(p[2]) <= h
+    z0 = jnp.where(d[2] == 0, jnp.where(inside_z, -big, big), jnp.minimum(za, zb))
+    z1 = jnp.where(d[2] == 0, jnp.where(inside_z, big, -big), jnp.maximum(za, zb))
+    t0, t1 = jnp.maximum(c0, z0), jnp.minimum(c1, z1)
+    hit = ok & (t0 <= t1) & (t1 >= 0)
+    if kind == "cylinder":
+        return hit
+    for zc in (-h, h):                            # the capsule's end spheres
+        q = p - jnp.array([0.0, 0.0, zc], p.dtype)
+        s0, s1, okk = _interval_quadratic(d @ d, q @ d, q @ q - r * r)
+        hit = hit | (okk & (s1 >= 0) & (d @ d > 0)) | (q @ q <= r * r)
+    return hit
+
+
+def _contact_sensors(model, tree, s, q, v, ctrl):
+    """{sensor index: its reading} for touch, force and torque (see the module's table)."""
+    from .contact_report import contact_forces
+    from .dynamics import actuator_force, forward_dynamics
+    from .forces.base import elements
+    from .forces.contact import Contact
+    from .kinematics import forward_kinematics, qdot
+    if tree is not model:
+        raise ValueError("touch, force and torque sensors are read on a kinematic tree, not on a mechanism "
+                         "(its loop forces are not among the contact forces they sum)")
+    sel = [i for i, k in enumerate(s.kinds) if k in CONTACT_KINDS and not s.placeholder[i]]
+    dt = jnp.result_type(q, v, float)
+    el = next((e for e in (elements(tree) or ()) if isinstance(e, Contact)), None)
+    c = contact_forces(tree, q, v, ctrl) if el is not None else None
+    kin = forward_kinematics(tree, q, v)
+    out = {}
+    if c is not None:
+        pair_geoms = np.array([row for _, _, rows in el.groups for row in rows], np.int64).reshape(-1, 2)
+        g1, g2 = (jnp.asarray(pair_geoms[:, k])[c["pair"]] for k in (0, 1))
+        on = c["dist"] < el.margin[c["pair"]]                        # in the solve (MuJoCo's active contacts)
+        F = c["normal_force"][:, None] * c["normal"] + c["friction_force"]   # on geom 2
+        M = c["friction_moment"]
+    if any(s.kinds[i] in ("force", "torque") for i in sel):
+        tau = actuator_force(tree, q, v, ctrl) if tree.nu else jnp.zeros(tree.nv, dt)
+        a = forward_dynamics(tree, q, v, tau)
+
+        def motion(qq, vv):                   # per body: world angular velocity, centre-of-mass velocity
+            k = forward_kinematics(tree, qq, vv)
+            w = jnp.einsum("nij,nj->ni", k.rot, k.vel[:, :3])
+            off = jnp.einsum("nij,nj->ni", k.rot, tree.com)
+            return w, jnp.einsum("nij,nj->ni", k.rot, k.vel[:, 3:]) + jnp.cross(w, off), k.pos + off
+        (w, vc, com), (al, ac, _) = jax.jvp(motion, (q, v), (qdot(tree, q, v), a))
+        Iw = jnp.einsum("nij,njk,nlk->nil", kin.rot, tree.inertia, kin.rot)
+        f_in = tree.mass[:, None] * (ac - tree.gravity[None])                               # (n, 3)
+        n_in = jnp.einsum("nij,nj->ni", Iw, al) + jnp.cross(w, jnp.einsum("nij,nj->ni", Iw, w))
+    anc = tree.topo.ancestors
+    for i in sel:
+        kind, host = s.kinds[i], s.index[i]
+        R, p, _, _ = _frame(kin, host, s.rot[i], s.pos[i])
+        if kind == "touch":
+            if c is None:
+                out[i] = jnp.zeros(1, dt)
+                continue
+            mine = np.zeros(len(el.geom_names), bool)
+            mine[list(s.touch_geoms[i])] = True
+            m1, m2 = jnp.asarray(mine)[g1], jnp.asarray(mine)[g2]
+            ray = jnp.where(m2[:, None], -c["normal"], c["normal"])      # away from the sensor's body
+            pl = (c["pos"] - p[None]) @ R
+            hits = jax.vmap(lambda pp, dd: ray_hits(s.site_type[i], s.site_size[i], pp, dd))(pl, ray @ R)
+            take = (m1 | m2) & on & (c["normal_force"] > 0) & hits
+            out[i] = jnp.sum(jnp.where(take, c["normal_force"], 0.0))[None]
+            continue
+        sub = jnp.asarray(anc[:, host])                                 # the bodies at and below the site's
+        Ft = jnp.sum(jnp.where(sub[:, None], f_in, 0.0), 0)
+        Mt = jnp.sum(jnp.where(sub[:, None], n_in + jnp.cross(com - p[None], f_in), 0.0), 0)
+        if c is not None:
+            b1 = jnp.where(c["body1"] >= 0, sub[jnp.maximum(c["body1"], 0)], False)
+            b2 = jnp.where(c["body2"] >= 0, sub[jnp.maximum(c["body2"], 0)], False)
+            sgn = jnp.where(on, b2.astype(dt) - b1.astype(dt), 0.0)      # +: the force acts on the subtree
+            Ft = Ft - jnp.sum(sgn[:, None] * F, 0)
+            Mt = Mt - jnp.sum(sgn[:, None] * (jnp.cross(c["pos"] - p[None], F) + M), 0)
+        out[i] = R.T @ (Ft if kind == "force" else Mt)
+    return out
+
+
+def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com, tendons=None, site_shapes=None,
+         body_geoms=None):
     """The :class:`Sensors` record of the builder's sensor specs on the built tree.
 
     ``joint_names``: one per moving body; ``frames``: body name -> (host name or "world", R, p) of the body's frame in its host;
     ``sites``: site name -> (body name, R, p) in that body's frame; ``actuator_names``: in order;
-    ``body_com``: body name -> its own centre of mass in its frame."""
+    ``body_com``: body name -> its own centre of mass in its frame; ``site_shapes``: site name ->
+    (type, size (3,)); ``body_geoms``: body name -> the indices of its contact geoms."""
+    site_shapes, body_geoms = site_shapes or {}, body_geoms or {}
     index_of = {n: i for i, n in enumerate(topo.names)}
 
     def host(name):
@@ -290,6 +417,7 @@ def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com, tend
         return host(obj), Rh, ph + Rh @ body_com.get(obj, np.zeros(3))
 
     names, kinds, dims, adr, index, ref, ph, rot, pos, rrot, rpos, cut, coefs = ([] for _ in range(13))
+    stype, ssize, tgeoms = [], [], []
     tendons = tendons or {}
     at = 0
     for k, sp in enumerate(specs):
@@ -297,6 +425,7 @@ def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com, tend
         what = f"sensor {name!r} ({kind})"
         coefs_row = np.zeros(topo.nv)
         R, p, Rr, pr, r, idx = np.eye(3), np.zeros(3), np.eye(3), np.zeros(3), -2, 0
+        st, sz, tg = "", np.zeros(3), ()
         if sp["placeholder"]:
             n = sp["dim"]
         else:
@@ -332,6 +461,17 @@ def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com, tend
                                      "follows MuJoCo's principal-axis convention and is not offered; use "
                                      "'xbody' or a site")
                 idx, R, p = frame(objtype, sp["obj"], what)
+                if kind in CONTACT_KINDS:
+                    body = sites[sp["obj"]][0]
+                    if kind == "touch":
+                        st, sz = site_shapes.get(sp["obj"], ("sphere", np.full(3, 0.005)))
+                        if st not in SITE_TYPES:
+                            raise ValueError(f"{what}: site type {st!r}: expected one of {', '.join(SITE_TYPES)}")
+                        tg = tuple(int(g) for g in body_geoms.get(body, ()))
+                    elif body == "world" or frames[body][0] != body:
+                        raise ValueError(f"{what}: site {sp['obj']!r} is on {body!r}, which has no joint of its "
+                                         "own; force and torque sensors read a moving body's interaction with "
+                                         "its parent")
                 if sp["ref"] is not None:
                     if kind not in ("framepos",) + ORIENTED:
                         raise ValueError(f"{what}: a reference frame is supported for positions and "
@@ -344,6 +484,7 @@ def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com, tend
         ref.append(r), ph.append(bool(sp["placeholder"])), rot.append(R), pos.append(p)
         rrot.append(Rr), rpos.append(pr), cut.append(sp["cutoff"])
         coefs.append(coefs_row)
+        stype.append(st), ssize.append(np.asarray(sz, float)), tgeoms.append(tg)
         at += n
     if len(set(names)) != len(names):
         dup = sorted({x for x in names if names.count(x) > 1})
@@ -353,7 +494,8 @@ def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com, tend
     return Sensors(names=tuple(names), kinds=tuple(kinds), dims=tuple(dims), adr=tuple(adr), index=tuple(index),
                    ref=tuple(ref), placeholder=tuple(ph), rot=f64(rot, (k, 3, 3)), pos=f64(pos, (k, 3)),
                    ref_rot=f64(rrot, (k, 3, 3)), ref_pos=f64(rpos, (k, 3)), cutoff=f64(cut, (k,)),
-                   coef=f64(coefs, (k, topo.nv)))
+                   coef=f64(coefs, (k, topo.nv)), site_type=tuple(stype), touch_geoms=tuple(tgeoms),
+                   site_size=f64(ssize, (k, 3)))
 
 
 def _joint(topo, joint_names, name, kind, what):

@@ -232,7 +232,7 @@ def test_warning_lists_what_is_not_modelled_once():
     msgs = [str(x.message) for x in w if issubclass(x.category, UserWarning)]
     assert msgs == []     # its fixed tendons, motors, limits and contacts are all modelled
     text = open(path).read().replace("</tendon>", '<spatial name="sp"><site site="s0"/><site site="s1"/></spatial>'
-                                     "</tendon><sensor><touch name=\"feel\" site=\"s0\"/></sensor>")
+                                     "</tendon><sensor><magnetometer name=\"feel\" site=\"s0\"/></sensor>")
     text = text.replace('<body name="torso" pos="0 0 1.4">',
                         '<body name="torso" pos="0 0 1.4"><site name="s0"/><site name="s1" pos="0 0 0.1"/>')
     with warnings.catch_warnings(record=True) as w:

@@ -5,12 +5,14 @@ read, are left out and named)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from . import _common as C
 from .mjcf_base import MJCFError
 from .. import sensors as S
 
 # the sizes of the kinds jaxmbd keeps only as a slot (MuJoCo's mjSENS_* dimensions)
-SLOTS = {"touch": 1, "force": 3, "torque": 3, "magnetometer": 3, "rangefinder": 1, "camprojection": 2,
+SLOTS = {"magnetometer": 3, "rangefinder": 1, "camprojection": 2,
          "jointlimitpos": 1, "jointlimitvel": 1, "jointlimitfrc": 1, "tendonactuatorfrc": 1, "tendonlimitpos": 1, "tendonlimitvel": 1, "tendonlimitfrc": 1,
          "framelinacc": 3, "frameangacc": 3, "clock": 1, "e_potential": 1, "e_kinetic": 1,
          "distance": 1, "normal": 3, "fromto": 6, "insidesite": 1}
@@ -29,7 +31,9 @@ class Sensors:
             return []
         for sname in self.sites:
             body, p, R = self._site_frame(sname, f"site {sname!r}")
-            self.builder.add_site(sname, self.builder_name.get(body, body), pos=p, quat=C.rot_to_quat(R))
+            kind, size = self._site_shape(sname)
+            self.builder.add_site(sname, self.builder_name.get(body, body), pos=p, quat=C.rot_to_quat(R),
+                                  type=kind, size=size)
         welded = {kw["name"] for kw in self._planned if kw["joint"] == "fixed"}
         kept, unsized = {}, []
         for k, el in enumerate(sensors):
@@ -40,13 +44,16 @@ class Sensors:
             if cutoff < 0:
                 raise MJCFError(f"{what}: cutoff must be >= 0")
             why = self._sensor_gap(kind, a, welded, getattr(self, "fixed_tendons", ()))
+            if why is None and kind in ("force", "torque") and a.get("site") in self.sites \
+                    and self.sites[a["site"]][1] in welded | {"world"}:
+                why = "force and torque at sites of bodies without joints"
             if why is not None:
                 if kind == "user":
                     dim = int(C.number(a.get("dim", "0"), f"{what}: dim"))
                     if dim <= 0:
                         raise MJCFError(f"{what}: dim must be positive (MuJoCo requires it)")
-                elif kind in SLOTS:
-                    dim = SLOTS[kind]
+                elif kind in SLOTS or kind in S.DIMS:
+                    dim = SLOTS.get(kind) or S.DIMS[kind]
                 else:
                     unsized.append(name or f"#{k}")
                     continue
@@ -73,6 +80,26 @@ class Sensors:
             notes.append("sensors whose size jaxmbd cannot know, left out (sensordata's layout differs from "
                          f"MuJoCo's from the first of them on: {', '.join(unsized)})")
         return notes
+
+    def _site_shape(self, name):
+        """(type, size (3,)) of a named site as MuJoCo compiles it: sizes given in part completed with
+        0.005, a ``fromto``'s half-length as the size of a capsule or cylinder."""
+        el, _, _, cls = self.sites[name]
+        a = self.attrs(el, cls)
+        what = f"site {name!r}"
+        kind = a.get("type", "sphere")
+        if kind not in S.SITE_TYPES:
+            raise MJCFError(f"{what}: unknown type {kind!r} (expected one of {', '.join(S.SITE_TYPES)})")
+        size = np.full(3, 0.005)
+        if "size" in a:
+            got = C.numbers(a["size"], None, f"{what}: size")
+            if not 1 <= got.size <= 3:
+                raise MJCFError(f"{what}: size takes 1 to 3 numbers, got {a['size']!r}")
+            size[:got.size] = got
+        if "fromto" in a and kind in ("capsule", "cylinder", "box", "ellipsoid"):
+            ft = C.numbers(a["fromto"], 6, f"{what}: fromto")
+            size[2 if kind in ("box", "ellipsoid") else 1] = 0.5 * np.linalg.norm(ft[3:] - ft[:3])
+        return kind, size
 
     def _sensor_obj(self, objtype, name):
         return self.builder_name.get(name, name) if objtype in ("xbody", "body") else name
