@@ -127,6 +127,7 @@ class ModelBuilder:
         self._init = (None, None)   # set_initial_state's (q0, v0)
         self._sites = {}            # name -> (body, R, p): frames fixed in a body (add_site)
         self._site_shapes = {}      # name -> (type, size (3,)): their volumes (touch sensors)
+        self._simple = {}           # body -> its joints: MuJoCo's simple sliding bodies (set_simple_body)
         self._tendons = {}          # name -> fixed tendon record (add_fixed_tendon)
         self._tendon_couplings = []  # (tendon1, tendon2, polycoef, solref, solimp) (add_tendon_coupling)
         self._sensors = []          # sensor specifications (add_sensor), in sensordata's order
@@ -765,6 +766,31 @@ class ModelBuilder:
                 forces[i] = JointCoupling.merge([forces[i], coupled])
         return dataclasses.replace(model, forces=tuple(forces) or None)
 
+    def set_simple_body(self, body: str, joints) -> "ModelBuilder":
+        """Mark ``body`` as one of MuJoCo's "simple" bodies with slide joints only (its compiler's
+        ``body_simple`` 2: inertial frame on the body frame, no child bodies, parent the world or a
+        jointless child of it, axis-aligned slides): MuJoCo then takes 1/mass, not the mass matrix,
+        as its ``body_invweight0`` and the ``dof_invweight0`` of its ``joints``, which set the soft
+        rows' regularization (:mod:`jaxmbd.forces.soft`).  The MJCF loader marks such bodies."""
+        names = {b["name"] for b in self._bodies}
+        if body not in names:
+            raise ValueError(f"set_simple_body: body {body!r} is not defined")
+        self._simple[body] = tuple(joints)
+        return self
+
+    def _simple_weights(self, model):
+        """({host index: 1/mass}, {DoF: 1/mass}) of the simple bodies (set_simple_body)."""
+        bodies, dofs = {}, {}
+        for name, jnames in self._simple.items():
+            i = model.topo.names.index(name)
+            w = 1.0 / max(float(model.mass[i]), 1e-15)
+            bodies[i] = w
+            for j in jnames:
+                k = model.joint_names.index(j)
+                for d in range(int(model.topo.nv_body[k])):
+                    dofs[int(model.topo.v_adr[k]) + d] = w
+        return bodies, dofs
+
     def add_site(self, name: str, body: str, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), *,
                  type: str = "sphere", size=(0.005, 0.005, 0.005)) -> "ModelBuilder":
         """A named frame fixed in ``body`` ("world" for the fixed base) at ``pos`` with orientation
@@ -1068,7 +1094,7 @@ class ModelBuilder:
         visuals = self._visual_record(eff, index)
         if visuals is not None:
             model = dataclasses.replace(model, visual_data=visuals)
-        return _fill_invweights(model)
+        return _fill_invweights(model, self._simple_weights(model)[1])
 
     def _with_gravcomp(self, model, order, eff, index):
         """The model with its GravityCompensation element (jaxmbd.forces.gravcomp) if a body has a
@@ -1186,8 +1212,8 @@ class ModelBuilder:
                 R, p = Rm.T @ R, Rm.T @ (p - pm)
             geoms.append(dict(g, host=hostidx(g["body"]), R=R, p=p, mocap=k))
         bodies = [(b["name"], b["parent"], hostidx(b["name"])) for b in order]
-        el, self.contact_skipped = make_contact(model, geoms, bodies, self._pairs, self._excludes,
-                                                self._contact_opts)
+        opts = dict(self._contact_opts, invweight_override=self._simple_weights(model)[0])
+        el, self.contact_skipped = make_contact(model, geoms, bodies, self._pairs, self._excludes, opts)
         if el is None:
             return model
         return dataclasses.replace(model, forces=(model.forces or ()) + (el,))
@@ -1222,10 +1248,10 @@ class ModelBuilder:
         return v0
 
 
-def _fill_invweights(model):
+def _fill_invweights(model, override=None):
     """The model with every soft joint row's unset ``invweight`` (NaN) set to MuJoCo's
-    ``dof_invweight0``: (H⁻¹)_ii at the model's q0 (elements with a ``filled(model, dof_invweight0)``
-    method fill themselves)."""
+    ``dof_invweight0``: (H⁻¹)_ii at the model's q0, or ``override[dof]`` (simple bodies' 1/mass)
+    (elements with a ``filled(model, dof_invweight0)`` method fill themselves)."""
     from .forces.base import SoftRows, elements
     els = elements(model)
     todo = [i for i, e in enumerate(els) if isinstance(e, SoftRows) and e.has_soft and hasattr(e, "invweight")
@@ -1234,7 +1260,9 @@ def _fill_invweights(model):
         return model
     from .forces.base import make
     from .forces.contact import inverse_weights
-    dof_iw = np.asarray(inverse_weights(model, model.q0)[1])
+    dof_iw = np.array(inverse_weights(model, model.q0)[1])
+    for d, w in (override or {}).items():
+        dof_iw[d] = w
     new = list(els)
     for i in todo:
         e = els[i]

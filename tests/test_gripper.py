@@ -53,7 +53,8 @@ GRIP = """
 @pytest.mark.long
 def test_a_tendon_driven_gripper_holds_a_box_as_mujocos():
     """Fingers and box over 1 s against MuJoCo's run at the file's 2 ms step, within 1 mm: the
-    fingers close 1 cm in 0.2 s, the box slips 3 mm while the grip builds and then hangs."""
+    fingers close 1 cm in 0.2 s, the box slips 3 mm while the grip builds and then hangs; the
+    fingers rest at MuJoCo's depth in the box (their rows weighted as MuJoCo's simple bodies)."""
     mm = mujoco.MjModel.from_xml_string(GRIP)
     d = mujoco.MjData(mm)
     mujoco.mj_resetDataKeyframe(mm, d, 0)
@@ -75,3 +76,57 @@ def test_a_tendon_driven_gripper_holds_a_box_as_mujocos():
     np.testing.assert_allclose(qs[:, :2], ref[:, :2], atol=1e-3)             # the fingers
     np.testing.assert_allclose(qs[:, 2:5], ref[:, 2:5], atol=1e-3)           # the box
     np.testing.assert_allclose(qs[:, 0], qs[:, 1], atol=1e-6)                # coupled by the equality
+    np.testing.assert_allclose(qs[-1, :2], ref[-1, :2], atol=1e-6)           # the grip's resting depth
+
+
+SIMPLE_CASES = {   # an MJCF body on slides over a floor: does MuJoCo's compiler make it "simple"?
+    "one box": ('<body name="b" pos="0 0 0.1"><joint type="slide" axis="0 1 0" range="-1 1"/>'
+                '<geom type="box" size="0.01 0.02 0.04" mass="0.05"/></body>', True),
+    "two slides": ('<body name="b" pos="0 0 0.1"><joint type="slide" axis="1 0 0" range="-1 1"/>'
+                   '<joint type="slide" axis="0 0 1"/><geom type="sphere" size="0.03" mass="0.2"/></body>', True),
+    "on a fixed base": ('<body name="base"><geom type="box" size="0.1 0.1 0.01" pos="0 0 0.3" contype="0" '
+                        'conaffinity="0" mass="1"/><body name="b" pos="0 0 0.1"><joint type="slide" axis="0 1 0" '
+                        'range="-1 1"/><geom type="box" size="0.04 0.02 0.01" mass="0.05"/></body></body>', True),
+    "two geoms in order": ('<body name="b" pos="0 0 0.1"><joint type="slide" axis="0 1 0" range="-1 1"/>'
+                           '<geom type="box" size="0.01 0.02 0.04" mass="0.05"/>'
+                           '<geom type="sphere" size="0.01" mass="0.01"/></body>', True),
+    "two geoms out of order": ('<body name="b" pos="0 0 0.1"><joint type="slide" axis="0 1 0" range="-1 1"/>'
+                               '<geom type="box" size="0.04 0.02 0.01" mass="0.05"/>'
+                               '<geom type="sphere" size="0.01" mass="0.01"/></body>', False),
+    "diaginertia": ('<body name="b" pos="0 0 0.1"><joint type="slide" axis="0 1 0" range="-1 1"/>'
+                    '<inertial pos="0 0 0" mass="1" diaginertia="1 2 3"/><geom type="sphere" size="0.03" '
+                    'mass="0"/></body>', True),
+    "fullinertia": ('<body name="b" pos="0 0 0.1"><joint type="slide" axis="0 1 0" range="-1 1"/>'
+                    '<inertial pos="0 0 0" mass="1" fullinertia="1 2 3 0 0 0"/><geom type="sphere" '
+                    'size="0.03" mass="0"/></body>', False),
+    "off-centre mass": ('<body name="b" pos="0 0 0.1"><joint type="slide" axis="0 1 0" range="-1 1"/>'
+                        '<geom type="sphere" size="0.03" pos="0.01 0 0" mass="0.2"/></body>', False),
+    "tilted slide": ('<body name="b" pos="0 0 0.1"><joint type="slide" axis="0 1 1" range="-1 1"/>'
+                     '<geom type="sphere" size="0.03" mass="0.2"/></body>', False),
+    "hinge": ('<body name="b" pos="0 0 0.1"><joint type="hinge" axis="0 1 0" range="-1 1"/>'
+              '<geom type="sphere" size="0.03" mass="0.2"/></body>', False),
+    "with a child": ('<body name="b" pos="0 0 0.1"><joint type="slide" axis="0 1 0" range="-1 1"/>'
+                     '<geom type="sphere" size="0.03" mass="0.2"/><body><geom type="sphere" size="0.01" '
+                     'mass="0.01"/></body></body>', False),
+}
+
+
+@pytest.mark.parametrize("case", list(SIMPLE_CASES))
+def test_the_rows_weights_follow_mujocos_simple_bodies(case):
+    """MuJoCo's compiler takes 1/mass as body_invweight0 and dof_invweight0 of a "simple" body on
+    slides (armature and the mass matrix aside); the contact and limit rows' Â are MuJoCo's, simple
+    or not."""
+    body, simple = SIMPLE_CASES[case]
+    xml = (f'<mujoco><worldbody><geom name="floor" type="plane" size="1 1 0.1"/>{body}</worldbody>'
+           '<default><joint armature="0.01"/></default></mujoco>')
+    mm = mujoco.MjModel.from_xml_string(xml)
+    b = mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_BODY, "b")
+    assert (mm.body_simple[b] == 2) == simple
+    model = jaxmbd.load_mjcf(xml)
+    contact = next(e for e in model.forces if isinstance(e, jaxmbd.forces.contact.Contact))
+    floor_pairs = [k for k, (g1, g2) in enumerate(r for _, _, rows in contact.groups for r in rows)
+                   if "floor" in (contact.geom_names[g1], contact.geom_names[g2])]
+    np.testing.assert_allclose(np.asarray(contact.invweight)[floor_pairs], mm.body_invweight0[b, 0], rtol=1e-12,
+                               atol=1e-200)
+    limit = next(e for e in model.forces if isinstance(e, jaxmbd.forces.JointLimit))
+    np.testing.assert_allclose(np.asarray(limit.invweight)[0], mm.dof_invweight0[mm.jnt_dofadr[0]], rtol=1e-12)

@@ -564,7 +564,8 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
     geoms: dicts (name, body, type, size, R, p on the host, host index, plus GEOM_DEFAULTS keys and
     optional law overrides); bodies: (name, parent name, host index) of every builder body in order;
     pairs: explicit pairs (dicts with geom1, geom2 names and optional parameters); excludes: (body1,
-    body2) names; options: smoothing, filterparent, refsafe timestep (or None)."""
+    body2) names; options: smoothing, filterparent, refsafe timestep (or None), invweight_override
+    ({host index: body_invweight0}: MuJoCo's simple bodies, ModelBuilder.set_simple_body)."""
     from ..contact.pairs import select_pairs
     from .law import from_mujoco
     alias = options.get("body_alias", {})
@@ -612,6 +613,8 @@ def make_contact(model, geoms, bodies, pairs, excludes, options):
     hosts = [g["host"] for g in geoms]
     iw = np.zeros(len(model.topo.names) + 1)
     iw[1:] = np.asarray(inverse_weights(model, model.q0)[0])
+    for host, w in options.get("invweight_override", {}).items():   # MuJoCo's simple bodies: 1/mass
+        iw[host + 1] = w
     rows = {k: [] for k in ("stiffness", "exponent", "damping", "width", "viscous", "friction", "smoothing",
                             "margin", "soft", "solref", "solimp", "invweight", "condim")}
     groups = []

@@ -307,6 +307,7 @@ class _Compiler(Defaults, Assets, Attach, Bodies, Joints, Geoms, Tendons, Equali
         self.bodies = []  # (name, mass-carrying builder kwargs) for settotalmass
         self.geom_records, self.body_seq, self.builder_name = [], 0, {"world": "world"}
         self.chain_alias = {}
+        self.static_top, self.simple_bodies, self.body_joints = set(), [], {}   # MuJoCo's simple bodies
         self._name_bodies()
         self.sites = {}
         self._planned = []
@@ -336,6 +337,8 @@ class _Compiler(Defaults, Assets, Attach, Bodies, Joints, Geoms, Tendons, Equali
             self.builder.add_body(**kw)
         if self.springdampers:
             self._apply_springdampers(gravity)
+        for last, _, jnames in self.simple_bodies:
+            self.builder.set_simple_body(last, jnames)
         if self.contacts_on:
             self._add_contacts()
         if self.limited and self.limits_on:

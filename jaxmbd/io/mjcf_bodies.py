@@ -128,11 +128,43 @@ class Bodies:
         self.bodies.append(body)
         last = self._joints(name, parent, R, p, joints, body, top)
         self.builder_name[name] = last
+        if top and not joints:
+            self.static_top.add(name)
+        if self._simple_sliders(joints, children, top or parent in self.static_top):
+            self.simple_bodies.append((last, body, [j for j in self.joint_names_of(name, joints)]))
         for child, frame, icls in children:
             self._body(child, last, frame[0], frame[1], icls)
 
+    def _simple_sliders(self, joints, children, static_parent):
+        """Whether MuJoCo's compiler makes the body "simple" with slide joints only (its
+        ``body_simple`` 2): its inertial frame is its body frame, it has no child bodies, its parent is
+        the world or a jointless child of the world, and its joints are slides at its origin along a
+        body axis.  MuJoCo then takes 1/mass as its body_invweight0 and its DoFs' dof_invweight0."""
+        if not (joints and self._principal_is_body and not children and static_parent):
+            return False
+        for el, cls in joints:
+            a = self.attrs(el, cls) if el.tag != "freejoint" else {"type": "free"}
+            if a.get("type", "hinge") != "slide":
+                return False
+            axis = C.numbers(a.get("axis", "0 0 1"), 3, "joint axis")
+            pos = C.numbers(a.get("pos", "0 0 0"), 3, "joint pos")
+            if np.count_nonzero(np.abs(axis) > 1e-14) != 1 or np.any(pos != 0):
+                return False
+        return True
+
+    def joint_names_of(self, name, joints):
+        """The builder's names of an MJCF body's joints (as :meth:`_joints` named them)."""
+        return [self.body_joints[name][k] for k in range(len(joints))]
+
     def _inertia(self, name, inertial, geoms):
-        """(mass, com, 3x3 inertia about the com, body axes) of one MJCF body."""
+        """(mass, com, 3x3 inertia about the com, body axes) of one MJCF body; sets
+        ``_principal_is_body``: whether MuJoCo puts its inertial frame on its body frame (a single
+        geom's frame, an ``<inertial>``'s, or principal axes in MuJoCo's order, largest first)."""
+        m, c, I, same = self._inertia_frame(name, inertial, geoms)
+        self._principal_is_body = same
+        return m, c, I
+
+    def _inertia_frame(self, name, inertial, geoms):
         what = f"body {name!r}"
         geom_mass = self.from_geom == "true" or (self.from_geom == "auto" and inertial is None)
         self.body_seq += 1
@@ -166,10 +198,11 @@ class Bodies:
                 I = np.diag(C.numbers(a["diaginertia"], 3, f"{iwhat}: diaginertia"))
             else:   # MuJoCo: no inertia given is zero inertia (a point mass)
                 I = np.zeros((3, 3))
-            return m, c, R @ I @ R.T
+            same = _null(c) and (_sorted_diagonal(I) if "fullinertia" in a else _null(R - np.eye(3)))
+            return m, c, R @ I @ R.T, same
         if self.from_geom == "false" or (inertial is None and not geoms):
-            return 0.0, np.zeros(3), np.zeros((3, 3))
-        parts = []
+            return 0.0, np.zeros(3), np.zeros((3, 3)), False
+        parts, frames = [], []
         for k, (g, (Rf, pf), cls) in enumerate(geoms):
             a = self.attrs(g, cls)
             gname = g.get("name")
@@ -180,15 +213,20 @@ class Bodies:
             if self._zero_mass(a, gwhat):   # mass="0" or density="0": no contribution (MuJoCo's too)
                 continue
             parts.append(self._geom_inertia(a, gwhat, Rf, pf))
+            frames.append(None if a.get("type", "sphere") == "mesh" else Rf @ self._geom_shape(a, gwhat)[3])
         m = sum(p[0] for p in parts)
         if m <= 0:
-            return 0.0, np.zeros(3), np.zeros((3, 3))
+            return 0.0, np.zeros(3), np.zeros((3, 3)), False
         c = sum(p[0] * p[1] for p in parts) / m
         I = np.zeros((3, 3))
         for mg, cg, Ig in parts:
             d = cg - c
             I += Ig + mg * ((d @ d) * np.eye(3) - np.outer(d, d))
-        return m, c, I
+        if len(parts) == 1:      # MuJoCo: the single geom's frame (a mesh's: its own principal frame)
+            same = frames[0] is not None and _null(c) and _null(frames[0] - np.eye(3))
+        else:                    # principal axes, largest moment first
+            same = _null(c) and _sorted_diagonal(I)
+        return m, c, I, same
 
     @staticmethod
     def _zero_mass(a, gwhat):
@@ -313,3 +351,14 @@ class Bodies:
             if ev[0] + ev[1] < ev[2] * (1 - 1e-9):
                 raise MJCFError(f"{what}: principal moments {ev} violate the triangle inequality (I1 + I2 >= I3)")
             kw["strict_inertia"] = False
+
+
+def _null(x, tol=1e-10):
+    return bool(np.all(np.abs(x) < tol))
+
+
+def _sorted_diagonal(I, tol=1e-12):
+    """Whether MuJoCo's principal axes of I (eigenvalues largest first) are the body's axes."""
+    d = np.diag(I)
+    scale = max(np.max(np.abs(d)), 1e-300)
+    return bool(np.all(np.abs(I - np.diag(d)) <= tol * scale) and d[0] >= d[1] >= d[2])

@@ -124,6 +124,7 @@ class Joints:
             self.joint_names.add(jname)
             self.joint_attrs[jname] = (jt, a)     # for the actuators (mjcf_actuator)
             specs.append((jname, jwhat, known[jt], a))
+        self.body_joints[name] = [s[0] for s in specs]
         if any(jtypes.get(s[2]).floating for s in specs):
             if len(specs) > 1:
                 raise MJCFError(f"{what}: a free joint must be the body's only joint")
