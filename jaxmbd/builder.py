@@ -128,6 +128,7 @@ class ModelBuilder:
         self._sites = {}            # name -> (body, R, p): frames fixed in a body (add_site)
         self._site_shapes = {}      # name -> (type, size (3,)): their volumes (touch sensors)
         self._simple = {}           # body -> its joints: MuJoCo's simple sliding bodies (set_simple_body)
+        self._spatial = []          # spatial tendon records (add_spatial_tendon)
         self._tendons = {}          # name -> fixed tendon record (add_fixed_tendon)
         self._tendon_couplings = []  # (tendon1, tendon2, polycoef, solref, solimp) (add_tendon_coupling)
         self._sensors = []          # sensor specifications (add_sensor), in sensordata's order
@@ -729,7 +730,67 @@ class ModelBuilder:
         out = bind_all(specs, ctx)
         if bumps and not ctx.bumps_used:
             raise ValueError("road bumps were added but no tire sees them (add_tire)")
+        if self._spatial:
+            from .forces.spatial_tendon import build
+            out = tuple(out or ()) + (build(self._spatial, ctx, self._sites),)
         return out or None
+
+    def add_spatial_tendon(self, name: str, path, *, stiffness=0.0, damping=0.0,
+                           springlength=None) -> "ModelBuilder":
+        """A spatial tendon (MuJoCo's ``<tendon><spatial>``; :mod:`jaxmbd.forces.spatial_tendon`):
+        ``path`` a sequence of site names (:meth:`add_site`), wrapping geoms ``dict(wrap="sphere" or
+        "cylinder", body=, radius=, pos=, quat=, sidesite=None)`` each between two sites, and
+        ``("pulley", divisor)`` (the segments after it count 1/divisor).  The tension
+        -stiffness·(L - springlength) (zero inside a dead band when ``springlength`` is (low, high);
+        None: the length at the model's q0) - damping·L̇ acts along the path."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"spatial tendon name must be a non-empty string, got {name!r}")
+        what = f"spatial tendon {name!r}"
+        if name in self._tendons or any(t["name"] == name for t in self._spatial):
+            raise ValueError(f"{what}: duplicate tendon name")
+        steps, last = [], None
+        for item in path:
+            if isinstance(item, str):
+                steps.append(("site", item))
+                kind = "site"
+            elif isinstance(item, tuple) and len(item) == 2 and item[0] == "pulley":
+                d = _scalar(item[1], f"{what}: pulley divisor")
+                if not d > 0:
+                    raise ValueError(f"{what}: a pulley's divisor must be positive, got {d}")
+                steps.append(("pulley", d))
+                kind = "pulley"
+            elif isinstance(item, dict) and item.get("wrap") in ("sphere", "cylinder"):
+                if last != "site":
+                    raise ValueError(f"{what}: a wrapping geom must follow a site")
+                r = _scalar(item.get("radius"), f"{what}: wrap radius")
+                if not r > 0:
+                    raise ValueError(f"{what}: a wrapping geom's radius must be positive, got {r}")
+                qv = _vec(item.get("quat", (1.0, 0.0, 0.0, 0.0)), 4, f"{what}: wrap quat")
+                steps.append((item["wrap"], item.get("body", "world"), _quat_rot(qv / np.linalg.norm(qv)),
+                              _vec(item.get("pos", (0.0, 0.0, 0.0)), 3, f"{what}: wrap pos"), r,
+                              item.get("sidesite")))
+                kind = "wrap"
+            else:
+                raise ValueError(f"{what}: a path item is a site name, a wrap dict or ('pulley', divisor), "
+                                 f"got {item!r}")
+            if kind == "site" and last == "wrap" or kind != "site" and last == "wrap":
+                if kind != "site":
+                    raise ValueError(f"{what}: a wrapping geom must be followed by a site")
+            last = kind
+        if not steps or steps[0][0] != "site" or last != "site":
+            raise ValueError(f"{what}: the path starts and ends at a site")
+        k, c = _scalar(stiffness, f"{what}: stiffness"), _scalar(damping, f"{what}: damping")
+        if k < 0 or c < 0:
+            raise ValueError(f"{what}: stiffness and damping must be non-negative")
+        if springlength is None:
+            spring = None
+        else:
+            sl = np.atleast_1d(np.asarray(springlength, np.float64))
+            if sl.size not in (1, 2) or (sl.size == 2 and sl[0] > sl[1]):
+                raise ValueError(f"{what}: springlength is one length or a band (low <= high)")
+            spring = (float(sl[0]), float(sl[-1]))
+        self._spatial.append(dict(name=name, path=tuple(steps), stiffness=k, damping=c, spring=spring))
+        return self
 
     def _resolved_tendons(self, topo):
         """{name: (dofs, coefficients)} of the fixed tendons on the built tree (jaxmbd.forces.tendon)."""
@@ -868,7 +929,8 @@ class ModelBuilder:
         for i, g in enumerate(self._geoms):
             body_geoms.setdefault(g["body"], []).append(i)
         return bind(self._sensors, topo, joint_names, frames, self._sites, actuator_names,
-                    {b["name"]: b["com"] for b in self._bodies}, resolved, self._site_shapes, body_geoms)
+                    {b["name"]: b["com"] for b in self._bodies}, resolved, self._site_shapes, body_geoms,
+                    tuple(t["name"] for t in self._spatial))
 
     def build(self, coordinate_order=None):
         """Validate and build.  Returns a :class:`Model` for a plain tree, or a
@@ -1066,6 +1128,7 @@ class ModelBuilder:
             forces=self._force_elements(topo, self._frames_of(None)),
             actuators=self._actuator_elements(topo, tendons),
         )
+        model = _with_spatial_springs(model)
         mocap_of, mocap = self._mocap_bodies(order)
         if mocap:
             from .model import Mocap
@@ -1274,3 +1337,21 @@ def _fill_invweights(model, override=None):
         new[i] = make(type(e), **dict({f.name: getattr(e, f.name) for f in dataclasses.fields(e)},
                                       invweight=jnp.asarray(iw)))
     return dataclasses.replace(model, forces=tuple(new))
+
+
+def _with_spatial_springs(model):
+    """The model with its spatial tendons' unset spring lengths (NaN) at their lengths at q0 (MuJoCo's
+    ``springlength="-1"``)."""
+    from .forces.spatial_tendon import SpatialTendons
+    els = list(model.forces or ())
+    for i, e in enumerate(els):
+        if isinstance(e, SpatialTendons) and np.isnan(np.asarray(e.spring)).any():
+            from .forces.base import make
+            from .kinematics import forward_kinematics
+            L0 = np.asarray(e.measure(model, forward_kinematics(model, model.q0)))
+            sp = np.asarray(e.spring, np.float64)
+            sp = np.where(np.isnan(sp), L0[:, None], sp)
+            els[i] = make(SpatialTendons, **dict({f.name: getattr(e, f.name) for f in dataclasses.fields(e)},
+                                                 spring=jnp.asarray(sp)))
+            return dataclasses.replace(model, forces=tuple(els))
+    return model

@@ -94,6 +94,7 @@ class Sensors(eqx.Module):
     site_type: tuple = eqx.field(static=True, default=())   # per sensor: its site's type (touch), else ""
     touch_geoms: tuple = eqx.field(static=True, default=())  # per sensor: the contact geoms of its site's body
     site_size: jax.Array = None                              # (k, 3) its site's size (touch)
+    spatial: tuple = eqx.field(static=True, default=())      # per sensor: reads a spatial tendon (index)
 
     @property
     def n(self) -> int:
@@ -185,7 +186,7 @@ def sensordata(model, q, v, ctrl=None):
         act_v = jnp.sum(moments * v[np.asarray(tree.actuators.dofs, np.int64)], -1)
     acc = _accelerometers(model, tree, s, kin, (qm, vm), q, v, ctrl) if "accelerometer" in s.kinds else {}
     contact = _contact_sensors(model, tree, s, q, v, ctrl) if any(k in CONTACT_KINDS for k in s.kinds) else {}
-    out = []
+    out, spatial = [], None
     for i, (kind, n, idx, ref) in enumerate(zip(s.kinds, s.dims, s.index, s.ref)):
         if s.placeholder[i]:
             out.append(jnp.zeros(n, dt))
@@ -205,6 +206,10 @@ def sensordata(model, q, v, ctrl=None):
             val = tree.actuators.lengths(q)[idx:idx + 1]
         elif kind == "actuatorvel":
             val = act_v[idx:idx + 1]
+        elif kind in TENDON_KINDS and s.spatial and s.spatial[i]:
+            if spatial is None:
+                spatial = _spatial_lengths(tree, q, v)
+            val = spatial[0 if kind == "tendonpos" else 1][idx:idx + 1]
         elif kind == "tendonpos":
             val = (s.coef[i] @ q[tree.topo.dof_qadr])[None]
         elif kind == "tendonvel":
@@ -238,6 +243,13 @@ def sensordata(model, q, v, ctrl=None):
                     val = _quat(R)
         out.append(_cut(jnp.asarray(val, dt), kind, s.cutoff[i]))
     return jnp.concatenate(out)
+
+
+def _spatial_lengths(tree, q, v):
+    """(lengths, rates) of the model's spatial tendons (:mod:`jaxmbd.forces.spatial_tendon`)."""
+    from .forces.base import velocity_of
+    from .forces.spatial_tendon import SpatialTendons
+    return velocity_of(tree, q, v, SpatialTendons)
 
 
 def _cut(x, kind, c):
@@ -388,7 +400,7 @@ def _contact_sensors(model, tree, s, q, v, ctrl):
 
 
 def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com, tendons=None, site_shapes=None,
-         body_geoms=None):
+         body_geoms=None, spatial_names=()):
     """The :class:`Sensors` record of the builder's sensor specs on the built tree.
 
     ``joint_names``: one per moving body; ``frames``: body name -> (host name or "world", R, p) of the body's frame in its host;
@@ -417,7 +429,7 @@ def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com, tend
         return host(obj), Rh, ph + Rh @ body_com.get(obj, np.zeros(3))
 
     names, kinds, dims, adr, index, ref, ph, rot, pos, rrot, rpos, cut, coefs = ([] for _ in range(13))
-    stype, ssize, tgeoms = [], [], []
+    stype, ssize, tgeoms, spatial = [], [], [], []
     tendons = tendons or {}
     at = 0
     for k, sp in enumerate(specs):
@@ -425,7 +437,7 @@ def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com, tend
         what = f"sensor {name!r} ({kind})"
         coefs_row = np.zeros(topo.nv)
         R, p, Rr, pr, r, idx = np.eye(3), np.zeros(3), np.eye(3), np.zeros(3), -2, 0
-        st, sz, tg = "", np.zeros(3), ()
+        st, sz, tg, sp_flag = "", np.zeros(3), (), False
         if sp["placeholder"]:
             n = sp["dim"]
         else:
@@ -433,6 +445,8 @@ def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com, tend
             if kind in JOINT_KINDS:
                 j = _joint(topo, joint_names, sp["joint"], kind, what)
                 idx = int(topo.q_adr[j] if kind in ("jointpos", "ballquat") else topo.v_adr[j])
+            elif kind in TENDON_KINDS and sp["tendon"] in spatial_names:
+                idx, sp_flag = spatial_names.index(sp["tendon"]), True
             elif kind in TENDON_KINDS:
                 if sp["tendon"] not in tendons:
                     raise ValueError(f"{what}: no tendon named {sp['tendon']!r}")
@@ -484,7 +498,7 @@ def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com, tend
         ref.append(r), ph.append(bool(sp["placeholder"])), rot.append(R), pos.append(p)
         rrot.append(Rr), rpos.append(pr), cut.append(sp["cutoff"])
         coefs.append(coefs_row)
-        stype.append(st), ssize.append(np.asarray(sz, float)), tgeoms.append(tg)
+        stype.append(st), ssize.append(np.asarray(sz, float)), tgeoms.append(tg), spatial.append(sp_flag)
         at += n
     if len(set(names)) != len(names):
         dup = sorted({x for x in names if names.count(x) > 1})
@@ -495,7 +509,7 @@ def bind(specs, topo, joint_names, frames, sites, actuator_names, body_com, tend
                    ref=tuple(ref), placeholder=tuple(ph), rot=f64(rot, (k, 3, 3)), pos=f64(pos, (k, 3)),
                    ref_rot=f64(rrot, (k, 3, 3)), ref_pos=f64(rpos, (k, 3)), cutoff=f64(cut, (k,)),
                    coef=f64(coefs, (k, topo.nv)), site_type=tuple(stype), touch_geoms=tuple(tgeoms),
-                   site_size=f64(ssize, (k, 3)))
+                   site_size=f64(ssize, (k, 3)), spatial=tuple(spatial))
 
 
 def _joint(topo, joint_names, name, kind, what):

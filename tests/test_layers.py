@@ -269,3 +269,17 @@ def test_the_mjcf_compiler_is_split_by_stage():
         assert not bad, (n, bad)
     sizes = {n: len(mods[n].read_text().splitlines()) for n in MJCF_STAGES + ("jaxmbd.io.mjcf",)}
     assert max(sizes.values()) <= 500, sizes
+
+
+def test_the_sensors_sit_above_the_contact_report():
+    """jaxmbd.sensors reads the contact report (touch, force, torque) and the spatial tendons; nothing
+    below it (the kernels, the force elements, the dynamics, the report, the ODEs, the integrators and
+    the loop) imports it, and the kinematics hand the mocap poses on without importing the model."""
+    g = _graph()
+    below = KERNELS + ("jaxmbd.forces", "jaxmbd.dynamics", "jaxmbd.contact_report", "jaxmbd.odes",
+                       "jaxmbd.integrators", "jaxmbd.simulate")
+    bad = sorted(n for n, imps in g.items() if _under(n, below) and any(m == "jaxmbd.sensors" for m, _ in imps))
+    assert not bad, bad
+    reads = {m for m, _ in g["jaxmbd.sensors"]}
+    assert {"jaxmbd.contact_report", "jaxmbd.forces.spatial_tendon"} <= reads, reads
+    assert "jaxmbd.model" not in {m for m, _ in g["jaxmbd.kinematics"]}

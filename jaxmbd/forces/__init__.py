@@ -21,6 +21,7 @@ element                        file                                   builder he
 :class:`JointCoupling`         ``joint_coupling.py`` (``soft.py``)    ``add_joint_coupling``, ``add_tendon_coupling``
 :class:`FixedTendons`          ``tendon.py``                          ``add_fixed_tendon``
 :class:`TendonRows`            ``tendon.py`` (``soft.py``)            ``add_fixed_tendon(range=, frictionloss=)``
+:class:`SpatialTendons`        ``spatial_tendon.py``                  ``add_spatial_tendon``
 =============================  =====================================  ==============================
 
 Actuators (``actuator.py``, :class:`Actuators`, ``ModelBuilder.add_actuator``)
@@ -53,6 +54,7 @@ from .friction_loss import FrictionLoss
 from .gravcomp import GravityCompensation
 from .joint_coupling import JointCoupling
 from .tendon import FixedTendons, TendonRows
+from .spatial_tendon import SpatialTendons
 from . import soft  # noqa: F401
 from .joint_limit import joint_limit_penetrations as _joint_limit_penetrations
 from .contact import Contact
@@ -101,4 +103,4 @@ def __getattr__(name):
 
 __all__ = ["Actuators", "ForceElement", "PoseElement", "JointElement", "BuildContext", "generalized_force", "potential",
            "couplings", "elements", "PointSpringDamper", "CoordinateSpringDamper", "JointForce",
-           "RotationalSpringDamper", "Tire", "LinearBushing", "JointLimit", "FrictionLoss", "GravityCompensation", "JointCoupling", "FixedTendons", "TendonRows", "soft", "joint_limit_penetrations", "law", "Contact", "road_height", "tire_forces", "spring_lengths", "has_forces", "without"]
+           "RotationalSpringDamper", "Tire", "LinearBushing", "JointLimit", "FrictionLoss", "GravityCompensation", "JointCoupling", "FixedTendons", "TendonRows", "SpatialTendons", "soft", "joint_limit_penetrations", "law", "Contact", "road_height", "tire_forces", "spring_lengths", "has_forces", "without"]

@@ -71,7 +71,7 @@ naming a mesh is fitted to it as MuJoCo fits it (:func:`jaxmbd.io.mesh.fit_primi
 ``<compiler fitaabb>``, ``fitscale``).
 
 Not modelled (listed once in a warning, never dropped silently):
-spatial tendons, tendon limit margins, ball-joint limits, fluid forces, the sensor kinds :mod:`jaxmbd.sensors` does not model
+spatial tendons' limits and friction loss, tendon limit margins, ball-joint limits, fluid forces, the sensor kinds :mod:`jaxmbd.sensors` does not model
 (their slots in ``sensordata`` are kept as zeros),
 and equality constraints other
 than ``connect``/``weld``/``joint`` and ``tendon`` on fixed tendons (returned in ``MJCFImport.equality``); options and flags that change
@@ -343,7 +343,7 @@ class _Compiler(Defaults, Assets, Attach, Bodies, Joints, Geoms, Tendons, Equali
             self._add_contacts()
         if self.limited and self.limits_on:
             self._apply_limits()
-        self.fixed_tendons = set()
+        self.fixed_tendons, self.spatial_tendons = set(), set()
         self.unsupported.extend(self._add_tendons())
         if flags.get("equality") != "disable" and flags.get("constraint") != "disable":
             self.unsupported.extend(self._add_couplings())

@@ -29,11 +29,7 @@ class Sensors:
         sensors = [el for sec in self.root.findall("sensor") for el in sec]
         if not sensors:
             return []
-        for sname in self.sites:
-            body, p, R = self._site_frame(sname, f"site {sname!r}")
-            kind, size = self._site_shape(sname)
-            self.builder.add_site(sname, self.builder_name.get(body, body), pos=p, quat=C.rot_to_quat(R),
-                                  type=kind, size=size)
+        self._add_sites()
         welded = {kw["name"] for kw in self._planned if kw["joint"] == "fixed"}
         kept, unsized = {}, []
         for k, el in enumerate(sensors):
@@ -43,7 +39,8 @@ class Sensors:
             cutoff = C.number(a.get("cutoff", "0"), f"{what}: cutoff")
             if cutoff < 0:
                 raise MJCFError(f"{what}: cutoff must be >= 0")
-            why = self._sensor_gap(kind, a, welded, getattr(self, "fixed_tendons", ()))
+            why = self._sensor_gap(kind, a, welded, getattr(self, "fixed_tendons", ()),
+                                   getattr(self, "spatial_tendons", ()))
             if why is None and kind in ("force", "torque") and a.get("site") in self.sites \
                     and self.sites[a["site"]][1] in welded | {"world"}:
                 why = "force and torque at sites of bodies without joints"
@@ -81,6 +78,17 @@ class Sensors:
                          f"MuJoCo's from the first of them on: {', '.join(unsized)})")
         return notes
 
+    def _add_sites(self):
+        """Every named site into the builder, once (what sensors and spatial tendons read)."""
+        if getattr(self, "_sites_added", False):
+            return
+        self._sites_added = True
+        for sname in self.sites:
+            body, p, R = self._site_frame(sname, f"site {sname!r}")
+            kind, size = self._site_shape(sname)
+            self.builder.add_site(sname, self.builder_name.get(body, body), pos=p, quat=C.rot_to_quat(R),
+                                  type=kind, size=size)
+
     def _site_shape(self, name):
         """(type, size (3,)) of a named site as MuJoCo compiles it: sizes given in part completed with
         0.005, a ``fromto``'s half-length as the size of a capsule or cylinder."""
@@ -105,7 +113,7 @@ class Sensors:
         return self.builder_name.get(name, name) if objtype in ("xbody", "body") else name
 
     @staticmethod
-    def _sensor_gap(kind, a, welded, fixed):
+    def _sensor_gap(kind, a, welded, fixed, spatial=()):
         """Why a sensor is kept only as a slot, or None when jaxmbd models it."""
         if kind not in S.DIMS:
             return f"<{kind}> not modelled"
@@ -121,6 +129,6 @@ class Sensors:
                 return "velocities relative to a reference frame"
         if kind in S.SUBTREE_KINDS and a.get("body") in welded:
             return "subtrees of bodies without joints"
-        if kind in S.TENDON_KINDS and a.get("tendon") not in fixed:
+        if kind in S.TENDON_KINDS and a.get("tendon") not in fixed and a.get("tendon") not in spatial:
             return "tendons jaxmbd does not model"
         return None

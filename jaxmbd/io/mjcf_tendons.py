@@ -1,7 +1,9 @@
 """MJCF ``<tendon>``: fixed tendons (their joints and coefficients, ``stiffness``, ``damping``,
 ``springlength``, ``range`` with ``limited`` and ``solreflimit``/``solimplimit``, ``frictionloss``
 with ``solreffriction``/``solimpfriction``, and the ``<default><tendon>`` class values) into the builder
-(:mod:`jaxmbd.forces.tendon`); spatial tendons and a limit ``margin`` are named in the warning.
+(:mod:`jaxmbd.forces.tendon`); spatial tendons (sites, wrapping spheres and cylinders, pulleys,
+``stiffness``, ``damping``, ``springlength``: :mod:`jaxmbd.forces.spatial_tendon`); a spatial
+tendon's limits and friction loss and a limit ``margin`` are named in the warning.
 
 A part of the MJCF compiler (:mod:`jaxmbd.io.mjcf`): a mixin of its ``_Compiler``, whose state it shares."""
 
@@ -22,7 +24,9 @@ class Tendons:
                 name = el.get("name")
                 what = f"<tendon><{el.tag} name={name!r}>"
                 if el.tag == "spatial":
-                    spatial.append(name or "(unnamed)")
+                    why = self._add_spatial(el, name, what)
+                    if why:
+                        spatial.append(f"{name or '(unnamed)'}: {why}")
                     continue
                 if el.tag != "fixed":
                     raise MJCFError(f"{what}: unknown tendon element")
@@ -77,8 +81,62 @@ class Tendons:
                     raise MJCFError(f"{what}: {e}") from None
                 self.fixed_tendons.add(name)
         notes = []
-        for label, names in (("spatial tendons", spatial), ("tendon limit margins", margins),
+        for label, names in (("spatial tendons' parts jaxmbd does not model", spatial),
+                             ("tendon limit margins", margins),
                              ("tendon limits and friction loss under law='penalty'", penalty)):
             if names:
                 notes.append(f"{label} ({len(names)}: {', '.join(names)})")
         return notes
+
+    def _add_spatial(self, el, name, what):
+        """A spatial tendon into the builder (:meth:`jaxmbd.ModelBuilder.add_spatial_tendon`): its
+        sites, wrapping spheres and cylinders (with side sites) and pulleys, stiffness, damping and
+        springlength; returns what of it is not modelled (limits, friction loss: named in the
+        warning), or None."""
+        cls = el.get("class", "main")
+        if cls not in self.classes:
+            raise MJCFError(f"{what}: unknown default class {cls!r}")
+        a = _over(self.classes[cls].get("tendon", {}), el.attrib)
+        if not name:
+            raise MJCFError(f"{what}: jaxmbd needs the spatial tendon's name")
+        geoms = {g["name"]: g for g in self.geom_records if g.get("name")}
+        path = []
+        for item in el:
+            if item.tag == "site":
+                path.append(item.get("site"))
+            elif item.tag == "pulley":
+                path.append(("pulley", C.number(item.get("divisor", "1"), f"{what}: pulley divisor")))
+            elif item.tag == "geom":
+                g = geoms.get(item.get("geom"))
+                if g is None:
+                    raise MJCFError(f"{what}: no geom named {item.get('geom')!r}")
+                kind, size, pos, R = self._geom_shape(g["a"], g["what"])
+                if kind not in ("sphere", "cylinder"):
+                    raise MJCFError(f"{what}: a tendon wraps spheres and cylinders, not the {kind} "
+                                    f"{item.get('geom')!r} (MuJoCo refuses it too)")
+                Rb, pb = g["R"] @ R, g["p"] + g["R"] @ pos
+                path.append(dict(wrap=kind, body=self.builder_name.get(g["body"], g["body"]), radius=size[0],
+                                 pos=pb, quat=C.rot_to_quat(Rb), sidesite=item.get("sidesite")))
+            else:
+                raise MJCFError(f"{what}: unknown element <{item.tag}>")
+        num = lambda k: C.number(a.get(k, "0"), f"{what}: {k}")  # noqa: E731
+        sl = None
+        if "springlength" in a:
+            sl = C.numbers(a["springlength"], None, f"{what}: springlength")
+            if sl.size == 1 and sl[0] == -1 or sl.size == 2 and sl[0] == -1 and sl[1] == -1:
+                sl = None      # MuJoCo's "from qpos0"
+        self._add_sites()
+        try:
+            self.builder.add_spatial_tendon(name, path, stiffness=num("stiffness"), damping=num("damping"),
+                                            springlength=sl)
+        except ValueError as e:
+            raise MJCFError(f"{what}: {e}") from None
+        self.spatial_tendons.add(name)
+        missing = []
+        rng = C.numbers(a.get("range", "0 0"), 2, f"{what}: range")
+        if a.get("limited", "auto") == "true" or (a.get("limited", "auto") == "auto" and "range" in a
+                                                   and rng[0] < rng[1]):
+            missing.append("range")
+        if num("frictionloss") > 0:
+            missing.append("frictionloss")
+        return ", ".join(missing) or None

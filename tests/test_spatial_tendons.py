@@ -1,0 +1,146 @@
+"""Spatial tendons (jaxmbd.forces.spatial_tendon) against MuJoCo: a finger whose flexor runs from
+the palm around a knuckle cylinder (with a side site) and a sphere at the middle joint to the
+fingertip, with a spring and damping; a pulley; the loader's warning; derivatives."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbd
+
+mujoco = pytest.importorskip("mujoco")
+
+FINGER = """
+<mujoco model="finger">
+  <compiler angle="radian" autolimits="true"/>
+  <option gravity="0 0 -9.81"/>
+  <default><joint damping="0.05" armature="0.001"/></default>
+  <worldbody>
+    <body name="palm">
+      <geom type="box" size="0.03 0.03 0.01" contype="0" conaffinity="0" mass="0.2"/>
+      <site name="anchor" pos="0 0.02 0.0"/>
+      <body name="prox" pos="0 0 0.02">
+        <joint name="mcp" axis="1 0 0" range="-1.5 1.5"/>
+        <geom name="knuckle" type="cylinder" size="0.012 0.01" quat="0.7071068 0 0.7071068 0" contype="0" conaffinity="0" mass="0.02"/>
+        <site name="knuckle_side" pos="0 0.03 0"/>
+        <geom type="capsule" fromto="0 0 0 0 0 0.05" size="0.008" contype="0" conaffinity="0" mass="0.03"/>
+        <site name="p1" pos="0 0.012 0.03"/>
+        <body name="dist" pos="0 0 0.05">
+          <joint name="pip" axis="1 0 0" range="-1.5 1.5"/>
+          <geom name="pulley_wrap" type="sphere" size="0.009" contype="0" conaffinity="0" mass="0.01"/>
+          <geom type="capsule" fromto="0 0 0 0 0 0.04" size="0.007" contype="0" conaffinity="0" mass="0.02"/>
+          <site name="tip" pos="0 0.008 0.035"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <spatial name="flexor" stiffness="40" damping="0.3" springlength="0.09">
+      <site site="anchor"/>
+      <geom geom="knuckle" sidesite="knuckle_side"/>
+      <site site="p1"/>
+      <geom geom="pulley_wrap"/>
+      <site site="tip"/>
+    </spatial>
+  </tendon>
+  <sensor><tendonpos tendon="flexor"/><tendonvel tendon="flexor"/></sensor>
+</mujoco>
+"""
+
+PULLEY = FINGER.replace('''<spatial name="flexor" stiffness="40" damping="0.3" springlength="0.09">''',
+                        '''<spatial name="flexor" stiffness="40" damping="0.3" springlength="0.08 0.1" range="0 1"
+             frictionloss="0.1">''').replace('''<geom geom="pulley_wrap"/>''',
+                                               '''<pulley divisor="2"/><site site="p1"/>
+      <geom geom="pulley_wrap"/>''')
+
+
+@pytest.fixture(scope="module")
+def finger():
+    return jaxmbd.load_mjcf(FINGER), mujoco.MjModel.from_xml_string(FINGER)
+
+
+def _mujoco(mm, q, v):
+    d = mujoco.MjData(mm)
+    d.qpos[:], d.qvel[:] = q, v
+    mujoco.mj_forward(mm, d)
+    return d
+
+
+def test_length_velocity_and_accelerations_are_mujocos_to_1e9(finger):
+    """At random states, no wrap, one and both: the tendon's length and rate (tendonpos, tendonvel)
+    and the joint accelerations under its spring and damping equal MuJoCo's to 1e-9."""
+    model, mm = finger
+    sense = jax.jit(jaxmbd.sensordata)
+    accel = jax.jit(lambda q, v: jaxmbd.forward_dynamics(model, q, v, jnp.zeros(model.nv)))
+    rng = np.random.default_rng(0)
+    wraps = set()
+    for _ in range(24):
+        q, v = rng.uniform(-1.4, 1.4, 2), rng.normal(size=2)
+        d = _mujoco(mm, q, v)
+        wraps.add(int(d.ten_wrapnum[0]))
+        np.testing.assert_allclose(np.asarray(sense(model, q, v)), d.sensordata, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(accel(q, v)), d.qacc, rtol=1e-9, atol=1e-9)
+    assert wraps == {3, 5, 7}, wraps          # the path: straight, around one, around both
+
+
+def test_a_pulley_and_a_dead_band_are_mujocos_and_limits_are_named():
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        model = jaxmbd.load_mjcf(PULLEY)
+    msgs = [str(x.message) for x in w]
+    assert len(msgs) == 1 and "flexor: range, frictionloss" in msgs[0], msgs
+    mm = mujoco.MjModel.from_xml_string(PULLEY.replace('range="0 1"', "").replace('frictionloss="0.1"', ""))
+    sense = jax.jit(jaxmbd.sensordata)
+    accel = jax.jit(lambda q, v: jaxmbd.forward_dynamics(model, q, v, jnp.zeros(2)))
+    rng = np.random.default_rng(1)
+    inside = 0
+    for _ in range(12):
+        q, v = rng.uniform(-1.4, 1.4, 2), rng.normal(size=2)
+        d = _mujoco(mm, q, v)
+        inside += 0.08 < d.ten_length[0] < 0.1
+        np.testing.assert_allclose(np.asarray(sense(model, q, v)), d.sensordata, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(accel(q, v)), d.qacc, rtol=1e-9, atol=1e-9)
+    assert inside >= 1
+
+
+def test_the_spring_length_defaults_to_the_length_at_qpos0():
+    xml = FINGER.replace('springlength="0.09"', "")
+    model, mm = jaxmbd.load_mjcf(xml), mujoco.MjModel.from_xml_string(xml)
+    el = next(e for e in model.forces if isinstance(e, jaxmbd.forces.spatial_tendon.SpatialTendons))
+    np.testing.assert_allclose(np.asarray(el.spring)[0], mm.tendon_lengthspring[0], rtol=1e-12)
+    np.testing.assert_allclose(mm.tendon_length0[0], np.asarray(el.spring)[0, 0], rtol=1e-12)
+
+
+def test_the_derivatives_equal_central_differences(finger):
+    model, _ = finger
+    f = jax.jit(lambda x: jaxmbd.forward_dynamics(model, x[:2], x[2:], jnp.zeros(2)))
+    jac = jax.jit(jax.jacfwd(f))
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        x = np.r_[rng.uniform(-1.2, 1.2, 2), rng.normal(size=2)]
+        J = np.asarray(jac(jnp.asarray(x)))
+        eps = 1e-6
+        fd = np.stack([(np.asarray(f(x + eps * e)) - np.asarray(f(x - eps * e))) / (2 * eps) for e in np.eye(4)], 1)
+        np.testing.assert_allclose(J, fd, rtol=1e-5, atol=1e-4)
+
+
+def test_bad_paths_are_refused():
+    b = jaxmbd.ModelBuilder()
+    b.add_body("a", "world", "revolute", axis=(1, 0, 0))
+    b.add_site("s0", "world")
+    b.add_site("s1", "a", pos=(0, 0.1, 0))
+    wrap = dict(wrap="cylinder", body="a", radius=0.01)
+    for path, match in (([wrap, "s1"], "follow a site"), (["s0", wrap], "starts and ends"),
+                        (["s0", ("pulley", 0.0), "s1"], "divisor must be positive"),
+                        (["s0", 3, "s1"], "a path item")):
+        with pytest.raises(ValueError, match=match):
+            jaxmbd.ModelBuilder().add_spatial_tendon("t", path)
+    b.add_spatial_tendon("t", ["s0", "nowhere"])
+    with pytest.raises(ValueError, match="no site named 'nowhere'"):
+        b.build()
+    with pytest.raises(ValueError, match="wraps spheres and cylinders"):
+        jaxmbd.load_mjcf(FINGER.replace('name="knuckle" type="cylinder" size="0.012 0.01"',
+                                        'name="knuckle" type="box" size="0.012 0.01 0.01"'))
