@@ -184,8 +184,11 @@ def sensordata(model, q, v, ctrl=None):
         act_f, moments = tree.actuators.forces(q, v, ctrl)
         qfrc_act = tree.actuators.generalized_force(tree.nv, q, v, ctrl)
         act_v = jnp.sum(moments * v[np.asarray(tree.actuators.dofs, np.int64)], -1)
-    acc = _accelerometers(model, tree, s, kin, (qm, vm), q, v, ctrl) if "accelerometer" in s.kinds else {}
-    contact = _contact_sensors(model, tree, s, q, v, ctrl) if any(k in CONTACT_KINDS for k in s.kinds) else {}
+    a = None        # the full dynamics' accelerations, once, for the accelerometers and force/torque
+    if "accelerometer" in s.kinds or "force" in s.kinds or "torque" in s.kinds:
+        a = _accelerations(model, tree, (qm, vm), q, v, ctrl)
+    acc = _accelerometers(tree, s, kin, a, q, v) if "accelerometer" in s.kinds else {}
+    contact = _contact_sensors(model, tree, s, q, v, ctrl, a) if any(k in CONTACT_KINDS for k in s.kinds) else {}
     out, spatial = [], None
     for i, (kind, n, idx, ref) in enumerate(zip(s.kinds, s.dims, s.index, s.ref)):
         if s.placeholder[i]:
@@ -259,18 +262,22 @@ def _cut(x, kind, c):
     return jnp.where(c > 0, jnp.clip(x, -c, c), x)
 
 
-def _accelerometers(model, tree, s, kin, mech_state, q, v, ctrl):
-    """{sensor index: its reading}: the sites' classical accelerations minus gravity, in the sites'
-    coordinates, from the full dynamics' accelerations (a mechanism's: its constrained dynamics;
-    MuJoCo's mj_objectAcceleration on cacc, which starts at -gravity)."""
+def _accelerations(model, tree, mech_state, q, v, ctrl):
+    """The full dynamics' accelerations (tree order) with the actuators at ``ctrl`` (a mechanism's:
+    its constrained dynamics)."""
     from .dynamics import actuator_force, forward_dynamics
-    from .kinematics import forward_kinematics, qdot
     tau = actuator_force(tree, q, v, ctrl) if tree.nu else jnp.zeros(tree.nv, v.dtype)
     if tree is model:
-        a = forward_dynamics(tree, q, v, tau)
-    else:
-        from .dae import constrained_dynamics
-        a = model.to_tree(constrained_dynamics(model, *mech_state, model.from_tree(tau))[0])
+        return forward_dynamics(tree, q, v, tau)
+    from .dae import constrained_dynamics
+    return model.to_tree(constrained_dynamics(model, *mech_state, model.from_tree(tau))[0])
+
+
+def _accelerometers(tree, s, kin, a, q, v):
+    """{sensor index: its reading}: the sites' classical accelerations minus gravity, in the sites'
+    coordinates, from the full dynamics' accelerations ``a`` (MuJoCo's mj_objectAcceleration on
+    cacc, which starts at -gravity)."""
+    from .kinematics import forward_kinematics, qdot
     sel = [i for i, k in enumerate(s.kinds) if k == "accelerometer" and not s.placeholder[i]]
 
     def point_velocities(qq, vv):
@@ -334,10 +341,10 @@ def ray_hits(kind, size, p, d):
     return hit
 
 
-def _contact_sensors(model, tree, s, q, v, ctrl):
-    """{sensor index: its reading} for touch, force and torque (see the module's table)."""
+def _contact_sensors(model, tree, s, q, v, ctrl, a):
+    """{sensor index: its reading} for touch, force and torque (see the module's table); ``a`` the
+    full dynamics' accelerations (None without force and torque sensors)."""
     from .contact_report import contact_forces
-    from .dynamics import actuator_force, forward_dynamics
     from .forces.base import elements
     from .forces.contact import Contact
     from .kinematics import forward_kinematics, qdot
@@ -357,9 +364,6 @@ def _contact_sensors(model, tree, s, q, v, ctrl):
         F = c["normal_force"][:, None] * c["normal"] + c["friction_force"]   # on geom 2
         M = c["friction_moment"]
     if any(s.kinds[i] in ("force", "torque") for i in sel):
-        tau = actuator_force(tree, q, v, ctrl) if tree.nu else jnp.zeros(tree.nv, dt)
-        a = forward_dynamics(tree, q, v, tau)
-
         def motion(qq, vv):                   # per body: world angular velocity, centre-of-mass velocity
             k = forward_kinematics(tree, qq, vv)
             w = jnp.einsum("nij,nj->ni", k.rot, k.vel[:, :3])
