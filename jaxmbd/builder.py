@@ -773,9 +773,8 @@ class ModelBuilder:
             else:
                 raise ValueError(f"{what}: a path item is a site name, a wrap dict or ('pulley', divisor), "
                                  f"got {item!r}")
-            if kind == "site" and last == "wrap" or kind != "site" and last == "wrap":
-                if kind != "site":
-                    raise ValueError(f"{what}: a wrapping geom must be followed by a site")
+            if last == "wrap" and kind != "site":
+                raise ValueError(f"{what}: a wrapping geom must be followed by a site")
             last = kind
         if not steps or steps[0][0] != "site" or last != "site":
             raise ValueError(f"{what}: the path starts and ends at a site")
@@ -882,7 +881,7 @@ class ModelBuilder:
         """A sensor, in ``model.sensors`` and :func:`jaxmbd.sensors.sensordata` in the order added
         (the kinds and their values: :mod:`jaxmbd.sensors`).  Its target by kind: ``joint``
         (jointpos, jointvel, ballquat, ballangvel, jointactuatorfrc), ``actuator`` (actuatorpos,
-        actuatorvel, actuatorfrc), ``tendon`` (tendonpos, tendonvel: a fixed tendon), ``site`` (gyro, velocimeter, accelerometer, touch, force, torque), ``body`` (subtreecom,
+        actuatorvel, actuatorfrc), ``tendon`` (tendonpos, tendonvel: a fixed or spatial tendon), ``site`` (gyro, velocimeter, accelerometer, touch, force, torque), ``body`` (subtreecom,
         subtreelinvel, subtreeangmom; "world" for the whole model), ``obj`` with ``objtype`` "site",
         "xbody" or "body" (the frame kinds), and optionally ``ref`` with ``reftype`` (positions and
         orientations in that frame).  ``cutoff`` > 0 clamps the values as MuJoCo does.
@@ -1142,6 +1141,11 @@ class ModelBuilder:
             for c in self._loops:
                 for key in ("a", "b"):
                     self._check_not_mocap(mocap_of, c[key], f"loop constraint {c['a']!r}-{c['b']!r}")
+            for t in self._spatial:
+                for step in t["path"]:
+                    body = self._sites.get(step[1], (step[1],))[0] if step[0] == "site" else \
+                        step[1] if step[0] != "pulley" else None
+                    self._check_not_mocap(mocap_of, body, f"spatial tendon {t['name']!r}")
         model = self._with_gravcomp(model, order, eff, index)
         model = self._with_tendons(model, tendons)
         sensors = self._sensor_record(topo, eff, tuple(jnames),

@@ -546,6 +546,8 @@ def cmd_simulate(a):
     if a.contact_rows is not None or a.contact_capacity is not None:
         model = _with_contact_options(model, a.model, a.contact_rows, a.contact_capacity)
     key = None if a.keyframe is None else _keyframe(model, a.keyframe, a.model)
+    if key is not None and getattr(getattr(model, "tree", model), "mocap", None) is not None:
+        model = jaxmbd.set_mocap(model, key.mpos, key.mquat)      # the key's mocap poses, as MuJoCo's reset
     if a.init_scale is None:      # a contact scene starts near its own posture (a robot lands on its feet)
         a.init_scale = 0.0 if key is not None else 0.1 if _contact_element(model) is not None else 0.3
     nu = getattr(model, "nu", 0)

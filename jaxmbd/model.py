@@ -21,8 +21,8 @@ class Keyframe(NamedTuple):
     qvel: np.ndarray
     ctrl: np.ndarray
     act: np.ndarray
-    mpos: np.ndarray = np.zeros((0, 3))
-    mquat: np.ndarray = np.zeros((0, 4))
+    mpos: np.ndarray = None       # (filled by the model's keyframes; None only in a Keyframe made by hand)
+    mquat: np.ndarray = None
 
 
 def _keyframe(time, qpos, qvel, ctrl, act, mpos=(), mquat=()):
@@ -127,7 +127,7 @@ class Model(eqx.Module):
     joint_names: tuple = eqx.field(static=True, default=None)  # one per moving body's joint
     forces: tuple = None  # the force elements (jaxmbd.forces), merged per class, or None (none)
     actuators: object = None  # jaxmbd.forces.Actuators (inputs: ctrl), or None (none)
-    # ((name, time, qpos, qvel, ctrl, act), ...) as tuples of floats (hashable): see ``keyframes``
+    # ((name, time, qpos, qvel, ctrl, act, mpos, mquat), ...) as tuples of floats (hashable): see ``keyframes``
     keyframe_data: tuple = eqx.field(static=True, default=())
     sensors: object = None  # jaxmbd.sensors.Sensors (what sensordata reports), or None (none)
     mocap: object = None    # Mocap: the mocap bodies' poses (inputs, set_mocap), or None (none)

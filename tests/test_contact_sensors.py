@@ -92,8 +92,8 @@ def _states(mj, n, seed, depth):
         q[4:7] = [0.4, 0.0, 0.0499]
         q[7:11] = [1.0, 0.0, 0.0, 0.0]
         d.qpos[:] = q
-        mujoco.mj_kinematics(mm := mj, d)
-        foot = d.geom_xpos[mujoco.mj_name2id(mm, mujoco.mjtObj.mjOBJ_GEOM, "foot")]
+        mujoco.mj_kinematics(mj, d)
+        foot = d.geom_xpos[mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_GEOM, "foot")]
         q[0] = -(foot[2] - 0.04) - depth
         v = rng.normal(size=mj.nv) * np.r_[0.2, 0.3, 1.0, 1.0, 0.05 * np.ones(6)]
         out.append((q, v, rng.uniform(-1, 1, mj.nu)))
@@ -112,6 +112,7 @@ def test_out_of_contact_the_force_and_torque_are_the_inertial_ones_to_1e9(pair):
     f = jax.jit(jaxmbd.sensordata)
     for q, v, ctrl in _states(mj, 4, 0, -0.05):
         ours, (theirs, d) = np.asarray(f(model, q, v, ctrl)), _mujoco(mj, q, v, ctrl)
+        assert d.ncon == 4                                   # only the block touches the floor
         s = model.sensors
         for name in ("sole", "toe", "heel", "ankle", "bubble"):
             assert ours[s.slot(name)][0] == 0.0

@@ -131,7 +131,7 @@ class Bodies:
         if top and not joints:
             self.static_top.add(name)
         if self._simple_sliders(joints, children, top or parent in self.static_top):
-            self.simple_bodies.append((last, body, [j for j in self.joint_names_of(name, joints)]))
+            self.simple_bodies.append((last, body, self.body_joints[name]))
         for child, frame, icls in children:
             self._body(child, last, frame[0], frame[1], icls)
 
@@ -151,10 +151,6 @@ class Bodies:
             if np.count_nonzero(np.abs(axis) > 1e-14) != 1 or np.any(pos != 0):
                 return False
         return True
-
-    def joint_names_of(self, name, joints):
-        """The builder's names of an MJCF body's joints (as :meth:`_joints` named them)."""
-        return [self.body_joints[name][k] for k in range(len(joints))]
 
     def _inertia(self, name, inertial, geoms):
         """(mass, com, 3x3 inertia about the com, body axes) of one MJCF body; sets
