@@ -31,9 +31,23 @@ kind                   dim   value
 ``subtreecom``         3     the centre of mass of a body's subtree (the world body: the whole model)
 ``subtreelinvel``      3     its velocity
 ``subtreeangmom``      3     the subtree's angular momentum about its centre of mass (world)
-``tendonpos``          1     a fixed tendon's length (:mod:`jaxmbd.forces.tendon`)
+``tendonpos``          1     a tendon's length (fixed: :mod:`jaxmbd.forces.tendon`; spatial:
+                             :mod:`jaxmbd.forces.spatial_tendon`)
 ``tendonvel``          1     its rate
+``touch``              1     the normal forces of the contacts of the site's body whose ray from the
+                             contact point along the normal, away from the body, meets the site's
+                             volume (its ``type`` and ``size``), summed
+``force``              3     the force the parent exerts on the site's body and everything below it
+                             (MuJoCo's ``cfrc_int``), in the site's coordinates
+``torque``             3     the torque of that interaction about the site, in the site's coordinates
 =====================  ====  ================================================================
+
+``touch``, ``force`` and ``torque`` read the full dynamics: the contact forces of
+:func:`jaxmbd.contact_forces` at the same (q, v, ctrl) and, for the last two, the accelerations of
+the bodies below the site (MuJoCo's ``mj_rnePostConstraint``: their inertial forces, gravity
+included, minus the contact forces on them).  They are read on kinematic trees: on a
+:class:`jaxmbd.Mechanism` ``sensordata`` refuses them (a ValueError), since its loop forces are not
+among the forces they sum.
 
 Frames are MuJoCo's objects: a site (``objtype="site"``), a body's frame (``"xbody"``) or the
 position of its centre of mass (``"body"``: MuJoCo's inertial frame, whose orientation follows
