@@ -30,12 +30,7 @@ class Tendons:
                     continue
                 if el.tag != "fixed":
                     raise MJCFError(f"{what}: unknown tendon element")
-                cls = el.get("class", "main")
-                if cls not in self.classes:
-                    raise MJCFError(f"{what}: unknown default class {cls!r}")
-                a = _over(self.classes[cls].get("tendon", {}), el.attrib)
-                if not name:
-                    raise MJCFError(f"{what}: jaxmbd needs the fixed tendon's name")
+                a = self._tendon_attrs(el, name, what, "fixed")
                 joints, coef = [], []
                 for j in el:
                     if j.tag != "joint":
@@ -46,11 +41,7 @@ class Tendons:
                     joints.append(body_of[jn])
                     coef.append(C.number(j.get("coef", "1"), f"{what}: coef"))
                 num = lambda k: C.number(a.get(k, "0"), f"{what}: {k}")  # noqa: E731
-                sl = None
-                if "springlength" in a:
-                    sl = C.numbers(a["springlength"], None, f"{what}: springlength")
-                    if sl.size == 1 and sl[0] == -1 or sl.size == 2 and sl[0] == -1 and sl[1] == -1:
-                        sl = None      # MuJoCo's "from qpos0"
+                sl = _springlength(a, what)
                 lim = a.get("limited", "auto")
                 if lim not in ("true", "false", "auto"):
                     raise MJCFError(f"{what}: limited={lim!r}: expected true, false or auto")
@@ -88,17 +79,21 @@ class Tendons:
                 notes.append(f"{label} ({len(names)}: {', '.join(names)})")
         return notes
 
+    def _tendon_attrs(self, el, name, what, kind):
+        """A tendon element's attributes over its default class's; it must be named."""
+        cls = el.get("class", "main")
+        if cls not in self.classes:
+            raise MJCFError(f"{what}: unknown default class {cls!r}")
+        if not name:
+            raise MJCFError(f"{what}: jaxmbd needs the {kind} tendon's name")
+        return _over(self.classes[cls].get("tendon", {}), el.attrib)
+
     def _add_spatial(self, el, name, what):
         """A spatial tendon into the builder (:meth:`jaxmbd.ModelBuilder.add_spatial_tendon`): its
         sites, wrapping spheres and cylinders (with side sites) and pulleys, stiffness, damping and
         springlength; returns what of it is not modelled (limits, friction loss: named in the
         warning), or None."""
-        cls = el.get("class", "main")
-        if cls not in self.classes:
-            raise MJCFError(f"{what}: unknown default class {cls!r}")
-        a = _over(self.classes[cls].get("tendon", {}), el.attrib)
-        if not name:
-            raise MJCFError(f"{what}: jaxmbd needs the spatial tendon's name")
+        a = self._tendon_attrs(el, name, what, "spatial")
         geoms = {g["name"]: g for g in self.geom_records if g.get("name")}
         path = []
         for item in el:
@@ -120,11 +115,7 @@ class Tendons:
             else:
                 raise MJCFError(f"{what}: unknown element <{item.tag}>")
         num = lambda k: C.number(a.get(k, "0"), f"{what}: {k}")  # noqa: E731
-        sl = None
-        if "springlength" in a:
-            sl = C.numbers(a["springlength"], None, f"{what}: springlength")
-            if sl.size == 1 and sl[0] == -1 or sl.size == 2 and sl[0] == -1 and sl[1] == -1:
-                sl = None      # MuJoCo's "from qpos0"
+        sl = _springlength(a, what)
         self._add_sites()
         try:
             self.builder.add_spatial_tendon(name, path, stiffness=num("stiffness"), damping=num("damping"),
@@ -140,3 +131,13 @@ class Tendons:
         if num("frictionloss") > 0:
             missing.append("frictionloss")
         return ", ".join(missing) or None
+
+
+def _springlength(a, what):
+    """A tendon's springlength (one value or a dead band), or None for MuJoCo's "-1": the length at qpos0."""
+    if "springlength" not in a:
+        return None
+    sl = C.numbers(a["springlength"], None, f"{what}: springlength")
+    if sl.size == 1 and sl[0] == -1 or sl.size == 2 and sl[0] == -1 and sl[1] == -1:
+        return None
+    return sl
