@@ -31,8 +31,10 @@ settings.load_profile("jaxmbd")
 # (not in the default run; .ci/run runs it after it), one at SLOW_S or more slow (not in CI: before
 # a release, pytest -m slow).  JAXMBD_TEST_DURATIONS=<file> appends each test's call time to <file>
 # (the table's format).  The cheapest case of a parametrized test is not marked long by the
-# table if it takes under KEEP_S, so most tests keep a case in the default run.  Marks written on
-# a test hold as well; a test missing from the table keeps only those.
+# table if it takes under KEEP_S, so most tests keep a case in the default run; of its cases the
+# table makes long, the cheapest runs in the long pass and the others are slow, so CI's long pass
+# holds one case of each test.  Marks written on a test hold as well; a test missing from the
+# table keeps only those.
 LONG_S = 10.0
 KEEP_S = 20.0
 SLOW_S = 60.0
@@ -68,14 +70,24 @@ def pytest_collection_modifyitems(config, items):
             if base not in cheapest or table.get(item.nodeid, 0.0) < table.get(cheapest[base], 0.0):
                 cheapest[base] = item.nodeid
     cheapest = set(cheapest.values())
+    long_cases = {}          # a parametrized test's cases the table makes long: its cheapest one
+    for item in items:       # stays long, the others are slow (a release's run, not CI's)
+        t = table.get(item.nodeid)
+        if "[" in item.nodeid and t is not None and t < SLOW_S and _long(t, item.nodeid in cheapest):
+            long_cases.setdefault(item.nodeid.split("[", 1)[0], []).append((t, item.nodeid))
+    second = {nodeid for cases in long_cases.values() for _, nodeid in sorted(cases)[1:]}
     for item in items:
         t = table.get(item.nodeid)
         if t is None:
             continue
-        if t >= SLOW_S:
+        if t >= SLOW_S or item.nodeid in second:
             item.add_marker(pytest.mark.slow)
-        if t >= KEEP_S or (t >= LONG_S and item.nodeid not in cheapest):
+        if _long(t, item.nodeid in cheapest):
             item.add_marker(pytest.mark.long)
+
+
+def _long(t, cheapest):
+    return t >= KEEP_S or (t >= LONG_S and not cheapest)
 
 
 @pytest.fixture(autouse=True)
