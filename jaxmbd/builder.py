@@ -617,7 +617,7 @@ class ModelBuilder:
     def add_actuator(self, joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None, dampratio=None,
                      gainprm=None, biasprm=None, gaintype="fixed", biastype="none", ctrlrange=None,
                      forcerange=None, jointinparent=False, active=True, ctrllimited=None,
-                     tendon=None) -> "ModelBuilder":
+                     tendon=None, site=None) -> "ModelBuilder":
         """An actuator on a joint (named as in ``model.joint_names``: the body
         name unless ``joint_name`` was given), as MuJoCo defines it
         (:mod:`jaxmbd.forces.actuator`): its input is one entry of ``ctrl``,
@@ -638,7 +638,10 @@ class ModelBuilder:
         ctrlrange without clamping (MuJoCo's disabled ``clampctrl``; a
         damper needs its range).  ``tendon``: the transmission through a fixed
         tendon (:meth:`add_fixed_tendon`; ``joint`` None), its coefficients times
-        the gear's first number.  ``active=False`` or
+        the gear's first number.  ``site``: the transmission at a site
+        (:meth:`add_site`; ``joint`` None), MuJoCo's ``site`` without
+        ``refsite``: the gear is a force (first 3) and a torque (last 3) along
+        the site's axes, applied at the site; its length is 0.  ``active=False`` or
         ``joint=None`` (no transmission): the actuator keeps its ctrl slot and
         exerts no force (MuJoCo's disabled actuator groups; actuators a
         loader does not model).  Numbers are checked here, the
@@ -648,7 +651,7 @@ class ModelBuilder:
         self._actuators.append(actuator_spec(
             joint, kind, name=name, gear=gear, kp=kp, kv=kv, dampratio=dampratio, gainprm=gainprm, biasprm=biasprm, gaintype=gaintype,
             biastype=biastype, ctrlrange=ctrlrange, forcerange=forcerange, jointinparent=jointinparent,
-            active=active, ctrllimited=ctrllimited, tendon=tendon))
+            active=active, ctrllimited=ctrllimited, tendon=tendon, site=site))
         return self
 
     def set_actuator_force_range(self, joint, force_range) -> "ModelBuilder":
@@ -803,7 +806,7 @@ class ModelBuilder:
         from .forces.actuator import bind
         joint_bodies = {b["joint_name"]: b["name"] for b in self._bodies}
         ctx = BuildContext(topo, self._frames_of(None))
-        return bind(self._actuators, self._actuator_limits, joint_bodies, ctx, resolved)
+        return bind(self._actuators, self._actuator_limits, joint_bodies, ctx, resolved, self._sites)
 
     def _with_tendons(self, model, resolved):
         """The model with its FixedTendons element (jaxmbd.forces.tendon) for the tendons with a spring

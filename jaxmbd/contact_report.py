@@ -35,7 +35,7 @@ def contact_forces(model, q, v, ctrl=None, tau=None):
         extra = model.to_tree(extra)
     if tree.actuators is not None:
         u = jnp.zeros(tree.nu, extra.dtype) if ctrl is None else jnp.asarray(ctrl)
-        extra = extra + tree.actuators.generalized_force(tree.nv, qt, vt, u)
+        extra = extra + tree.actuators.generalized_force(tree.nv, qt, vt, u, tree)
     out = _evaluate(el[0], tree, qt, vt, extra)
     out["pairs"] = el[0].pair_list()
     return out

@@ -73,7 +73,7 @@ def actuator_force(model, q, v, ctrl):
     dt = jnp.result_type(q, v, ctrl, float)
     if model.actuators is None:
         return jnp.zeros(model.nv, dt)
-    return model.actuators.generalized_force(model.nv, q.astype(dt), v.astype(dt), ctrl.astype(dt))
+    return model.actuators.generalized_force(model.nv, q.astype(dt), v.astype(dt), ctrl.astype(dt), model)
 
 
 @jax.jit

@@ -25,7 +25,7 @@ def actuation(model, t, q, v, ctrl, params, user=None):
         check_ctrl(model, u, "ctrl(t, q, v, params)")
     else:
         u = jnp.asarray(ctrl, q.dtype)
-    return model.actuators.generalized_force(model.nv, q, v, u)
+    return model.actuators.generalized_force(model.nv, q, v, u, model)
 
 
 class Inputs(eqx.Module):

@@ -195,9 +195,9 @@ def sensordata(model, q, v, ctrl=None):
     ctrl = jnp.zeros(nu, dt) if ctrl is None else jnp.asarray(ctrl)
     act_f = qfrc_act = None
     if any(k in ("actuatorfrc", "actuatorvel", "jointactuatorfrc") for k in s.kinds) and nu:
-        act_f, moments = tree.actuators.forces(q, v, ctrl)
-        qfrc_act = tree.actuators.generalized_force(tree.nv, q, v, ctrl)
-        act_v = jnp.sum(moments * v[np.asarray(tree.actuators.dofs, np.int64)], -1)
+        act_f, _ = tree.actuators.forces(q, v, ctrl, tree)
+        qfrc_act = tree.actuators.generalized_force(tree.nv, q, v, ctrl, tree)
+        act_v = tree.actuators.velocities(q, v, tree)
     a = None        # the full dynamics' accelerations, once, for the accelerometers and force/torque
     if "accelerometer" in s.kinds or "force" in s.kinds or "torque" in s.kinds:
         a = _accelerations(model, tree, (qm, vm), q, v, ctrl)

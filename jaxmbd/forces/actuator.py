@@ -16,6 +16,13 @@ joint; its velocity is L' = m · v.  Then, per actuator,
                             bias = 0 or b0 + b1 L + b2 L' (affine bias)
     f   = clamp(f, forcerange)                   if force_limited
 
+A site transmission (MuJoCo's ``site`` without ``refsite``) applies the
+wrench g at the site, its force g[0:3] and torque g[3:6] along the site's
+axes: with the site's world rotation R and its (6, nv) Jacobian [J_ω; J_p]
+(angular velocity; the site's velocity), m = J_pᵀ R g[0:3] + J_ωᵀ R g[3:6]
+over every DoF that moves the site, L = 0 (MuJoCo's actuator_length) and
+L' = m · v.
+
 and the generalized force is Σ_i m_i f_i (MuJoCo's ``qfrc_actuator``),
 clamped per DoF to the joint's actuator-force range where one is set
 (MuJoCo's ``actuatorfrcrange``, hinge and slide joints).  The shortcuts:
@@ -34,7 +41,8 @@ Structure is static (the DoFs a transmission moves, the gain and bias
 types, which ranges apply); the numbers (gear, gain, bias, the ranges) are
 traced arrays, so ``jax.grad`` and ``vmap`` reach them like any model
 parameter.  Activation dynamics (``intvelocity``, ``cylinder``, ``muscle``,
-filters) and tendon, site and body transmissions are not modelled."""
+filters), spatial-tendon, ``refsite``, slider-crank and body
+transmissions are not modelled."""
 
 from __future__ import annotations
 
@@ -45,6 +53,7 @@ import numpy as np
 
 from .. import joints, spatial
 from ..checks import scalar
+from ..kinematics import kinematics_and_axes
 
 KINDS = ("motor", "position", "velocity", "damper", "general")
 GAIN_TYPES = ("fixed", "affine")
@@ -74,12 +83,20 @@ def check_range(rng, what, label):
 
 def actuator_spec(joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None, dampratio=None, gainprm=None,
                   biasprm=None, gaintype="fixed", biastype="none", ctrlrange=None, forcerange=None,
-                  jointinparent=False, active=True, ctrllimited=None, tendon=None):
+                  jointinparent=False, active=True, ctrllimited=None, tendon=None, site=None):
     """A checked, name-based description of one actuator (what
     :meth:`jaxmbd.ModelBuilder.add_actuator` stores until the model is built)."""
-    what = f"actuator {name!r}" if name else (f"actuator on joint {joint!r}" if tendon is None
-                                               else f"actuator on tendon {tendon!r}")
-    if tendon is not None:
+    what = f"actuator {name!r}" if name else (f"actuator on tendon {tendon!r}" if tendon is not None else
+                                              f"actuator at site {site!r}" if site is not None else
+                                              f"actuator on joint {joint!r}")
+    if site is not None:
+        if joint is not None or tendon is not None:
+            raise ValueError(f"{what}: a site cannot share its transmission with a joint or a tendon")
+        if not isinstance(site, str) or not site:
+            raise ValueError(f"{what}: the site is named by a non-empty string, got {site!r}")
+        if jointinparent:
+            raise ValueError(f"{what}: jointinparent applies to joint transmissions")
+    elif tendon is not None:
         if joint is not None:
             raise ValueError(f"{what}: a joint and a tendon cannot both be its transmission")
         if not isinstance(tendon, str) or not tendon:
@@ -144,7 +161,7 @@ def actuator_spec(joint, kind="motor", *, name=None, gear=1.0, kp=None, kv=None,
     if kind == "damper" and (cr is None or cr[0] < 0):
         raise ValueError(f"{what}: a damper needs a non-negative ctrlrange (its control scales the damping)")
     fr = check_range(forcerange, what, "forcerange")
-    return dict(name=name, joint=joint, tendon=tendon, kind=kind, what=what, gear=g, gain=gain, bias=bias, dampratio=dampratio,
+    return dict(name=name, joint=joint, tendon=tendon, site=site, kind=kind, what=what, gear=g, gain=gain, bias=bias, dampratio=dampratio,
                 gain_affine=gaintype == "affine", bias_affine=biastype == "affine",
                 ctrlrange=cr, ctrl_limited=ctrllimited, forcerange=fr, in_parent=bool(jointinparent),
                 active=bool(active))
@@ -161,7 +178,10 @@ class Actuators(eqx.Module):
     ``bias_affine``, ``ctrl_limited``, ``force_limited``, ``active``; per
     clamped DoF: ``limit_dofs``.  Traced: ``gear`` (nu, 6), ``gain`` (nu, 3),
     ``bias`` (nu, 3), ``ctrlrange`` and ``forcerange`` (nu, 2; zero where not
-    limited), ``limit_range`` (k, 2)."""
+    limited), ``limit_range`` (k, 2).  Site transmissions: ``site`` (static, per
+    actuator: the moving body that carries its site, -1 for none or the
+    world) and ``site_rot`` (nu, 3, 3), ``site_pos`` (nu, 3), the site's frame
+    on that body; they need the model (``forces(..., model=)``)."""
     names: tuple = eqx.field(static=True)
     kinds: tuple = eqx.field(static=True)
     joints: tuple = eqx.field(static=True)
@@ -183,6 +203,9 @@ class Actuators(eqx.Module):
     limit_range: jax.Array
     tendon: tuple = eqx.field(static=True, default=None)   # per actuator: drives a fixed tendon
     slot_qadr: tuple = eqx.field(static=True, default=None)   # per actuator: its six DoFs' coordinates
+    site: tuple = eqx.field(static=True, default=None)        # per actuator: its site's moving body, or -1
+    site_rot: jax.Array = None
+    site_pos: jax.Array = None
 
     @property
     def nu(self) -> int:
@@ -219,23 +242,66 @@ class Actuators(eqx.Module):
             L = L.at[ball].set(jnp.sum(self.gear[ball, :3] * r, -1))
         return L
 
-    def forces(self, q, v, ctrl):
-        """((nu,) the scalar actuator forces (MuJoCo's actuator_force), (nu, 6) the moments)."""
+    @property
+    def sites(self):
+        """The indices of the actuators with a site transmission (static)."""
+        return np.zeros(0, np.int64) if self.site is None else np.flatnonzero(np.asarray(self.site) >= 0)
+
+    def site_moments(self, model, q):
+        """(k, nv) the moment arms of the k site transmissions (:attr:`sites`, in order) over every
+        DoF: J_pᵀ R g[0:3] + J_ωᵀ R g[3:6] at the site's world pose (R, p)."""
+        sel = self.sites
+        if model is None:
+            raise ValueError("actuators with a site transmission need the model: forces(q, v, ctrl, model=)")
+        kin, Sw = kinematics_and_axes(model, q)            # Sw: (nv, 6) [ω; v at the world origin]
+        b = np.asarray(self.site, np.int64)[sel]
+        Rb = kin.rot[b]
+        R = Rb @ self.site_rot[sel]
+        p = kin.pos[b] + jnp.einsum("kij,kj->ki", Rb, self.site_pos[sel])
+        force = jnp.einsum("kij,kj->ki", R, self.gear[sel, :3])
+        torque = jnp.einsum("kij,kj->ki", R, self.gear[sel, 3:])
+        # the site's velocity is v_O + ω × p, so a DoF's share of the power is S_v·F + S_ω·(p × F + T)
+        arm = force @ Sw[:, 3:].T + (spatial.cross(p, force) + torque) @ Sw[:, :3].T
+        return arm * jnp.asarray(np.asarray(model.topo.support)[b], arm.dtype)
+
+    def velocities(self, q, v, model=None):
+        """(nu,) MuJoCo's actuator_velocity L' = m · v."""
+        Ld = jnp.sum(self.moments(q) * v[np.asarray(self.dofs, np.int64)], -1)
+        sel = self.sites
+        if sel.size:
+            Ld = Ld.at[sel].set(self.site_moments(model, q) @ v)
+        return Ld
+
+    def forces(self, q, v, ctrl, model=None):
+        """((nu,) the scalar actuator forces (MuJoCo's actuator_force), (nu, 6) the moments over each
+        actuator's ``dofs``; a site transmission's are zero there: :meth:`site_moments`).  ``model``:
+        needed by site transmissions."""
+        f, m, _ = self._forces(q, v, ctrl, model)
+        return f, m
+
+    def _forces(self, q, v, ctrl, model):
         m = self.moments(q)
         L = self.lengths(q)
         Ld = jnp.sum(m * v[np.asarray(self.dofs, np.int64)], -1)
+        ms = None
+        if self.sites.size:
+            ms = self.site_moments(model, q)
+            Ld = Ld.at[self.sites].set(ms @ v)
         u = jnp.where(jnp.asarray(self.ctrl_limited), jnp.clip(ctrl, self.ctrlrange[:, 0], self.ctrlrange[:, 1]), ctrl)
         gain = self.gain[:, 0] + jnp.where(jnp.asarray(self.gain_affine), self.gain[:, 1] * L + self.gain[:, 2] * Ld, 0.0)
         bias = jnp.where(jnp.asarray(self.bias_affine), self.bias[:, 0] + self.bias[:, 1] * L + self.bias[:, 2] * Ld,
                          0.0)
         f = gain * u + bias
         f = jnp.where(jnp.asarray(self.force_limited), jnp.clip(f, self.forcerange[:, 0], self.forcerange[:, 1]), f)
-        return jnp.where(jnp.asarray(self.active), f, 0.0), m
+        return jnp.where(jnp.asarray(self.active), f, 0.0), m, ms
 
-    def generalized_force(self, nv, q, v, ctrl):
-        """(nv,) Σ_i m_i f_i, clamped on the DoFs with an actuator-force range."""
-        f, m = self.forces(q, v, ctrl)
+    def generalized_force(self, nv, q, v, ctrl, model=None):
+        """(nv,) Σ_i m_i f_i, clamped on the DoFs with an actuator-force range.  ``model``: needed by
+        site transmissions."""
+        f, m, ms = self._forces(q, v, ctrl, model)
         tau = jnp.zeros(nv, f.dtype).at[np.asarray(self.dofs, np.int64)].add(m * f[:, None])
+        if ms is not None:
+            tau = tau + f[self.sites] @ ms
         if self.limit_dofs:
             k = np.asarray(self.limit_dofs, np.int64)
             tau = tau.at[k].set(jnp.clip(tau[k], self.limit_range[:, 0], self.limit_range[:, 1]))
@@ -259,23 +325,29 @@ def resolve_dampratios(model, specs):
         mom = np.asarray(act.moments(model.q0))
         gain = np.asarray(act.gain)
     bias = np.asarray(act.bias).copy()
+    site_rows = {}
+    if act.sites.size:
+        with jax.ensure_compile_time_eval():
+            site_rows = dict(zip(act.sites.tolist(), np.asarray(act.site_moments(model, model.q0))))
     for i in sel:
         r = np.zeros(model.nv)
         np.add.at(r, np.asarray(act.dofs[i]), mom[i])
+        r = r + site_rows.get(int(i), 0.0)
         mass = 1.0 / (r @ Minv @ r)
         bias[i, 2] = -2.0 * zeta[i] * np.sqrt(gain[i, 0] * mass)
     return eqx.tree_at(lambda m: m.actuators.bias, model, jnp.asarray(bias, jnp.float64))
 
 
-def bind(specs, limits, joint_bodies, ctx, tendons=None):
+def bind(specs, limits, joint_bodies, ctx, tendons=None, sites=None):
     """The :class:`Actuators` of the built tree, or None when there are none.
 
     specs: :func:`actuator_spec` dicts; limits: {joint name: (lo, hi)}
     actuator-force ranges; joint_bodies: {joint name: body name};
     ctx: :class:`jaxmbd.forces.BuildContext`; tendons: {name: (dofs, coefficients)} the fixed
     tendons (:func:`jaxmbd.forces.tendon.resolve`), which a tendon transmission drives through its
-    coefficients times the gear's first number (at most 6 joints)."""
-    tendons = tendons or {}
+    coefficients times the gear's first number (at most 6 joints); sites: {name: (body name, R, p)}
+    the frames a site transmission acts at (:meth:`jaxmbd.ModelBuilder.add_site`)."""
+    tendons, sites = tendons or {}, sites or {}
     if not specs:
         if limits:
             raise ValueError(f"actuator force ranges on {', '.join(map(repr, limits))}, but the model has no actuators")
@@ -287,8 +359,17 @@ def bind(specs, limits, joint_bodies, ctx, tendons=None):
         first, n, jt = ctx.joint(joint_bodies[jname], what)
         return first, n, jt
     dofs, ndof, qadr, on_tendon = [], [], [], []
+    site_body, site_rot, site_pos = [], [], []
     for s in specs:
         on_tendon.append(s.get("tendon") is not None)
+        sb, sR, sp = -1, np.eye(3), np.zeros(3)
+        if s.get("site") is not None:
+            if s["site"] not in sites:
+                raise ValueError(f"{s['what']}: no site named {s['site']!r}")
+            body, R, p = sites[s["site"]]
+            sb, Rh, ph = ctx.body(body, f"{s['what']}: site {s['site']!r}")
+            sR, sp = Rh @ R, ph + Rh @ p
+        site_body.append(sb), site_rot.append(sR), site_pos.append(sp)
         if on_tendon[-1]:
             if s["tendon"] not in tendons:
                 raise ValueError(f"{s['what']}: no tendon named {s['tendon']!r}")
@@ -298,7 +379,7 @@ def bind(specs, limits, joint_bodies, ctx, tendons=None):
             s["gear"] = np.concatenate([s["gear"][0] * c, np.zeros(6 - len(td))])
             dofs.append(tuple(td) + (td[0],) * (6 - len(td))), ndof.append(len(td)), qadr.append(-1)
             continue
-        if s["joint"] is None:
+        if s["joint"] is None:    # a site transmission or none
             dofs.append((0,) * 6), ndof.append(0), qadr.append(-1)
             continue
         first, n, jt = joint_of(s["joint"], s["what"])
@@ -311,6 +392,7 @@ def bind(specs, limits, joint_bodies, ctx, tendons=None):
         dofs.append(tuple(first + (k if k < n else 0) for k in range(6)))
         ndof.append(n)
         qadr.append(int(ctx.topo.q_adr[ctx.topo.names.index(joint_bodies[s["joint"]])]))
+    on_site = any(b >= 0 for b in site_body)
     names = []
     for i, s in enumerate(specs):
         nm = s["name"] or f"actuator{i}"
@@ -337,4 +419,7 @@ def bind(specs, limits, joint_bodies, ctx, tendons=None):
         active=tuple(s["active"] for s in specs), limit_dofs=tuple(lim_dofs), tendon=tuple(on_tendon),
         slot_qadr=tuple(tuple(int(ctx.topo.dof_qadr[k]) for k in d) for d in dofs),
         gear=arr("gear"), gain=arr("gain"), bias=arr("bias"), ctrlrange=rng("ctrlrange"),
-        forcerange=rng("forcerange"), limit_range=jnp.asarray(np.array(lim_rng, float).reshape(-1, 2), jnp.float64))
+        forcerange=rng("forcerange"), limit_range=jnp.asarray(np.array(lim_rng, float).reshape(-1, 2), jnp.float64),
+        site=tuple(site_body) if on_site else None,
+        site_rot=jnp.asarray(np.stack(site_rot), jnp.float64) if on_site else None,
+        site_pos=jnp.asarray(np.stack(site_pos), jnp.float64) if on_site else None)

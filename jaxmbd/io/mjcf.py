@@ -41,7 +41,7 @@ to it; ``<flag limit="disable">``, ``frictionloss="disable"`` and
 margins are not modelled.
 
 Actuators: see :mod:`jaxmbd.io.mjcf_actuator` (motor, position, velocity,
-damper and general actuators on joints; the others keep their ctrl slot,
+damper and general actuators on joints, fixed tendons and sites; the others keep their ctrl slot,
 exert no force and are listed in the warning).
 
 Keyframes: every ``<key>`` is ``model.keyframes[name]`` (:class:`jaxmbd.model.Keyframe`: time,

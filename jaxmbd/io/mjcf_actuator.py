@@ -19,15 +19,16 @@ Numbers given in part (``gear="2 3"``) replace the leading entries only.
 Modelled: ``motor``, ``position`` (kp, kv, dampratio, inheritrange),
 ``velocity``, ``damper`` and ``general`` with gaintype fixed/affine, biastype
 none/affine and dyntype none, through ``joint`` or ``jointinparent`` on
-hinge, slide, ball and free joints; ``gear``, ``ctrlrange``/``ctrllimited``,
+hinge, slide, ball and free joints, a fixed ``tendon`` or a ``site`` (without
+``refsite``); ``gear``, ``ctrlrange``/``ctrllimited``,
 ``forcerange``/``forcelimited`` with ``<compiler autolimits>`` (auto: a
 range with lo < hi is a limit; without autolimits a range needs its
 ``*limited`` flag); joint ``actuatorfrcrange``/``actuatorfrclimited`` (hinge,
 slide; in a file without actuators there is nothing to clamp);
 ``<option actuatorgroupdisable>`` and the ``actuation`` and ``clampctrl``
 flags.  Anything else (activation dynamics, ``intvelocity``,
-``cylinder``, ``muscle``, ``adhesion``, plugins, tendon/site/body
-transmissions) keeps its ctrl slot, so ``ctrl`` has MuJoCo's layout, exerts
+``cylinder``, ``muscle``, ``adhesion``, plugins, spatial-tendon, ``refsite``,
+slider-crank and body transmissions) keeps its ctrl slot, so ``ctrl`` has MuJoCo's layout, exerts
 no force, and is listed in the loader's warning."""
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ UNMODELLED_WHY = {   # why an actuator kind is not modelled, for the loader's wa
 TAGS = ("motor", "position", "velocity", "damper", "general", "intvelocity", "cylinder", "muscle", "adhesion",
         "plugin")
 MODELLED = ("motor", "position", "velocity", "damper", "general")
-OTHER_TRANSMISSIONS = ("tendon", "site", "body", "cranksite", "slidersite", "refsite")
+OTHER_TRANSMISSIONS = ("tendon", "site", "body", "cranksite")
+COMPANIONS = {"refsite": "site", "slidersite": "cranksite"}     # attributes that qualify a target
 
 
 class ActuatorError(ValueError):
@@ -251,6 +253,9 @@ def _one(comp, el, p, what, notes):
     targets = [k for k in ("joint", "jointinparent") + OTHER_TRANSMISSIONS if k in a]
     if len(targets) != 1:
         raise ActuatorError(f"{what}: expected exactly one transmission target, got {targets or 'none'}")
+    for extra, target in COMPANIONS.items():
+        if extra in a and targets[0] != target:
+            raise ActuatorError(f"{what}: {extra} needs a {target} transmission")
     why = None
     if el.tag not in MODELLED:
         why = f"<{el.tag}>" + UNMODELLED_WHY.get(el.tag, "")
@@ -260,7 +265,9 @@ def _one(comp, el, p, what, notes):
         why = f"gaintype {p['gaintype']} / biastype {p['biastype']}"
     elif targets[0] == "tendon" and a["tendon"] not in getattr(comp, "fixed_tendons", ()):
         why = "transmissions through tendons jaxmbd does not model"
-    elif targets[0] not in ("joint", "jointinparent", "tendon"):
+    elif targets[0] == "site" and "refsite" in a:
+        why = "site transmissions with a refsite"
+    elif targets[0] not in ("joint", "jointinparent", "tendon", "site"):
         why = f"{targets[0]} transmissions"
     joint = a[targets[0]]
     if targets[0] in ("joint", "jointinparent") and joint not in comp.joint_attrs:
@@ -289,6 +296,11 @@ def _one(comp, el, p, what, notes):
               ctrlrange=ctrlrange if ctrl_lim else None, forcerange=p["forcerange"] if force_lim else None)
     if targets[0] == "tendon":
         kw.update(joint=None, tendon=joint)
+    elif targets[0] == "site":
+        if joint not in comp.sites:
+            raise ActuatorError(f"{what}: unknown site {joint!r}")
+        comp._add_sites()
+        kw.update(joint=None, site=joint)
     if el.tag == "motor":
         return dict(kw, kind="motor")
     if el.tag == "position":
