@@ -806,7 +806,8 @@ class ModelBuilder:
         from .forces.actuator import bind
         joint_bodies = {b["joint_name"]: b["name"] for b in self._bodies}
         ctx = BuildContext(topo, self._frames_of(None))
-        return bind(self._actuators, self._actuator_limits, joint_bodies, ctx, resolved, self._sites)
+        return bind(self._actuators, self._actuator_limits, joint_bodies, ctx, resolved, self._sites,
+                    tuple(t["name"] for t in self._spatial))
 
     def _with_tendons(self, model, resolved):
         """The model with its FixedTendons element (jaxmbd.forces.tendon) for the tendons with a spring

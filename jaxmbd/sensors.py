@@ -220,7 +220,7 @@ def sensordata(model, q, v, ctrl=None):
         elif kind == "jointactuatorfrc":
             val = jnp.zeros(1, dt) if qfrc_act is None else qfrc_act[idx:idx + 1]
         elif kind == "actuatorpos":
-            val = tree.actuators.lengths(q)[idx:idx + 1]
+            val = tree.actuators.lengths(q, tree)[idx:idx + 1]
         elif kind == "actuatorvel":
             val = act_v[idx:idx + 1]
         elif kind in TENDON_KINDS and s.spatial and s.spatial[i]:

@@ -1,6 +1,7 @@
 """Spatial tendons (jaxmbd.forces.spatial_tendon) against MuJoCo: a finger whose flexor runs from
 the palm around a knuckle cylinder (with a side site) and a sphere at the middle joint to the
-fingertip, with a spring and damping; a pulley; the loader's warning; derivatives."""
+fingertip, with a spring and damping; a pulley; actuators on the tendon; the loader's warning;
+derivatives."""
 
 import warnings
 
@@ -125,6 +126,64 @@ def test_the_derivatives_equal_central_differences(finger):
         eps = 1e-6
         fd = np.stack([(np.asarray(f(x + eps * e)) - np.asarray(f(x - eps * e))) / (2 * eps) for e in np.eye(4)], 1)
         np.testing.assert_allclose(J, fd, rtol=1e-5, atol=1e-4)
+
+
+ACTUATED = FINGER.replace('  <sensor><tendonpos tendon="flexor"/><tendonvel tendon="flexor"/></sensor>', """  <actuator>
+    <position name="flex" tendon="flexor" kp="50" kv="0.5" ctrlrange="0.05 0.12"/>
+    <general name="pull" tendon="flexor" gear="2" gainprm="3" biastype="affine" biasprm="0.1 -4 -0.2"/>
+    <position name="servo" tendon="flexor" gear="-1.5" kp="20" dampratio="0.7"/>
+  </actuator>
+  <sensor>
+    <tendonpos tendon="flexor"/><actuatorpos actuator="pull"/><actuatorvel actuator="servo"/>
+    <actuatorfrc actuator="flex"/><actuatorfrc actuator="servo"/>
+  </sensor>""")
+
+
+def test_actuators_on_the_tendon_are_mujocos():
+    """Position, general and damped position actuators on the flexor (gears 1, 2, -1.5): lengths,
+    velocities, moments, forces and qfrc_actuator equal MuJoCo's to 1e-12 and the accelerations to
+    1e-9 at random states (no wrap, one and both); the damping from dampratio is MuJoCo's."""
+    info = jaxmbd.load_mjcf(ACTUATED, return_info=True)
+    model, mm = info.model, mujoco.MjModel.from_xml_string(ACTUATED)
+    assert not info.unsupported, info.unsupported
+    act = model.actuators
+    np.testing.assert_allclose(np.asarray(act.bias[:, 2]), mm.actuator_biasprm[:, 2], rtol=1e-12)
+    parts = jax.jit(lambda q, v, u: (act.lengths(q, model), act.velocities(q, v, model), act.dense_moments(model, q),
+                                     act.forces(q, v, u, model)[0], jaxmbd.actuator_force(model, q, v, u),
+                                     jaxmbd.sensordata(model, q, v, u), _actuated(model, q, v, u)))
+    rng = np.random.default_rng(4)
+    wraps = set()
+    for _ in range(12):
+        q, v, u = rng.uniform(-1.4, 1.4, 2), rng.normal(size=2), rng.uniform(0.0, 0.15, 3)
+        d = mujoco.MjData(mm)
+        d.qpos[:], d.qvel[:], d.ctrl[:] = q, v, u
+        mujoco.mj_forward(mm, d)
+        wraps.add(int(d.ten_wrapnum[0]))
+        moment = np.zeros((mm.nu, mm.nv))
+        mujoco.mju_sparse2dense(moment, d.actuator_moment, d.moment_rownnz, d.moment_rowadr, d.moment_colind)
+        L, Ld, M, f, qfrc, sd, qacc = parts(q, v, u)
+        for ours, theirs in ((L, d.actuator_length), (Ld, d.actuator_velocity), (M, moment),
+                             (f, d.actuator_force), (qfrc, d.qfrc_actuator), (sd, d.sensordata)):
+            np.testing.assert_allclose(np.asarray(ours), theirs, rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(np.asarray(qacc), d.qacc, rtol=1e-9, atol=1e-9)
+    assert wraps == {3, 5, 7}, wraps
+
+
+def _actuated(model, q, v, u):
+    return jaxmbd.forward_dynamics(model, q, v, jaxmbd.actuator_force(model, q, v, u))
+
+
+def test_the_actuated_derivative_equals_central_differences():
+    """The accelerations' derivative along a direction of (q, v, ctrl) through the actuators' moment
+    (itself a derivative of the wrapped length) equals central differences, wrapped on both."""
+    model = jaxmbd.load_mjcf(ACTUATED)
+    f = jax.jit(lambda x: _actuated(model, x[:2], x[2:4], x[4:]))
+    x = np.r_[0.3, -0.5, 0.7, -0.2, 0.08, 0.05, 0.1]
+    dx = np.random.default_rng(5).normal(size=7)
+    d = np.asarray(jax.jit(lambda x: jax.jvp(f, (x,), (jnp.asarray(dx),))[1])(jnp.asarray(x)))
+    eps = 1e-6
+    fd = (np.asarray(f(x + eps * dx)) - np.asarray(f(x - eps * dx))) / (2 * eps)
+    np.testing.assert_allclose(d, fd, rtol=1e-6, atol=1e-6 * np.abs(fd).max())
 
 
 def test_bad_paths_are_refused():

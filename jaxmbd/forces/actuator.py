@@ -21,7 +21,10 @@ wrench g at the site, its force g[0:3] and torque g[3:6] along the site's
 axes: with the site's world rotation R and its (6, nv) Jacobian [J_ω; J_p]
 (angular velocity; the site's velocity), m = J_pᵀ R g[0:3] + J_ωᵀ R g[3:6]
 over every DoF that moves the site, L = 0 (MuJoCo's actuator_length) and
-L' = m · v.
+L' = m · v.  A transmission through a spatial tendon of length ℓ(q)
+(:mod:`jaxmbd.forces.spatial_tendon`) has L = g[0] ℓ and m = g[0] ∂ℓ/∂q
+over every DoF (MuJoCo's ``ten_J``, here by forward mode in the nv tangent
+directions).
 
 and the generalized force is Σ_i m_i f_i (MuJoCo's ``qfrc_actuator``),
 clamped per DoF to the joint's actuator-force range where one is set
@@ -41,8 +44,8 @@ Structure is static (the DoFs a transmission moves, the gain and bias
 types, which ranges apply); the numbers (gear, gain, bias, the ranges) are
 traced arrays, so ``jax.grad`` and ``vmap`` reach them like any model
 parameter.  Activation dynamics (``intvelocity``, ``cylinder``, ``muscle``,
-filters), spatial-tendon, ``refsite``, slider-crank and body
-transmissions are not modelled."""
+filters), ``refsite``, slider-crank and body transmissions are not
+modelled."""
 
 from __future__ import annotations
 
@@ -53,7 +56,8 @@ import numpy as np
 
 from .. import joints, spatial
 from ..checks import scalar
-from ..kinematics import kinematics_and_axes
+from ..kinematics import forward_kinematics, integrate_q, kinematics_and_axes
+from .spatial_tendon import SpatialTendons
 
 KINDS = ("motor", "position", "velocity", "damper", "general")
 GAIN_TYPES = ("fixed", "affine")
@@ -181,7 +185,10 @@ class Actuators(eqx.Module):
     limited), ``limit_range`` (k, 2).  Site transmissions: ``site`` (static, per
     actuator: the moving body that carries its site, -1 for none or the
     world) and ``site_rot`` (nu, 3, 3), ``site_pos`` (nu, 3), the site's frame
-    on that body; they need the model (``forces(..., model=)``)."""
+    on that body.  Spatial-tendon transmissions: ``spatial`` (static, per
+    actuator: the tendon's index in the model's
+    :class:`jaxmbd.forces.spatial_tendon.SpatialTendons`, -1 for none).  Both
+    need the model (``forces(..., model=)``)."""
     names: tuple = eqx.field(static=True)
     kinds: tuple = eqx.field(static=True)
     joints: tuple = eqx.field(static=True)
@@ -206,6 +213,7 @@ class Actuators(eqx.Module):
     site: tuple = eqx.field(static=True, default=None)        # per actuator: its site's moving body, or -1
     site_rot: jax.Array = None
     site_pos: jax.Array = None
+    spatial: tuple = eqx.field(static=True, default=None)     # per actuator: its spatial tendon's index, or -1
 
     @property
     def nu(self) -> int:
@@ -224,9 +232,9 @@ class Actuators(eqx.Module):
                 m = m.at[sel, off:off + 3].set(jnp.einsum("kji,kj->ki", R, m[sel, off:off + 3]))
         return m
 
-    def lengths(self, q):
+    def lengths(self, q, model=None):
         """(nu,) MuJoCo's actuator_length: g0 q (hinge, slide), g[:3]·rotvec (ball), 0 (free), Σ gᵢ qᵢ
-        over a fixed tendon's joints."""
+        over a fixed tendon's joints, g0 ℓ on a spatial tendon (needs ``model``), 0 at a site."""
         nd, qa = np.asarray(self.ndof), np.maximum(np.asarray(self.qadr), 0)
         td = np.zeros(len(nd), bool) if self.tendon is None else np.asarray(self.tendon, bool)
         L = jnp.where(jnp.asarray((nd == 1) & ~td), self.gear[:, 0] * q[qa], 0.0)
@@ -240,7 +248,41 @@ class Actuators(eqx.Module):
             quats = q[qa[ball][:, None] + np.arange(4)]
             r = jax.vmap(lambda u: spatial.quat_log(u / jnp.sqrt(jnp.sum(u * u))))(quats)
             L = L.at[ball].set(jnp.sum(self.gear[ball, :3] * r, -1))
+        if self.spatial_sel.size:
+            L = L.at[self.spatial_sel].set(self._spatial_moments(model, q)[0])
         return L
+
+    @property
+    def spatial_sel(self):
+        """The indices of the actuators on a spatial tendon (static)."""
+        return np.zeros(0, np.int64) if self.spatial is None else np.flatnonzero(np.asarray(self.spatial) >= 0)
+
+    @property
+    def dense(self):
+        """The indices of the actuators whose moment reaches every DoF (sites, spatial tendons), sorted."""
+        return np.sort(np.concatenate([self.sites, self.spatial_sel]))
+
+    def _spatial_moments(self, model, q):
+        """((k,) lengths, (k, nv) moments) of the actuators on spatial tendons (:attr:`spatial_sel`)."""
+        if model is None:
+            raise ValueError("actuators on a spatial tendon need the model: forces(q, v, ctrl, model=)")
+        el = next(e for e in model.forces if isinstance(e, SpatialTendons))
+        x0 = jnp.zeros(model.nv, q.dtype)
+        length = lambda x: el.measure(model, forward_kinematics(model, integrate_q(model, q, x)))  # noqa: E731
+        sel = self.spatial_sel
+        k = np.asarray(self.spatial, np.int64)[sel]
+        g = self.gear[sel, 0]
+        return g * length(x0)[k], g[:, None] * jax.jacfwd(length)(x0)[k]
+
+    def dense_moments(self, model, q):
+        """(k, nv) the moments of the actuators in :attr:`dense` (in order) over every DoF."""
+        parts = []
+        if self.sites.size:
+            parts.append((self.sites, self.site_moments(model, q)))
+        if self.spatial_sel.size:
+            parts.append((self.spatial_sel, self._spatial_moments(model, q)[1]))
+        rows = np.concatenate([p[0] for p in parts])
+        return jnp.concatenate([p[1] for p in parts])[np.argsort(rows)]
 
     @property
     def sites(self):
@@ -267,26 +309,25 @@ class Actuators(eqx.Module):
     def velocities(self, q, v, model=None):
         """(nu,) MuJoCo's actuator_velocity L' = m · v."""
         Ld = jnp.sum(self.moments(q) * v[np.asarray(self.dofs, np.int64)], -1)
-        sel = self.sites
-        if sel.size:
-            Ld = Ld.at[sel].set(self.site_moments(model, q) @ v)
+        if self.dense.size:
+            Ld = Ld.at[self.dense].set(self.dense_moments(model, q) @ v)
         return Ld
 
     def forces(self, q, v, ctrl, model=None):
         """((nu,) the scalar actuator forces (MuJoCo's actuator_force), (nu, 6) the moments over each
-        actuator's ``dofs``; a site transmission's are zero there: :meth:`site_moments`).  ``model``:
-        needed by site transmissions."""
+        actuator's ``dofs``; those of site and spatial-tendon transmissions are zero there:
+        :meth:`dense_moments`).  ``model``: needed by site and spatial-tendon transmissions."""
         f, m, _ = self._forces(q, v, ctrl, model)
         return f, m
 
     def _forces(self, q, v, ctrl, model):
         m = self.moments(q)
-        L = self.lengths(q)
+        L = self.lengths(q, model)
         Ld = jnp.sum(m * v[np.asarray(self.dofs, np.int64)], -1)
         ms = None
-        if self.sites.size:
-            ms = self.site_moments(model, q)
-            Ld = Ld.at[self.sites].set(ms @ v)
+        if self.dense.size:
+            ms = self.dense_moments(model, q)
+            Ld = Ld.at[self.dense].set(ms @ v)
         u = jnp.where(jnp.asarray(self.ctrl_limited), jnp.clip(ctrl, self.ctrlrange[:, 0], self.ctrlrange[:, 1]), ctrl)
         gain = self.gain[:, 0] + jnp.where(jnp.asarray(self.gain_affine), self.gain[:, 1] * L + self.gain[:, 2] * Ld, 0.0)
         bias = jnp.where(jnp.asarray(self.bias_affine), self.bias[:, 0] + self.bias[:, 1] * L + self.bias[:, 2] * Ld,
@@ -297,11 +338,11 @@ class Actuators(eqx.Module):
 
     def generalized_force(self, nv, q, v, ctrl, model=None):
         """(nv,) Σ_i m_i f_i, clamped on the DoFs with an actuator-force range.  ``model``: needed by
-        site transmissions."""
+        site and spatial-tendon transmissions."""
         f, m, ms = self._forces(q, v, ctrl, model)
         tau = jnp.zeros(nv, f.dtype).at[np.asarray(self.dofs, np.int64)].add(m * f[:, None])
         if ms is not None:
-            tau = tau + f[self.sites] @ ms
+            tau = tau + f[self.dense] @ ms
         if self.limit_dofs:
             k = np.asarray(self.limit_dofs, np.int64)
             tau = tau.at[k].set(jnp.clip(tau[k], self.limit_range[:, 0], self.limit_range[:, 1]))
@@ -326,9 +367,9 @@ def resolve_dampratios(model, specs):
         gain = np.asarray(act.gain)
     bias = np.asarray(act.bias).copy()
     site_rows = {}
-    if act.sites.size:
+    if act.dense.size:
         with jax.ensure_compile_time_eval():
-            site_rows = dict(zip(act.sites.tolist(), np.asarray(act.site_moments(model, model.q0))))
+            site_rows = dict(zip(act.dense.tolist(), np.asarray(act.dense_moments(model, model.q0))))
     for i in sel:
         r = np.zeros(model.nv)
         np.add.at(r, np.asarray(act.dofs[i]), mom[i])
@@ -338,7 +379,7 @@ def resolve_dampratios(model, specs):
     return eqx.tree_at(lambda m: m.actuators.bias, model, jnp.asarray(bias, jnp.float64))
 
 
-def bind(specs, limits, joint_bodies, ctx, tendons=None, sites=None):
+def bind(specs, limits, joint_bodies, ctx, tendons=None, sites=None, spatial=()):
     """The :class:`Actuators` of the built tree, or None when there are none.
 
     specs: :func:`actuator_spec` dicts; limits: {joint name: (lo, hi)}
@@ -346,7 +387,8 @@ def bind(specs, limits, joint_bodies, ctx, tendons=None, sites=None):
     ctx: :class:`jaxmbd.forces.BuildContext`; tendons: {name: (dofs, coefficients)} the fixed
     tendons (:func:`jaxmbd.forces.tendon.resolve`), which a tendon transmission drives through its
     coefficients times the gear's first number (at most 6 joints); sites: {name: (body name, R, p)}
-    the frames a site transmission acts at (:meth:`jaxmbd.ModelBuilder.add_site`)."""
+    the frames a site transmission acts at (:meth:`jaxmbd.ModelBuilder.add_site`); spatial: the
+    spatial tendons' names, in the order of the model's SpatialTendons."""
     tendons, sites = tendons or {}, sites or {}
     if not specs:
         if limits:
@@ -359,8 +401,9 @@ def bind(specs, limits, joint_bodies, ctx, tendons=None, sites=None):
         first, n, jt = ctx.joint(joint_bodies[jname], what)
         return first, n, jt
     dofs, ndof, qadr, on_tendon = [], [], [], []
-    site_body, site_rot, site_pos = [], [], []
+    site_body, site_rot, site_pos, on_spatial = [], [], [], []
     for s in specs:
+        on_spatial.append(spatial.index(s["tendon"]) if s.get("tendon") in spatial else -1)
         on_tendon.append(s.get("tendon") is not None)
         sb, sR, sp = -1, np.eye(3), np.zeros(3)
         if s.get("site") is not None:
@@ -370,6 +413,10 @@ def bind(specs, limits, joint_bodies, ctx, tendons=None, sites=None):
             sb, Rh, ph = ctx.body(body, f"{s['what']}: site {s['site']!r}")
             sR, sp = Rh @ R, ph + Rh @ p
         site_body.append(sb), site_rot.append(sR), site_pos.append(sp)
+        if on_spatial[-1] >= 0:
+            on_tendon[-1] = False
+            dofs.append((0,) * 6), ndof.append(0), qadr.append(-1)
+            continue
         if on_tendon[-1]:
             if s["tendon"] not in tendons:
                 raise ValueError(f"{s['what']}: no tendon named {s['tendon']!r}")
@@ -422,4 +469,5 @@ def bind(specs, limits, joint_bodies, ctx, tendons=None, sites=None):
         forcerange=rng("forcerange"), limit_range=jnp.asarray(np.array(lim_rng, float).reshape(-1, 2), jnp.float64),
         site=tuple(site_body) if on_site else None,
         site_rot=jnp.asarray(np.stack(site_rot), jnp.float64) if on_site else None,
-        site_pos=jnp.asarray(np.stack(site_pos), jnp.float64) if on_site else None)
+        site_pos=jnp.asarray(np.stack(site_pos), jnp.float64) if on_site else None,
+        spatial=tuple(on_spatial) if any(k >= 0 for k in on_spatial) else None)

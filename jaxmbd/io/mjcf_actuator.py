@@ -19,16 +19,16 @@ Numbers given in part (``gear="2 3"``) replace the leading entries only.
 Modelled: ``motor``, ``position`` (kp, kv, dampratio, inheritrange),
 ``velocity``, ``damper`` and ``general`` with gaintype fixed/affine, biastype
 none/affine and dyntype none, through ``joint`` or ``jointinparent`` on
-hinge, slide, ball and free joints, a fixed ``tendon`` or a ``site`` (without
-``refsite``); ``gear``, ``ctrlrange``/``ctrllimited``,
+hinge, slide, ball and free joints, a fixed or spatial ``tendon`` or a ``site``
+(without ``refsite``); ``gear``, ``ctrlrange``/``ctrllimited``,
 ``forcerange``/``forcelimited`` with ``<compiler autolimits>`` (auto: a
 range with lo < hi is a limit; without autolimits a range needs its
 ``*limited`` flag); joint ``actuatorfrcrange``/``actuatorfrclimited`` (hinge,
 slide; in a file without actuators there is nothing to clamp);
 ``<option actuatorgroupdisable>`` and the ``actuation`` and ``clampctrl``
 flags.  Anything else (activation dynamics, ``intvelocity``,
-``cylinder``, ``muscle``, ``adhesion``, plugins, spatial-tendon, ``refsite``,
-slider-crank and body transmissions) keeps its ctrl slot, so ``ctrl`` has MuJoCo's layout, exerts
+``cylinder``, ``muscle``, ``adhesion``, plugins, ``refsite``, slider-crank and
+body transmissions) keeps its ctrl slot, so ``ctrl`` has MuJoCo's layout, exerts
 no force, and is listed in the loader's warning."""
 
 from __future__ import annotations
@@ -263,7 +263,8 @@ def _one(comp, el, p, what, notes):
         why = f"activation dynamics ({p['dyntype']})"
     elif p["gaintype"] not in ("fixed", "affine") or p["biastype"] not in ("none", "affine"):
         why = f"gaintype {p['gaintype']} / biastype {p['biastype']}"
-    elif targets[0] == "tendon" and a["tendon"] not in getattr(comp, "fixed_tendons", ()):
+    elif targets[0] == "tendon" and a["tendon"] not in (set(getattr(comp, "fixed_tendons", ())) |
+                                                        set(getattr(comp, "spatial_tendons", ()))):
         why = "transmissions through tendons jaxmbd does not model"
     elif targets[0] == "site" and "refsite" in a:
         why = "site transmissions with a refsite"
