@@ -194,10 +194,8 @@ def sensordata(model, q, v, ctrl=None):
     nu = tree.nu
     ctrl = jnp.zeros(nu, dt) if ctrl is None else jnp.asarray(ctrl)
     act_f = qfrc_act = None
-    if any(k in ("actuatorfrc", "actuatorvel", "jointactuatorfrc") for k in s.kinds) and nu:
-        act_f, _ = tree.actuators.forces(q, v, ctrl, tree)
-        qfrc_act = tree.actuators.generalized_force(tree.nv, q, v, ctrl, tree)
-        act_v = tree.actuators.velocities(q, v, tree)
+    if any(k in ("actuatorpos", "actuatorfrc", "actuatorvel", "jointactuatorfrc") for k in s.kinds) and nu:
+        act_L, act_v, act_f, qfrc_act = tree.actuators.state(tree.nv, q, v, ctrl, tree)
     a = None        # the full dynamics' accelerations, once, for the accelerometers and force/torque
     if "accelerometer" in s.kinds or "force" in s.kinds or "torque" in s.kinds:
         a = _accelerations(model, tree, (qm, vm), q, v, ctrl)
@@ -220,7 +218,7 @@ def sensordata(model, q, v, ctrl=None):
         elif kind == "jointactuatorfrc":
             val = jnp.zeros(1, dt) if qfrc_act is None else qfrc_act[idx:idx + 1]
         elif kind == "actuatorpos":
-            val = tree.actuators.lengths(q, tree)[idx:idx + 1]
+            val = act_L[idx:idx + 1]
         elif kind == "actuatorvel":
             val = act_v[idx:idx + 1]
         elif kind in TENDON_KINDS and s.spatial and s.spatial[i]:

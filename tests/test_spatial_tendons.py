@@ -148,8 +148,7 @@ def test_actuators_on_the_tendon_are_mujocos():
     assert not info.unsupported, info.unsupported
     act = model.actuators
     np.testing.assert_allclose(np.asarray(act.bias[:, 2]), mm.actuator_biasprm[:, 2], rtol=1e-12)
-    parts = jax.jit(lambda q, v, u: (act.lengths(q, model), act.velocities(q, v, model), act.dense_moments(model, q),
-                                     act.forces(q, v, u, model)[0], jaxmbd.actuator_force(model, q, v, u),
+    parts = jax.jit(lambda q, v, u: (*act.state(model.nv, q, v, u, model), act.dense_moments(model, q),
                                      jaxmbd.sensordata(model, q, v, u), _actuated(model, q, v, u)))
     rng = np.random.default_rng(4)
     wraps = set()
@@ -161,7 +160,7 @@ def test_actuators_on_the_tendon_are_mujocos():
         wraps.add(int(d.ten_wrapnum[0]))
         moment = np.zeros((mm.nu, mm.nv))
         mujoco.mju_sparse2dense(moment, d.actuator_moment, d.moment_rownnz, d.moment_rowadr, d.moment_colind)
-        L, Ld, M, f, qfrc, sd, qacc = parts(q, v, u)
+        L, Ld, f, qfrc, M, sd, qacc = parts(q, v, u)
         for ours, theirs in ((L, d.actuator_length), (Ld, d.actuator_velocity), (M, moment),
                              (f, d.actuator_force), (qfrc, d.qfrc_actuator), (sd, d.sensordata)):
             np.testing.assert_allclose(np.asarray(ours), theirs, rtol=1e-12, atol=1e-13)

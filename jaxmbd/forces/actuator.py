@@ -235,6 +235,12 @@ class Actuators(eqx.Module):
     def lengths(self, q, model=None):
         """(nu,) MuJoCo's actuator_length: g0 q (hinge, slide), g[:3]·rotvec (ball), 0 (free), Σ gᵢ qᵢ
         over a fixed tendon's joints, g0 ℓ on a spatial tendon (needs ``model``), 0 at a site."""
+        L = self._joint_lengths(q)
+        if self.spatial_sel.size:
+            L = L.at[self.spatial_sel].set(self._spatial_moments(model, q)[0])
+        return L
+
+    def _joint_lengths(self, q):
         nd, qa = np.asarray(self.ndof), np.maximum(np.asarray(self.qadr), 0)
         td = np.zeros(len(nd), bool) if self.tendon is None else np.asarray(self.tendon, bool)
         L = jnp.where(jnp.asarray((nd == 1) & ~td), self.gear[:, 0] * q[qa], 0.0)
@@ -248,8 +254,6 @@ class Actuators(eqx.Module):
             quats = q[qa[ball][:, None] + np.arange(4)]
             r = jax.vmap(lambda u: spatial.quat_log(u / jnp.sqrt(jnp.sum(u * u))))(quats)
             L = L.at[ball].set(jnp.sum(self.gear[ball, :3] * r, -1))
-        if self.spatial_sel.size:
-            L = L.at[self.spatial_sel].set(self._spatial_moments(model, q)[0])
         return L
 
     @property
@@ -276,13 +280,18 @@ class Actuators(eqx.Module):
 
     def dense_moments(self, model, q):
         """(k, nv) the moments of the actuators in :attr:`dense` (in order) over every DoF."""
-        parts = []
+        return self._dense(model, q)[0]
+
+    def _dense(self, model, q):
+        """(the moments of :attr:`dense`, the lengths of :attr:`spatial_sel` or None)."""
+        parts, lengths = [], None
         if self.sites.size:
             parts.append((self.sites, self.site_moments(model, q)))
         if self.spatial_sel.size:
-            parts.append((self.spatial_sel, self._spatial_moments(model, q)[1]))
+            lengths, M = self._spatial_moments(model, q)
+            parts.append((self.spatial_sel, M))
         rows = np.concatenate([p[0] for p in parts])
-        return jnp.concatenate([p[1] for p in parts])[np.argsort(rows)]
+        return jnp.concatenate([p[1] for p in parts])[np.argsort(rows)], lengths
 
     @property
     def sites(self):
@@ -317,29 +326,40 @@ class Actuators(eqx.Module):
         """((nu,) the scalar actuator forces (MuJoCo's actuator_force), (nu, 6) the moments over each
         actuator's ``dofs``; those of site and spatial-tendon transmissions are zero there:
         :meth:`dense_moments`).  ``model``: needed by site and spatial-tendon transmissions."""
-        f, m, _ = self._forces(q, v, ctrl, model)
+        f, m = self._forces(q, v, ctrl, model)[:2]
         return f, m
+
+    def state(self, nv, q, v, ctrl, model=None):
+        """(lengths, velocities, forces, generalized force) from one evaluation of the
+        transmissions (what sensordata reads)."""
+        f, m, ms, L, Ld = self._forces(q, v, ctrl, model)
+        return L, Ld, f, self._generalized(nv, f, m, ms)
 
     def _forces(self, q, v, ctrl, model):
         m = self.moments(q)
-        L = self.lengths(q, model)
+        L = self._joint_lengths(q)
         Ld = jnp.sum(m * v[np.asarray(self.dofs, np.int64)], -1)
         ms = None
         if self.dense.size:
-            ms = self.dense_moments(model, q)
+            ms, spatial_lengths = self._dense(model, q)
             Ld = Ld.at[self.dense].set(ms @ v)
+            if spatial_lengths is not None:
+                L = L.at[self.spatial_sel].set(spatial_lengths)
         u = jnp.where(jnp.asarray(self.ctrl_limited), jnp.clip(ctrl, self.ctrlrange[:, 0], self.ctrlrange[:, 1]), ctrl)
         gain = self.gain[:, 0] + jnp.where(jnp.asarray(self.gain_affine), self.gain[:, 1] * L + self.gain[:, 2] * Ld, 0.0)
         bias = jnp.where(jnp.asarray(self.bias_affine), self.bias[:, 0] + self.bias[:, 1] * L + self.bias[:, 2] * Ld,
                          0.0)
         f = gain * u + bias
         f = jnp.where(jnp.asarray(self.force_limited), jnp.clip(f, self.forcerange[:, 0], self.forcerange[:, 1]), f)
-        return jnp.where(jnp.asarray(self.active), f, 0.0), m, ms
+        return jnp.where(jnp.asarray(self.active), f, 0.0), m, ms, L, Ld
 
     def generalized_force(self, nv, q, v, ctrl, model=None):
         """(nv,) Σ_i m_i f_i, clamped on the DoFs with an actuator-force range.  ``model``: needed by
         site and spatial-tendon transmissions."""
-        f, m, ms = self._forces(q, v, ctrl, model)
+        f, m, ms = self._forces(q, v, ctrl, model)[:3]
+        return self._generalized(nv, f, m, ms)
+
+    def _generalized(self, nv, f, m, ms):
         tau = jnp.zeros(nv, f.dtype).at[np.asarray(self.dofs, np.int64)].add(m * f[:, None])
         if ms is not None:
             tau = tau + f[self.dense] @ ms
