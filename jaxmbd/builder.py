@@ -557,7 +557,6 @@ class ModelBuilder:
         limit row at each end (``solref_limit``, ``solimp_limit``); ``frictionloss``: a soft
         friction-loss row (``solref_friction``, ``solimp_friction``); MuJoCo's defaults for the
         soft parameters (:mod:`jaxmbd.forces.tendon`).  ``add_actuator(None, tendon=name)`` drives it."""
-        from .forces.soft import check_solimp, check_solref
         what = f"tendon {name!r}"
         if not isinstance(name, str) or not name:
             raise ValueError(f"tendon name must be a non-empty string, got {name!r}")
@@ -582,22 +581,9 @@ class ModelBuilder:
                 sl = np.repeat(sl, 2)
             if sl.shape != (2,) or not np.all(np.isfinite(sl)) or sl[0] > sl[1]:
                 raise ValueError(f"{what}: springlength is one number or an increasing pair, got {springlength!r}")
-        rng = None
-        if range is not None:
-            rng = _vec(range, 2, f"{what}: range")
-            if not rng[0] < rng[1]:
-                raise ValueError(f"{what}: range must be increasing, got {range!r}")
-        fl = _scalar(frictionloss, f"{what}: frictionloss")
-        if fl < 0:
-            raise ValueError(f"{what}: frictionloss must be >= 0")
-        soft = {key: check(MJ.SOLREF if val is None and "ref" in key else MJ.SOLIMP if val is None else val,
-                           f"{what}: {key}")
-                for key, val, check in (("solref_limit", solref_limit, check_solref),
-                                        ("solimp_limit", solimp_limit, check_solimp),
-                                        ("solref_friction", solref_friction, check_solref),
-                                        ("solimp_friction", solimp_friction, check_solimp))}
-        self._tendons[name] = dict(joints=joints, coef=c, stiffness=k, damping=b, springlength=sl, range=rng,
-                                   frictionloss=fl, **soft)
+        self._tendons[name] = dict(joints=joints, coef=c, stiffness=k, damping=b, springlength=sl,
+                                   **_tendon_rows(what, range, frictionloss, solref_limit, solimp_limit,
+                                                  solref_friction, solimp_friction))
         return self
 
     def add_tendon_coupling(self, tendon1, tendon2=None, *, polycoef=(0.0, 1.0, 0.0, 0.0, 0.0), solref=None,
@@ -738,14 +724,17 @@ class ModelBuilder:
             out = tuple(out or ()) + (build(self._spatial, ctx, self._sites),)
         return out or None
 
-    def add_spatial_tendon(self, name: str, path, *, stiffness=0.0, damping=0.0,
-                           springlength=None) -> "ModelBuilder":
+    def add_spatial_tendon(self, name: str, path, *, stiffness=0.0, damping=0.0, springlength=None, range=None,
+                           solref_limit=None, solimp_limit=None, frictionloss=0.0, solref_friction=None,
+                           solimp_friction=None) -> "ModelBuilder":
         """A spatial tendon (MuJoCo's ``<tendon><spatial>``; :mod:`jaxmbd.forces.spatial_tendon`):
         ``path`` a sequence of site names (:meth:`add_site`), wrapping geoms ``dict(wrap="sphere" or
         "cylinder", body=, radius=, pos=, quat=, sidesite=None)`` each between two sites, and
         ``("pulley", divisor)`` (the segments after it count 1/divisor).  The tension
         -stiffness·(L - springlength) (zero inside a dead band when ``springlength`` is (low, high);
-        None: the length at the model's q0) - damping·L̇ acts along the path."""
+        None: the length at the model's q0) - damping·L̇ acts along the path.  ``range`` and
+        ``frictionloss`` (with their soft parameters) add soft rows as on a fixed tendon
+        (:meth:`add_fixed_tendon`), their Jacobian ∂L/∂q at the state."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"spatial tendon name must be a non-empty string, got {name!r}")
         what = f"spatial tendon {name!r}"
@@ -791,7 +780,9 @@ class ModelBuilder:
             if sl.size not in (1, 2) or (sl.size == 2 and sl[0] > sl[1]):
                 raise ValueError(f"{what}: springlength is one length or a band (low <= high)")
             spring = (float(sl[0]), float(sl[-1]))
-        self._spatial.append(dict(name=name, path=tuple(steps), stiffness=k, damping=c, spring=spring))
+        self._spatial.append(dict(name=name, path=tuple(steps), stiffness=k, damping=c, spring=spring,
+                                  **_tendon_rows(what, range, frictionloss, solref_limit, solimp_limit,
+                                                 solref_friction, solimp_friction)))
         return self
 
     def _resolved_tendons(self, topo):
@@ -811,10 +802,16 @@ class ModelBuilder:
 
     def _with_tendons(self, model, resolved):
         """The model with its FixedTendons element (jaxmbd.forces.tendon) for the tendons with a spring
-        or damping, its TendonRows and its tendon couplings."""
+        or damping, its TendonRows and its tendon couplings, and the SpatialTendonRows of its spatial
+        tendons with a range or a friction loss."""
+        from .crba import host_mass_matrix
+        from .forces.spatial_tendon import rows_element as spatial_rows
+        if any(t["range"] is not None or t["frictionloss"] > 0 for t in self._spatial):
+            H0 = np.asarray(host_mass_matrix(model, model.q0))
+            rows = spatial_rows(model, self._spatial, H0)
+            model = dataclasses.replace(model, forces=tuple(model.forces or ()) + (rows,))
         if not self._tendons:
             return model
-        from .crba import host_mass_matrix
         from .forces.joint_coupling import JointCoupling, tendon_rows
         from .forces.tendon import element, rows_element
         topo = model.topo
@@ -1345,6 +1342,26 @@ def _fill_invweights(model, override=None):
         new[i] = make(type(e), **dict({f.name: getattr(e, f.name) for f in dataclasses.fields(e)},
                                       invweight=jnp.asarray(iw)))
     return dataclasses.replace(model, forces=tuple(new))
+
+
+def _tendon_rows(what, range, frictionloss, solref_limit, solimp_limit, solref_friction, solimp_friction):
+    """A tendon's checked limit and friction-loss parameters (MuJoCo's defaults where None)."""
+    from .forces.soft import check_solimp, check_solref
+    rng = None
+    if range is not None:
+        rng = _vec(range, 2, f"{what}: range")
+        if not rng[0] < rng[1]:
+            raise ValueError(f"{what}: range must be increasing, got {range!r}")
+    fl = _scalar(frictionloss, f"{what}: frictionloss")
+    if fl < 0:
+        raise ValueError(f"{what}: frictionloss must be >= 0")
+    soft = {key: check(MJ.SOLREF if val is None and "ref" in key else MJ.SOLIMP if val is None else val,
+                       f"{what}: {key}")
+            for key, val, check in (("solref_limit", solref_limit, check_solref),
+                                    ("solimp_limit", solimp_limit, check_solimp),
+                                    ("solref_friction", solref_friction, check_solref),
+                                    ("solimp_friction", solimp_friction, check_solimp))}
+    return dict(range=rng, frictionloss=fl, **soft)
 
 
 def _with_spatial_springs(model):

@@ -232,7 +232,8 @@ def test_warning_lists_what_is_not_modelled_once():
     msgs = [str(x.message) for x in w if issubclass(x.category, UserWarning)]
     assert msgs == []     # its fixed tendons, motors, limits and contacts are all modelled
     text = open(path).read().replace("</tendon>", '<spatial name="sp" limited="true" range="0 1"><site site="s0"/><site site="s1"/></spatial>'
-                                     "</tendon><sensor><magnetometer name=\"feel\" site=\"s0\"/></sensor>")
+                                     '</tendon><equality><tendon name="tie" tendon1="sp"/></equality>'
+                                     "<sensor><magnetometer name=\"feel\" site=\"s0\"/></sensor>")
     text = text.replace('<body name="torso" pos="0 0 1.4">',
                         '<body name="torso" pos="0 0 1.4"><site name="s0"/><site name="s1" pos="0 0 0.1"/>')
     with warnings.catch_warnings(record=True) as w:
@@ -240,7 +241,7 @@ def test_warning_lists_what_is_not_modelled_once():
         jaxmbd.load_mjcf(text)
     msgs = [str(x.message) for x in w if issubclass(x.category, UserWarning)]
     assert len(msgs) == 1
-    assert "spatial tendons' parts jaxmbd does not model (1: sp: range)" in msgs[0] and "feel" in msgs[0]
+    assert "tendon equality constraints on spatial tendons (1: tie)" in msgs[0] and "feel" in msgs[0]
     for what in ("actuator", "limit", "contact"):      # modelled: Actuators, JointLimit, Contact
         assert what not in msgs[0], what
     info = jaxmbd.load_mjcf(FEATURES, return_info=True, warn=False)

@@ -56,8 +56,8 @@ import numpy as np
 
 from .. import joints, spatial
 from ..checks import scalar
-from ..kinematics import forward_kinematics, integrate_q, kinematics_and_axes
-from .spatial_tendon import SpatialTendons
+from ..kinematics import kinematics_and_axes
+from .spatial_tendon import length_and_jacobian
 
 KINDS = ("motor", "position", "velocity", "damper", "general")
 GAIN_TYPES = ("fixed", "affine")
@@ -270,13 +270,11 @@ class Actuators(eqx.Module):
         """((k,) lengths, (k, nv) moments) of the actuators on spatial tendons (:attr:`spatial_sel`)."""
         if model is None:
             raise ValueError("actuators on a spatial tendon need the model: forces(q, v, ctrl, model=)")
-        el = next(e for e in model.forces if isinstance(e, SpatialTendons))
-        x0 = jnp.zeros(model.nv, q.dtype)
-        length = lambda x: el.measure(model, forward_kinematics(model, integrate_q(model, q, x)))  # noqa: E731
+        L, J = length_and_jacobian(model, q)
         sel = self.spatial_sel
         k = np.asarray(self.spatial, np.int64)[sel]
         g = self.gear[sel, 0]
-        return g * length(x0)[k], g[:, None] * jax.jacfwd(length)(x0)[k]
+        return g * L[k], g[:, None] * J[k]
 
     def dense_moments(self, model, q):
         """(k, nv) the moments of the actuators in :attr:`dense` (in order) over every DoF."""

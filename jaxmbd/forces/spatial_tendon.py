@@ -18,7 +18,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import PoseElement, dofs_of_bodies, f64, make, pose_of, world_points
+from ..kinematics import forward_kinematics, integrate_q
+from .base import JointElement, PoseElement, SoftRows, dofs_of_bodies, f64, make, pose_of, world_points
+from .tendon import length_rows
 
 MINVAL = 1e-15     # MuJoCo's mjMINVAL
 
@@ -104,6 +106,72 @@ class SpatialTendons(PoseElement):
         lo, hi = self.spring[:, 0], self.spring[:, 1]
         stretch = jnp.where(L > hi, L - hi, jnp.where(L < lo, L - lo, 0.0))
         return jnp.sum(0.5 * self.stiffness * stretch ** 2)
+
+
+def length_and_jacobian(model, q, el=None):
+    """((k,) the spatial tendons' lengths, (k, nv) their Jacobian ∂L/∂q in the tangent coordinates
+    of q (MuJoCo's ten_J), by forward mode in the nv directions)."""
+    el = el or next(e for e in model.forces if isinstance(e, SpatialTendons))
+    length = lambda x: el.measure(model, forward_kinematics(model, integrate_q(model, q, x)))  # noqa: E731
+    x0 = jnp.zeros(model.nv, q.dtype)
+    return length(x0), jax.jacfwd(length)(x0)
+
+
+class SpatialTendonRows(SoftRows, JointElement):
+    """The soft rows of spatial tendons, as MuJoCo's and as :class:`jaxmbd.forces.tendon.TendonRows`
+    of fixed tendons: a limit row at the nearer bound of ``range`` for each ``limited`` tendon and a
+    friction-loss row for each with ``friction``, their Jacobian ∂L/∂q at the state; Â
+    (``invweight``) MuJoCo's ``tendon_invweight0``, J H⁻¹ Jᵀ at the model's q0.  Static: ``names``,
+    ``index`` (the tendons' indices in the model's :class:`SpatialTendons`), ``dofs`` (the DoFs each
+    moves), ``limited``, ``friction``."""
+    names: tuple = eqx.field(static=True)
+    index: tuple = eqx.field(static=True)
+    dofs: tuple = eqx.field(static=True)
+    limited: tuple = eqx.field(static=True)
+    friction: tuple = eqx.field(static=True)
+    range: jax.Array
+    solref_limit: jax.Array
+    solimp_limit: jax.Array
+    loss: jax.Array
+    solref_friction: jax.Array
+    solimp_friction: jax.Array
+    invweight: jax.Array
+
+    has_soft = True
+
+    def bind(self, ctx):
+        return self
+
+    def couplings(self, topo):
+        return tuple(d for d in self.dofs if len(d) > 1)
+
+    def force(self, model, q, v):
+        return jnp.zeros(model.nv, jnp.result_type(q, v, float))
+
+    def soft_rows(self, model, q, v, kin=None, axes=None):
+        L, J = length_and_jacobian(model, q)
+        k = np.asarray(self.index, np.int64)
+        return length_rows(self, J[k], L[k], J[k] @ v)
+
+
+def rows_element(model, tendons, H0):
+    """The :class:`SpatialTendonRows` of the builder's spatial tendon records with a range or a
+    friction loss (None if none), for the built ``model`` (H0: its mass matrix at q0)."""
+    sel = [i for i, t in enumerate(tendons) if t["range"] is not None or t["frictionloss"] > 0]
+    if not sel:
+        return None
+    el = next(e for e in model.forces if isinstance(e, SpatialTendons))
+    with jax.ensure_compile_time_eval():
+        J0 = np.asarray(length_and_jacobian(model, model.q0, el)[1])[sel]
+    iw = np.einsum("ki,ki->k", J0, np.linalg.solve(H0, J0.T).T)
+    t = [tendons[i] for i in sel]
+    return make(SpatialTendonRows, names=tuple(x["name"] for x in t), index=tuple(sel),
+                dofs=tuple(el.couplings(model.topo)[i] for i in sel),
+                limited=tuple(x["range"] is not None for x in t), friction=tuple(x["frictionloss"] > 0 for x in t),
+                range=f64([x["range"] if x["range"] is not None else (0.0, 0.0) for x in t]),
+                solref_limit=f64([x["solref_limit"] for x in t]), solimp_limit=f64([x["solimp_limit"] for x in t]),
+                loss=f64([x["frictionloss"] for x in t]), solref_friction=f64([x["solref_friction"] for x in t]),
+                solimp_friction=f64([x["solimp_friction"] for x in t]), invweight=f64(iw))
 
 
 def _cross2(a, b):

@@ -124,24 +124,29 @@ class TendonRows(SoftRows, JointElement):
         return jnp.zeros(model.nv, jnp.result_type(q, v, float))
 
     def soft_rows(self, model, q, v, kin=None, axes=None):
-        from .soft import MINVAL, FrictionRows, NormalRows, impedance, ref_coefficients
-        dt = jnp.result_type(q, v, float)
-        L = self.coef @ q[model.topo.dof_qadr]
-        Ld = self.coef @ v
-        lim = np.flatnonzero(np.asarray(self.limited, bool))
-        dl, du = L[lim] - self.range[lim, 0], self.range[lim, 1] - L[lim]
-        low = dl <= du
-        sign = jnp.where(low, 1.0, -1.0)
-        N = NormalRows(sign[:, None] * self.coef[lim], jnp.where(low, dl, du), sign * Ld[lim],
-                       self.solref_limit[lim], self.solimp_limit[lim], self.invweight[lim])
-        fr = np.flatnonzero(np.asarray(self.friction, bool))
-        k = fr.size
-        d = impedance(jnp.zeros(k, dt), self.solimp_friction[fr])
-        _, B = ref_coefficients(self.solref_friction[fr], self.solimp_friction[fr])
-        R = jnp.maximum((1.0 - d) / d * self.invweight[fr], MINVAL)
-        T = FrictionRows(self.coef[fr], Ld[fr], B, R, jnp.ones(k, dt), jnp.ones(k, dt), np.full(k, -1),
-                         self.loss[fr], np.arange(k))
-        return N, T, None
+        return length_rows(self, self.coef, self.coef @ q[model.topo.dof_qadr], self.coef @ v)
+
+
+def length_rows(el, J, L, Ld):
+    """(NormalRows, FrictionRows, None) of tendons with lengths L, rates Ld and Jacobian J (k, nv):
+    the limit rows of ``el.limited`` at the nearer bound of ``el.range`` and the friction-loss rows
+    of ``el.friction`` (``el``'s soft parameters and ``invweight``)."""
+    from .soft import MINVAL, FrictionRows, NormalRows, impedance, ref_coefficients
+    dt = L.dtype
+    lim = np.flatnonzero(np.asarray(el.limited, bool))
+    dl, du = L[lim] - el.range[lim, 0], el.range[lim, 1] - L[lim]
+    low = dl <= du
+    sign = jnp.where(low, 1.0, -1.0)
+    N = NormalRows(sign[:, None] * J[lim], jnp.where(low, dl, du), sign * Ld[lim],
+                   el.solref_limit[lim], el.solimp_limit[lim], el.invweight[lim])
+    fr = np.flatnonzero(np.asarray(el.friction, bool))
+    k = fr.size
+    d = impedance(jnp.zeros(k, dt), el.solimp_friction[fr])
+    _, B = ref_coefficients(el.solref_friction[fr], el.solimp_friction[fr])
+    R = jnp.maximum((1.0 - d) / d * el.invweight[fr], MINVAL)
+    T = FrictionRows(J[fr], Ld[fr], B, R, jnp.ones(k, dt), jnp.ones(k, dt), np.full(k, -1),
+                     el.loss[fr], np.arange(k))
+    return N, T, None
 
 
 def rows_element(tendons, resolved, nv, H0):

@@ -71,7 +71,7 @@ naming a mesh is fitted to it as MuJoCo fits it (:func:`jaxmbd.io.mesh.fit_primi
 ``<compiler fitaabb>``, ``fitscale``).
 
 Not modelled (listed once in a warning, never dropped silently):
-spatial tendons' limits and friction loss, tendon limit margins, ball-joint limits, fluid forces, the sensor kinds :mod:`jaxmbd.sensors` does not model
+equalities on spatial tendons, tendon limit margins, ball-joint limits, fluid forces, the sensor kinds :mod:`jaxmbd.sensors` does not model
 (their slots in ``sensordata`` are kept as zeros),
 and equality constraints other
 than ``connect``/``weld``/``joint`` and ``tendon`` on fixed tendons (returned in ``MJCFImport.equality``); options and flags that change
