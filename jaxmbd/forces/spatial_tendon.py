@@ -111,7 +111,8 @@ class SpatialTendons(PoseElement):
 def length_and_jacobian(model, q, el=None):
     """((k,) the spatial tendons' lengths, (k, nv) their Jacobian ∂L/∂q in the tangent coordinates
     of q (MuJoCo's ten_J), by forward mode in the nv directions)."""
-    el = el or next(e for e in model.forces if isinstance(e, SpatialTendons))
+    if el is None:
+        el = next(e for e in model.forces if isinstance(e, SpatialTendons))
     length = lambda x: el.measure(model, forward_kinematics(model, integrate_q(model, q, x)))  # noqa: E731
     x0 = jnp.zeros(model.nv, q.dtype)
     return length(x0), jax.jacfwd(length)(x0)
