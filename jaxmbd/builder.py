@@ -804,11 +804,13 @@ class ModelBuilder:
         """The model with its FixedTendons element (jaxmbd.forces.tendon) for the tendons with a spring
         or damping, its TendonRows and its tendon couplings, and the SpatialTendonRows of its spatial
         tendons with a range or a friction loss."""
+        if not self._tendons and not self._spatial:
+            return model
         from .crba import host_mass_matrix
         from .forces.spatial_tendon import rows_element as spatial_rows
-        if any(t["range"] is not None or t["frictionloss"] > 0 for t in self._spatial):
-            H0 = np.asarray(host_mass_matrix(model, model.q0))
-            rows = spatial_rows(model, self._spatial, H0)
+        H0 = np.asarray(host_mass_matrix(model, model.q0))      # the rows' Â
+        rows = spatial_rows(model, self._spatial, H0) if self._spatial else None
+        if rows is not None:
             model = dataclasses.replace(model, forces=tuple(model.forces or ()) + (rows,))
         if not self._tendons:
             return model
@@ -816,7 +818,7 @@ class ModelBuilder:
         from .forces.tendon import element, rows_element
         topo = model.topo
         els = (element(self._tendons, resolved, topo.nv, np.asarray(model.q0), topo.dof_qadr),
-               rows_element(self._tendons, resolved, topo.nv, np.asarray(host_mass_matrix(model, model.q0))))
+               rows_element(self._tendons, resolved, topo.nv, H0))
         forces = list(model.forces or ()) + [e for e in els if e is not None]
         coupled = tendon_rows(self._tendon_couplings, resolved, topo.nv)
         if coupled is not None:      # one JointCoupling element per model: joints' and tendons' rows

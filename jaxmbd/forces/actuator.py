@@ -315,10 +315,7 @@ class Actuators(eqx.Module):
 
     def velocities(self, q, v, model=None):
         """(nu,) MuJoCo's actuator_velocity L' = m · v."""
-        Ld = jnp.sum(self.moments(q) * v[np.asarray(self.dofs, np.int64)], -1)
-        if self.dense.size:
-            Ld = Ld.at[self.dense].set(self.dense_moments(model, q) @ v)
-        return Ld
+        return self._transmission(q, v, model)[3]
 
     def forces(self, q, v, ctrl, model=None):
         """((nu,) the scalar actuator forces (MuJoCo's actuator_force), (nu, 6) the moments over each
@@ -333,7 +330,8 @@ class Actuators(eqx.Module):
         f, m, ms, L, Ld = self._forces(q, v, ctrl, model)
         return L, Ld, f, self._generalized(nv, f, m, ms)
 
-    def _forces(self, q, v, ctrl, model):
+    def _transmission(self, q, v, model):
+        """(moments over ``dofs``, moments of :attr:`dense` or None, lengths, velocities)."""
         m = self.moments(q)
         L = self._joint_lengths(q)
         Ld = jnp.sum(m * v[np.asarray(self.dofs, np.int64)], -1)
@@ -343,6 +341,10 @@ class Actuators(eqx.Module):
             Ld = Ld.at[self.dense].set(ms @ v)
             if spatial_lengths is not None:
                 L = L.at[self.spatial_sel].set(spatial_lengths)
+        return m, ms, L, Ld
+
+    def _forces(self, q, v, ctrl, model):
+        m, ms, L, Ld = self._transmission(q, v, model)
         u = jnp.where(jnp.asarray(self.ctrl_limited), jnp.clip(ctrl, self.ctrlrange[:, 0], self.ctrlrange[:, 1]), ctrl)
         gain = self.gain[:, 0] + jnp.where(jnp.asarray(self.gain_affine), self.gain[:, 1] * L + self.gain[:, 2] * Ld, 0.0)
         bias = jnp.where(jnp.asarray(self.bias_affine), self.bias[:, 0] + self.bias[:, 1] * L + self.bias[:, 2] * Ld,
@@ -384,14 +386,14 @@ def resolve_dampratios(model, specs):
         mom = np.asarray(act.moments(model.q0))
         gain = np.asarray(act.gain)
     bias = np.asarray(act.bias).copy()
-    site_rows = {}
+    dense_rows = {}       # site and spatial-tendon transmissions: moments over every DoF
     if act.dense.size:
         with jax.ensure_compile_time_eval():
-            site_rows = dict(zip(act.dense.tolist(), np.asarray(act.dense_moments(model, model.q0))))
+            dense_rows = dict(zip(act.dense.tolist(), np.asarray(act.dense_moments(model, model.q0))))
     for i in sel:
         r = np.zeros(model.nv)
         np.add.at(r, np.asarray(act.dofs[i]), mom[i])
-        r = r + site_rows.get(int(i), 0.0)
+        r = r + dense_rows.get(int(i), 0.0)
         mass = 1.0 / (r @ Minv @ r)
         bias[i, 2] = -2.0 * zeta[i] * np.sqrt(gain[i, 0] * mass)
     return eqx.tree_at(lambda m: m.actuators.bias, model, jnp.asarray(bias, jnp.float64))
@@ -422,7 +424,7 @@ def bind(specs, limits, joint_bodies, ctx, tendons=None, sites=None, spatial=())
     site_body, site_rot, site_pos, on_spatial = [], [], [], []
     for s in specs:
         on_spatial.append(spatial.index(s["tendon"]) if s.get("tendon") in spatial else -1)
-        on_tendon.append(s.get("tendon") is not None)
+        on_tendon.append(s.get("tendon") is not None and on_spatial[-1] < 0)
         sb, sR, sp = -1, np.eye(3), np.zeros(3)
         if s.get("site") is not None:
             if s["site"] not in sites:
@@ -431,10 +433,6 @@ def bind(specs, limits, joint_bodies, ctx, tendons=None, sites=None, spatial=())
             sb, Rh, ph = ctx.body(body, f"{s['what']}: site {s['site']!r}")
             sR, sp = Rh @ R, ph + Rh @ p
         site_body.append(sb), site_rot.append(sR), site_pos.append(sp)
-        if on_spatial[-1] >= 0:
-            on_tendon[-1] = False
-            dofs.append((0,) * 6), ndof.append(0), qadr.append(-1)
-            continue
         if on_tendon[-1]:
             if s["tendon"] not in tendons:
                 raise ValueError(f"{s['what']}: no tendon named {s['tendon']!r}")
@@ -444,7 +442,7 @@ def bind(specs, limits, joint_bodies, ctx, tendons=None, sites=None, spatial=())
             s["gear"] = np.concatenate([s["gear"][0] * c, np.zeros(6 - len(td))])
             dofs.append(tuple(td) + (td[0],) * (6 - len(td))), ndof.append(len(td)), qadr.append(-1)
             continue
-        if s["joint"] is None:    # a site transmission or none
+        if s["joint"] is None:    # a site or spatial-tendon transmission, or none
             dofs.append((0,) * 6), ndof.append(0), qadr.append(-1)
             continue
         first, n, jt = joint_of(s["joint"], s["what"])

@@ -263,8 +263,8 @@ def _one(comp, el, p, what, notes):
         why = f"activation dynamics ({p['dyntype']})"
     elif p["gaintype"] not in ("fixed", "affine") or p["biastype"] not in ("none", "affine"):
         why = f"gaintype {p['gaintype']} / biastype {p['biastype']}"
-    elif targets[0] == "tendon" and a["tendon"] not in (set(getattr(comp, "fixed_tendons", ())) |
-                                                        set(getattr(comp, "spatial_tendons", ()))):
+    elif targets[0] == "tendon" and not any(a["tendon"] in getattr(comp, k, ()) for k in ("fixed_tendons",
+                                                                                          "spatial_tendons")):
         why = "transmissions through tendons jaxmbd does not model"
     elif targets[0] == "site" and "refsite" in a:
         why = "site transmissions with a refsite"
